@@ -1,0 +1,87 @@
+//! A granted lease, its fencing token and the server's clock.
+
+use std::fmt;
+
+use crate::{Owner, Scope, Ttl};
+
+/// A point on the *server's* clock, in microseconds since the Unix epoch
+/// (or since a simulation's epoch). Clients never produce one: every value comes
+/// back from the database, which is the only clock lease decisions consult.
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct ServerTime {
+    /// Microseconds since the epoch.
+    pub micros: i64,
+}
+
+impl ServerTime {
+    /// A server time from microseconds since the epoch.
+    pub const fn from_micros(micros: i64) -> ServerTime {
+        ServerTime { micros }
+    }
+
+    /// `self + ttl`. The TTL's upper bound keeps this from overflowing for any
+    /// time a clock can show; a server time within 7 days of `i64::MAX`
+    /// microseconds (year 294,000) is a broken clock and panics.
+    pub fn plus(self, ttl: Ttl) -> ServerTime {
+        let micros = self.micros.checked_add(ttl.as_micros());
+        ServerTime {
+            micros: micros.expect("server time + ttl overflowed: the server clock is broken"),
+        }
+    }
+}
+
+impl fmt::Display for ServerTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seconds = self.micros.div_euclid(1_000_000);
+        let micros = self.micros.rem_euclid(1_000_000);
+        write!(f, "{seconds}.{micros:06}s")
+    }
+}
+
+/// A fencing token: every grant of a scope gets one strictly greater than every
+/// earlier grant of that scope; renewals keep it. Writes guarded by a lease
+/// carry it, so a stale holder's write is recognisable as stale.
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct FencingToken(pub i64);
+
+impl FencingToken {
+    /// The token of a scope's first grant.
+    pub const FIRST: FencingToken = FencingToken(1);
+
+    /// The token of the grant after this one.
+    pub fn next(self) -> FencingToken {
+        FencingToken(self.0.checked_add(1).expect("fencing token overflowed i64"))
+    }
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// A grant as the server made it: who holds which scope, under which token,
+/// from when until when (server time).
+///
+/// Holding a `Lease` value proves nothing about *now*: it says what was true
+/// when the server answered. Only the fence inside a transaction
+/// (`hold_for_update`) makes it true for the writes of that transaction.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Lease {
+    /// The scope held.
+    pub scope: Scope,
+    /// The holder.
+    pub owner: Owner,
+    /// The grant's fencing token.
+    pub token: FencingToken,
+    /// Server time the grant was made (kept across renewals).
+    pub granted_at: ServerTime,
+    /// Server time the grant stops being valid unless renewed.
+    pub expires_at: ServerTime,
+}

@@ -1,0 +1,29 @@
+//! The lease protocol's pure semantics.
+//!
+//! Everything the rest of leaseproof agrees on lives here, and nothing here does
+//! IO: no tokio, no SQL, no wall clock. The PostgreSQL backend, the simulated
+//! database and the model checker all build on these types.
+//!
+//! - [`Scope`], [`Owner`], [`Ttl`], [`FencingToken`], [`Lease`]: validated at
+//!   construction, so bad input is a typed [`InvalidInput`] before any SQL runs.
+//! - [`LeaseError`]: the one error type every backend returns.
+//! - [`semantics::LeaseTable`]: an executable model of every lease statement with
+//!   the server clock passed in. It is the specification the SQL is tested
+//!   against and the state the simulated database serves.
+//! - [`LeasePort`]: the operations the worker loop drives, whatever the backend.
+#![deny(missing_docs)]
+
+mod error;
+mod lease;
+mod owner;
+mod port;
+mod scope;
+pub mod semantics;
+mod ttl;
+
+pub use error::{InvalidInput, LeaseError};
+pub use lease::{FencingToken, Lease, ServerTime};
+pub use owner::Owner;
+pub use port::{CommitReceipt, GuardedCycle, LeasePort};
+pub use scope::Scope;
+pub use ttl::Ttl;
