@@ -1,0 +1,1015 @@
+//! The checker: invariants I1–I4 and belief overlaps over one [`History`].
+//!
+//! Goal: one judge for every run. Method: pair invokes with completions, rebuild
+//! each scope's grants from the *ok* outcomes only (they are facts; unknown
+//! outcomes neither prove nor refute), then test
+//! - I1 mutual exclusion: effective grant intervals `[granted_at, end)` of
+//!   distinct tokens never overlap (`end` = the last known `expires_at`, cut
+//!   short by an ok release);
+//! - I2 token order: tokens strictly increase with `granted_at`, a token has one
+//!   owner and one `granted_at`, renewals and idempotent re-acquires keep it;
+//! - I3 fenced writes: each guarded row's (owner, token) was granted, its server
+//!   time lies in `[granted_at(T), granted_at(next grant))`, tokens never go
+//!   backwards in `seq` order and cycles never interleave;
+//! - I4 nothing lost: ok commits are whole in the table, failed ones absent,
+//!   unknown ones whole or absent — never partial;
+//!
+//! It also counts belief overlaps, a violation only for workers configured unfenced.
+//!
+//! Server times are compared only with server times, true times only with true
+//! times: the worker clocks may be skewed and never enter a verdict.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::event::{EventKind, FailReason, GuardedRow, Op, OpResult, Outcome};
+use crate::history::History;
+
+/// What the checker is told beyond the history.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckConfig {
+    /// Workers that write without the fence: their belief overlaps are violations.
+    pub unfenced_workers: BTreeSet<String>,
+}
+
+/// Which rule a [`Violation`] breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Invariant {
+    /// I1: two grants of one scope were live at once.
+    MutualExclusion,
+    /// I2: tokens out of order, shared, or changed by a renewal.
+    TokenOrder,
+    /// I3: a guarded write outside its grant, under an ungranted token, out of
+    /// token order, or interleaved with another cycle.
+    FencedWrites,
+    /// I4: a commit's rows missing, present after a failure, or partial.
+    NothingLost,
+    /// Two workers believed they held one scope at once, one of them unfenced.
+    BeliefOverlap,
+    /// The history itself is inconsistent (a completion without invoke, a
+    /// duplicated op id, a result of the wrong kind).
+    WellFormed,
+}
+
+impl Invariant {
+    /// The short code used in reports: `I1`…`I4`, `B` or `H`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Invariant::MutualExclusion => "I1",
+            Invariant::TokenOrder => "I2",
+            Invariant::FencedWrites => "I3",
+            Invariant::NothingLost => "I4",
+            Invariant::BeliefOverlap => "B",
+            Invariant::WellFormed => "H",
+        }
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Invariant::MutualExclusion => "mutual exclusion",
+            Invariant::TokenOrder => "token order",
+            Invariant::FencedWrites => "fenced writes",
+            Invariant::NothingLost => "nothing lost",
+            Invariant::BeliefOverlap => "belief overlap",
+            Invariant::WellFormed => "well-formed history",
+        };
+        write!(formatter, "{} {}", self.code(), name)
+    }
+}
+
+/// One broken rule, with the evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The rule.
+    pub invariant: Invariant,
+    /// The scope it concerns (empty for history-wide problems).
+    pub scope: String,
+    /// Indices of the events that show it, ascending.
+    pub events: Vec<u64>,
+    /// `seq` of the guarded rows that show it, ascending.
+    pub rows: Vec<u64>,
+    /// A sentence naming owners, tokens and server times.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            formatter,
+            "{} [{}]: {}",
+            self.invariant, self.scope, self.message
+        )?;
+        if !self.events.is_empty() {
+            write!(formatter, " (events {:?})", self.events)?;
+        }
+        if !self.rows.is_empty() {
+            write!(formatter, " (rows seq {:?})", self.rows)?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts that show a run exercised something (pair them with the verdict so a
+/// pass cannot be vacuous).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Distinct grants (scope, token) seen in ok acquire or renew results.
+    pub grants: u64,
+    /// Ok renewals, including idempotent re-acquires of a grant already seen.
+    pub renewals: u64,
+    /// Ok releases.
+    pub releases: u64,
+    /// Grants of a token > 1 whose previous known grant had another owner.
+    pub takeovers: u64,
+    /// Ok commits.
+    pub commits: u64,
+    /// Commits that failed because the lease was lost ([`FailReason::Stale`]).
+    pub refused_stale_commits: u64,
+    /// Operations whose outcome is unknown (including never completed).
+    pub unknown_ops: u64,
+    /// Pairs of belief intervals of different workers overlapping on a scope.
+    pub belief_overlaps: u64,
+    /// Distinct owners that were granted a lease.
+    pub distinct_holders: u64,
+}
+
+/// The checker's verdict.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Every broken rule; empty means the history passed.
+    pub violations: Vec<Violation>,
+    /// What the run exercised.
+    pub stats: Stats,
+}
+
+impl CheckReport {
+    /// True when no rule is broken.
+    pub fn is_ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The violations of one rule.
+    pub fn violations_of(&self, invariant: Invariant) -> Vec<&Violation> {
+        self.violations
+            .iter()
+            .filter(|violation| violation.invariant == invariant)
+            .collect()
+    }
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stats = &self.stats;
+        writeln!(
+            formatter,
+            "{} violation(s); grants={} renewals={} releases={} takeovers={} commits={} \
+             refused_stale_commits={} unknown_ops={} belief_overlaps={} distinct_holders={}",
+            self.violations.len(),
+            stats.grants,
+            stats.renewals,
+            stats.releases,
+            stats.takeovers,
+            stats.commits,
+            stats.refused_stale_commits,
+            stats.unknown_ops,
+            stats.belief_overlaps,
+            stats.distinct_holders
+        )?;
+        for violation in &self.violations {
+            writeln!(formatter, "  {violation}")?;
+        }
+        Ok(())
+    }
+}
+
+/// An invoked operation with its completion, if any.
+#[derive(Debug)]
+struct OpRecord<'h> {
+    invoke_event: u64,
+    op: &'h Op,
+    completion: Option<(u64, &'h Outcome)>,
+}
+
+impl OpRecord<'_> {
+    fn is_unknown(&self) -> bool {
+        matches!(self.completion, None | Some((_, Outcome::Unknown { .. })))
+    }
+
+    fn events(&self) -> Vec<u64> {
+        let mut events = vec![self.invoke_event];
+        events.extend(self.completion.map(|(index, _)| index));
+        events
+    }
+}
+
+/// One grant (scope, token) as the ok outcomes describe it.
+#[derive(Debug)]
+struct Grant {
+    token: u64,
+    owner: String,
+    granted_at_us: i64,
+    /// The event that first reported the grant.
+    first_event: u64,
+    expires_at_us_max: i64,
+    expires_event: u64,
+    /// Largest server `now()` at which the grant was seen live (acquire/renew).
+    live_at_us_max: i64,
+    released: Option<(i64, u64)>,
+    release_unknown: bool,
+}
+
+impl Grant {
+    /// The end of the effective interval and the event that shows it.
+    fn end(&self) -> (i64, u64) {
+        if let Some(released) = self.released {
+            return released;
+        }
+        if self.release_unknown {
+            // The release may have taken effect at any server time after the
+            // grant was last seen live: only that much is certain.
+            return (self.live_at_us_max, self.expires_event);
+        }
+        (self.expires_at_us_max, self.expires_event)
+    }
+}
+
+/// A violation before it is stamped: invariant, scope, events, rows, message.
+type PendingViolation = (Invariant, String, Vec<u64>, Vec<u64>, String);
+
+type Grants = BTreeMap<String, BTreeMap<u64, Grant>>;
+
+struct Checker<'h> {
+    history: &'h History,
+    config: &'h CheckConfig,
+    ops: BTreeMap<u64, OpRecord<'h>>,
+    grants: Grants,
+    report: CheckReport,
+}
+
+/// Judges `history`: every invariant, every count.
+pub fn check(history: &History, config: &CheckConfig) -> CheckReport {
+    let mut checker = Checker {
+        history,
+        config,
+        ops: BTreeMap::new(),
+        grants: BTreeMap::new(),
+        report: CheckReport::default(),
+    };
+    checker.pair_operations();
+    checker.collect_grants();
+    checker.check_grant_intervals();
+    checker.check_guarded_rows();
+    checker.check_commits();
+    checker.check_beliefs();
+    checker.count_operations();
+    checker.report
+}
+
+fn sorted(mut values: Vec<u64>) -> Vec<u64> {
+    values.sort_unstable();
+    values.dedup();
+    values
+}
+
+impl<'h> Checker<'h> {
+    fn violation(
+        &mut self,
+        invariant: Invariant,
+        scope: &str,
+        events: Vec<u64>,
+        rows: Vec<u64>,
+        message: String,
+    ) {
+        self.report.violations.push(Violation {
+            invariant,
+            scope: scope.to_string(),
+            events: sorted(events),
+            rows: sorted(rows),
+            message,
+        });
+    }
+
+    fn pair_operations(&mut self) {
+        for event in &self.history.events {
+            match &event.kind {
+                EventKind::Invoke { op_id, op } => {
+                    if self.ops.contains_key(op_id) {
+                        let first = self.ops[op_id].invoke_event;
+                        self.violation(
+                            Invariant::WellFormed,
+                            op.scope(),
+                            vec![first, event.index],
+                            vec![],
+                            format!("op id {op_id} invoked twice"),
+                        );
+                        continue;
+                    }
+                    self.ops.insert(
+                        *op_id,
+                        OpRecord {
+                            invoke_event: event.index,
+                            op,
+                            completion: None,
+                        },
+                    );
+                }
+                EventKind::Complete { op_id, outcome } => {
+                    let problem = match self.ops.get_mut(op_id) {
+                        None => Some((
+                            "".to_string(),
+                            format!("op id {op_id} completed but never invoked"),
+                        )),
+                        Some(record) if record.completion.is_some() => Some((
+                            record.op.scope().to_string(),
+                            format!("op id {op_id} completed twice"),
+                        )),
+                        Some(record) => {
+                            let kind_matches = match (record.op, outcome) {
+                                (Op::Acquire { .. } | Op::Renew { .. }, Outcome::Ok { result }) => {
+                                    matches!(result, OpResult::Lease { .. })
+                                }
+                                (Op::Release { .. }, Outcome::Ok { result }) => {
+                                    matches!(result, OpResult::Released { .. })
+                                }
+                                (Op::Commit { .. }, Outcome::Ok { result }) => {
+                                    matches!(result, OpResult::Committed { .. })
+                                }
+                                _ => true,
+                            };
+                            record.completion = Some((event.index, outcome));
+                            (!kind_matches).then(|| {
+                                (
+                                    record.op.scope().to_string(),
+                                    format!(
+                                        "op id {op_id}: result {outcome:?} does not fit {:?}",
+                                        record.op
+                                    ),
+                                )
+                            })
+                        }
+                    };
+                    if let Some((scope, message)) = problem {
+                        self.violation(
+                            Invariant::WellFormed,
+                            &scope,
+                            vec![event.index],
+                            vec![],
+                            message,
+                        );
+                    }
+                }
+                EventKind::BeliefStart { .. } | EventKind::BeliefEnd { .. } => {}
+            }
+        }
+    }
+
+    /// Builds [`Grant`]s from ok acquire/renew/release outcomes; checks the I2
+    /// rules that concern a single grant.
+    fn collect_grants(&mut self) {
+        let mut violations = Vec::new();
+        let mut renewals = 0;
+        for record in self.ops.values() {
+            let Some((complete_event, Outcome::Ok { result })) = record.completion else {
+                continue;
+            };
+            let (scope, requested_owner, ttl_us, renewed_token) = match record.op {
+                Op::Acquire {
+                    scope,
+                    owner,
+                    ttl_us,
+                } => (scope, owner, *ttl_us, None),
+                Op::Renew {
+                    scope,
+                    owner,
+                    token,
+                    ttl_us,
+                } => (scope, owner, *ttl_us, Some(*token)),
+                Op::Release { .. } | Op::Commit { .. } => continue,
+            };
+            let OpResult::Lease {
+                token,
+                owner,
+                granted_at_us,
+                expires_at_us,
+            } = result
+            else {
+                continue;
+            };
+            let events = record.events();
+            if owner != requested_owner {
+                violations.push((
+                    Invariant::TokenOrder,
+                    scope.clone(),
+                    events.clone(),
+                    format!("{requested_owner} was answered with {owner}'s row (token {token})"),
+                ));
+            }
+            if let Some(renewed_token) = renewed_token {
+                if renewed_token != *token {
+                    violations.push((
+                        Invariant::TokenOrder,
+                        scope.clone(),
+                        events.clone(),
+                        format!("{owner} renewed token {renewed_token} but got token {token}"),
+                    ));
+                }
+            }
+            let scope_grants = self.grants.entry(scope.clone()).or_default();
+            match scope_grants.get_mut(token) {
+                None => {
+                    if renewed_token.is_some() {
+                        renewals += 1;
+                    }
+                    scope_grants.insert(
+                        *token,
+                        Grant {
+                            token: *token,
+                            owner: owner.clone(),
+                            granted_at_us: *granted_at_us,
+                            first_event: complete_event,
+                            expires_at_us_max: *expires_at_us,
+                            expires_event: complete_event,
+                            live_at_us_max: expires_at_us - ttl_us,
+                            released: None,
+                            release_unknown: false,
+                        },
+                    );
+                }
+                Some(grant) => {
+                    renewals += 1;
+                    if grant.owner != *owner {
+                        violations.push((
+                            Invariant::TokenOrder,
+                            scope.clone(),
+                            vec![grant.first_event, complete_event],
+                            format!("token {token} granted to both {} and {owner}", grant.owner),
+                        ));
+                    }
+                    if grant.granted_at_us != *granted_at_us {
+                        violations.push((
+                            Invariant::TokenOrder,
+                            scope.clone(),
+                            vec![grant.first_event, complete_event],
+                            format!(
+                                "token {token} granted twice: at {} and at {granted_at_us} (server us)",
+                                grant.granted_at_us
+                            ),
+                        ));
+                    }
+                    if *expires_at_us > grant.expires_at_us_max {
+                        grant.expires_at_us_max = *expires_at_us;
+                        grant.expires_event = complete_event;
+                    }
+                    grant.live_at_us_max = grant.live_at_us_max.max(expires_at_us - ttl_us);
+                }
+            }
+        }
+        self.report.stats.renewals = renewals;
+
+        // Releases cut a grant short; an unknown one may have.
+        for record in self.ops.values() {
+            let Op::Release {
+                scope,
+                owner,
+                token,
+            } = record.op
+            else {
+                continue;
+            };
+            let Some(grant) = self
+                .grants
+                .get_mut(scope)
+                .and_then(|grants| grants.get_mut(token))
+            else {
+                continue;
+            };
+            match record.completion {
+                Some((
+                    complete_event,
+                    Outcome::Ok {
+                        result: OpResult::Released { released_at_us },
+                    },
+                )) => {
+                    if grant.owner != *owner {
+                        violations.push((
+                            Invariant::TokenOrder,
+                            scope.clone(),
+                            vec![grant.first_event, complete_event],
+                            format!(
+                                "{owner} released token {token}, which was granted to {}",
+                                grant.owner
+                            ),
+                        ));
+                    }
+                    let earliest = grant.released.map_or(i64::MAX, |(at_us, _)| at_us);
+                    if *released_at_us < earliest {
+                        grant.released = Some((*released_at_us, complete_event));
+                    }
+                }
+                None | Some((_, Outcome::Unknown { .. })) if grant.owner == *owner => {
+                    grant.release_unknown = true;
+                }
+                _ => {}
+            }
+        }
+        for (invariant, scope, events, message) in violations {
+            self.violation(invariant, &scope, events, vec![], message);
+        }
+    }
+
+    /// I1 and the ordering part of I2, per scope, over grants ordered by `granted_at`.
+    fn check_grant_intervals(&mut self) {
+        let mut violations = Vec::new();
+        let mut holders = BTreeSet::new();
+        for (scope, scope_grants) in &self.grants {
+            let mut ordered: Vec<&Grant> = scope_grants.values().collect();
+            ordered.sort_by_key(|grant| (grant.granted_at_us, grant.token));
+            // The grant whose interval reaches furthest so far.
+            let mut reach: Option<&Grant> = None;
+            let mut previous: Option<&Grant> = None;
+            for grant in ordered {
+                holders.insert(grant.owner.clone());
+                self.report.stats.grants += 1;
+                if let Some(previous) = previous {
+                    if grant.token > 1 && previous.owner != grant.owner {
+                        self.report.stats.takeovers += 1;
+                    }
+                    if grant.token < previous.token {
+                        violations.push((
+                            Invariant::TokenOrder,
+                            scope.clone(),
+                            vec![previous.first_event, grant.first_event],
+                            format!(
+                                "token went backwards: {} got token {} at {}, then {} got token {} at {} (server us)",
+                                previous.owner,
+                                previous.token,
+                                previous.granted_at_us,
+                                grant.owner,
+                                grant.token,
+                                grant.granted_at_us
+                            ),
+                        ));
+                    }
+                }
+                if let Some(reach) = reach {
+                    let (reach_end_us, reach_end_event) = reach.end();
+                    if grant.granted_at_us < reach_end_us {
+                        let (invariant, what) = if reach.owner == grant.owner {
+                            (
+                                Invariant::TokenOrder,
+                                "re-acquired its live grant under a new token",
+                            )
+                        } else {
+                            (Invariant::MutualExclusion, "overlap")
+                        };
+                        violations.push((
+                            invariant,
+                            scope.clone(),
+                            vec![reach.first_event, reach_end_event, grant.first_event],
+                            format!(
+                                "{what}: {} token {} holds [{}, {}) and {} token {} was granted at {} (server us)",
+                                reach.owner,
+                                reach.token,
+                                reach.granted_at_us,
+                                reach_end_us,
+                                grant.owner,
+                                grant.token,
+                                grant.granted_at_us
+                            ),
+                        ));
+                    }
+                }
+                if reach.is_none_or(|reach| grant.end().0 > reach.end().0) {
+                    reach = Some(grant);
+                }
+                previous = Some(grant);
+            }
+        }
+        self.report.stats.distinct_holders = holders.len() as u64;
+        for (invariant, scope, events, message) in violations {
+            self.violation(invariant, &scope, events, vec![], message);
+        }
+    }
+
+    /// I3: every guarded row, grouped by cycle, against the grants and `seq` order.
+    fn check_guarded_rows(&mut self) {
+        let mut violations: Vec<PendingViolation> = Vec::new();
+        let commits = self.commits_by_cycle();
+        let cycles = cycles_of(&self.history.guarded_rows);
+
+        for ((owner, cycle_id), rows) in &cycles {
+            let scope = &rows[0].scope;
+            let token = rows[0].token;
+            let commit = commits.get(&(owner.as_str(), *cycle_id));
+            let commit_events = commit.map_or(vec![], |record| record.events());
+            let seqs = |rows: &[&GuardedRow]| rows.iter().map(|row| row.seq).collect::<Vec<_>>();
+            if rows
+                .iter()
+                .any(|row| row.scope != *scope || row.token != token)
+            {
+                violations.push((
+                    Invariant::FencedWrites,
+                    scope.clone(),
+                    commit_events.clone(),
+                    seqs(rows),
+                    format!("cycle {cycle_id} of {owner} has rows under several scopes or tokens"),
+                ));
+            }
+            match commit.map(|record| record.op) {
+                None => violations.push((
+                    Invariant::FencedWrites,
+                    scope.clone(),
+                    vec![],
+                    seqs(rows),
+                    format!("rows of cycle {cycle_id} of {owner} (token {token}) come from no recorded commit"),
+                )),
+                Some(Op::Commit { scope: commit_scope, token: commit_token, .. })
+                    if commit_scope != scope || *commit_token != token =>
+                {
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        commit_events.clone(),
+                        seqs(rows),
+                        format!(
+                            "cycle {cycle_id} of {owner} committed under {commit_scope} token {commit_token} \
+                             but its rows carry {scope} token {token}"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+
+            let scope_grants = self.grants.get(scope);
+            let grant = scope_grants.and_then(|grants| grants.get(&token));
+            let mut events = commit_events.clone();
+            match grant {
+                Some(grant) if grant.owner != *owner => {
+                    events.push(grant.first_event);
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events.clone(),
+                        seqs(rows),
+                        format!("{owner} wrote cycle {cycle_id} under token {token}, which was granted to {}", grant.owner),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    let maybe_granted = self.ops.values().any(|record| {
+                        matches!(record.op, Op::Acquire { scope: s, owner: o, .. } if s == scope && o == owner)
+                            && record.is_unknown()
+                    });
+                    if !maybe_granted {
+                        violations.push((
+                            Invariant::FencedWrites,
+                            scope.clone(),
+                            events.clone(),
+                            seqs(rows),
+                            format!("{owner} wrote cycle {cycle_id} under token {token}, which was never granted"),
+                        ));
+                    }
+                }
+            }
+            // Bounds in server time: no earlier than the latest grant with a token
+            // <= T, before the earliest grant with a larger token.
+            let empty = BTreeMap::new();
+            let scope_grants = scope_grants.unwrap_or(&empty);
+            let lower = scope_grants
+                .range(..=token)
+                .map(|(_, grant)| grant)
+                .max_by_key(|grant| grant.granted_at_us);
+            let upper = scope_grants
+                .range(token + 1..)
+                .map(|(_, grant)| grant)
+                .min_by_key(|grant| grant.granted_at_us);
+            if let Some(lower) = lower {
+                let early: Vec<&GuardedRow> = rows
+                    .iter()
+                    .copied()
+                    .filter(|row| row.written_at_us < lower.granted_at_us)
+                    .collect();
+                if !early.is_empty() {
+                    let mut events = events.clone();
+                    events.push(lower.first_event);
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events,
+                        seqs(&early),
+                        format!(
+                            "{owner} wrote cycle {cycle_id} (token {token}) at {} before token {} was granted at {} (server us)",
+                            early[0].written_at_us, lower.token, lower.granted_at_us
+                        ),
+                    ));
+                }
+            }
+            if let Some(upper) = upper {
+                let late: Vec<&GuardedRow> = rows
+                    .iter()
+                    .copied()
+                    .filter(|row| row.written_at_us >= upper.granted_at_us)
+                    .collect();
+                if !late.is_empty() {
+                    let mut events = events.clone();
+                    events.push(upper.first_event);
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events,
+                        seqs(&late),
+                        format!(
+                            "stale write: {owner} wrote cycle {cycle_id} under token {token} at {}, after {} got token {} at {} (server us)",
+                            late[0].written_at_us, upper.owner, upper.token, upper.granted_at_us
+                        ),
+                    ));
+                }
+            }
+        }
+
+        // Seq order within each scope: tokens never decrease, cycles never interleave.
+        let mut by_scope: BTreeMap<&str, Vec<&GuardedRow>> = BTreeMap::new();
+        for row in &self.history.guarded_rows {
+            by_scope.entry(&row.scope).or_default().push(row);
+        }
+        for (scope, mut rows) in by_scope {
+            rows.sort_by_key(|row| row.seq);
+            let mut highest: Option<&GuardedRow> = None;
+            let mut reported_backwards = BTreeSet::new();
+            let mut closed_cycles = BTreeSet::new();
+            let mut reported_interleaved = BTreeSet::new();
+            let mut previous: Option<&GuardedRow> = None;
+            for row in rows {
+                let cycle = (row.owner.as_str(), row.cycle_id);
+                if let Some(highest) = highest {
+                    if row.token < highest.token && reported_backwards.insert(cycle) {
+                        violations.push((
+                            Invariant::FencedWrites,
+                            scope.to_string(),
+                            vec![],
+                            vec![highest.seq, row.seq],
+                            format!(
+                                "token went backwards in commit order: seq {} has token {} ({}), seq {} has token {} ({})",
+                                highest.seq, highest.token, highest.owner, row.seq, row.token, row.owner
+                            ),
+                        ));
+                    }
+                }
+                if highest.is_none_or(|highest| row.token > highest.token) {
+                    highest = Some(row);
+                }
+                if let Some(previous) = previous {
+                    let previous_cycle = (previous.owner.as_str(), previous.cycle_id);
+                    if previous_cycle != cycle {
+                        closed_cycles.insert(previous_cycle);
+                        if closed_cycles.contains(&cycle) && reported_interleaved.insert(cycle) {
+                            violations.push((
+                                Invariant::FencedWrites,
+                                scope.to_string(),
+                                vec![],
+                                vec![previous.seq, row.seq],
+                                format!(
+                                    "cycles interleave: cycle {} of {} resumes at seq {} after cycle {} of {} at seq {}",
+                                    row.cycle_id, row.owner, row.seq, previous.cycle_id, previous.owner, previous.seq
+                                ),
+                            ));
+                        }
+                    }
+                }
+                previous = Some(row);
+            }
+        }
+        for (invariant, scope, events, rows, message) in violations {
+            self.violation(invariant, &scope, events, rows, message);
+        }
+    }
+
+    fn commits_by_cycle(&self) -> BTreeMap<(&'h str, u64), &OpRecord<'h>> {
+        let mut commits = BTreeMap::new();
+        for record in self.ops.values() {
+            if let Op::Commit {
+                owner, cycle_id, ..
+            } = record.op
+            {
+                commits.entry((owner.as_str(), *cycle_id)).or_insert(record);
+            }
+        }
+        commits
+    }
+
+    /// I4: each commit's rows against its outcome.
+    fn check_commits(&mut self) {
+        let mut violations = Vec::new();
+        let cycles = cycles_of(&self.history.guarded_rows);
+        let mut seen_cycles: BTreeMap<(&str, u64), u64> = BTreeMap::new();
+        for record in self.ops.values() {
+            let Op::Commit {
+                scope,
+                owner,
+                token,
+                cycle_id,
+                items,
+            } = record.op
+            else {
+                continue;
+            };
+            if let Some(first) =
+                seen_cycles.insert((owner.as_str(), *cycle_id), record.invoke_event)
+            {
+                violations.push((
+                    Invariant::WellFormed,
+                    scope.clone(),
+                    vec![first, record.invoke_event],
+                    vec![],
+                    format!("{owner} committed cycle {cycle_id} twice"),
+                ));
+                continue;
+            }
+            let rows = cycles
+                .get(&(owner.clone(), *cycle_id))
+                .map_or(&[][..], |rows| &rows[..]);
+            let seqs: Vec<u64> = rows.iter().map(|row| row.seq).collect();
+            let mut present = BTreeSet::new();
+            let mut duplicated = Vec::new();
+            let mut out_of_range = Vec::new();
+            for row in rows {
+                if row.item >= *items {
+                    out_of_range.push(row.seq);
+                } else if !present.insert(row.item) {
+                    duplicated.push(row.seq);
+                }
+            }
+            let events = record.events();
+            let cycle = format!("{owner} cycle {cycle_id} (token {token}, {items} items)");
+            if !duplicated.is_empty() || !out_of_range.is_empty() {
+                violations.push((
+                    Invariant::NothingLost,
+                    scope.clone(),
+                    events.clone(),
+                    [duplicated, out_of_range].concat(),
+                    format!("{cycle}: items written twice or out of range"),
+                ));
+            }
+            let present_count = present.len() as u64;
+            let whole = present_count == u64::from(*items);
+            let outcome = match record.completion {
+                Some((_, Outcome::Ok { .. })) => "ok",
+                Some((_, Outcome::Fail { .. })) => "failed",
+                None | Some((_, Outcome::Unknown { .. })) => "unknown",
+            };
+            let message = if present_count > 0 && !whole {
+                Some(format!("{cycle} reported {outcome} is partial: {present_count} of {items} items in the table"))
+            } else if outcome == "ok" && !whole {
+                Some(format!(
+                    "{cycle} reported committed is missing from the table"
+                ))
+            } else if outcome == "failed" && present_count > 0 {
+                Some(format!("{cycle} reported failed is in the table"))
+            } else {
+                None
+            };
+            if let Some(message) = message {
+                violations.push((Invariant::NothingLost, scope.clone(), events, seqs, message));
+            }
+        }
+        for (invariant, scope, events, rows, message) in violations {
+            self.violation(invariant, &scope, events, rows, message);
+        }
+    }
+
+    /// Belief overlaps, in true time, between different worker incarnations.
+    fn check_beliefs(&mut self) {
+        struct Belief<'a> {
+            worker: &'a str,
+            incarnation: u64,
+            token: u64,
+            start_us: i64,
+            end_us: i64,
+            start_event: u64,
+        }
+        let events = &self.history.events;
+        let history_end_us = events
+            .iter()
+            .map(|event| event.true_time_us)
+            .max()
+            .unwrap_or(0);
+        // First true time of each (worker, incarnation): a later incarnation's
+        // start ends the beliefs its predecessor never closed (it crashed).
+        let mut incarnation_start: BTreeMap<(&str, u64), i64> = BTreeMap::new();
+        for event in events {
+            incarnation_start
+                .entry((&event.worker, event.incarnation))
+                .or_insert(event.true_time_us);
+        }
+        let mut open: BTreeMap<(&str, u64, &str), Belief<'_>> = BTreeMap::new();
+        let mut beliefs: BTreeMap<&str, Vec<Belief<'_>>> = BTreeMap::new();
+        for event in events {
+            match &event.kind {
+                EventKind::BeliefStart { scope, token } => {
+                    open.entry((&event.worker, event.incarnation, scope))
+                        .or_insert(Belief {
+                            worker: &event.worker,
+                            incarnation: event.incarnation,
+                            token: *token,
+                            start_us: event.true_time_us,
+                            end_us: i64::MAX,
+                            start_event: event.index,
+                        });
+                }
+                EventKind::BeliefEnd { scope, .. } => {
+                    if let Some(mut belief) =
+                        open.remove(&(event.worker.as_str(), event.incarnation, scope.as_str()))
+                    {
+                        belief.end_us = event.true_time_us;
+                        beliefs.entry(scope).or_default().push(belief);
+                    }
+                }
+                EventKind::Invoke { .. } | EventKind::Complete { .. } => {}
+            }
+        }
+        for ((worker, incarnation, scope), mut belief) in open {
+            let successor_start = incarnation_start
+                .range((worker, incarnation + 1)..)
+                .take_while(|((other, _), _)| *other == worker)
+                .map(|(_, start_us)| *start_us)
+                .min();
+            belief.end_us = successor_start.unwrap_or(history_end_us.saturating_add(1));
+            beliefs.entry(scope).or_default().push(belief);
+        }
+
+        let mut violations = Vec::new();
+        for (scope, mut scope_beliefs) in beliefs {
+            scope_beliefs.sort_by_key(|belief| (belief.start_us, belief.start_event));
+            let mut active: Vec<&Belief<'_>> = Vec::new();
+            for belief in &scope_beliefs {
+                active.retain(|other| other.end_us > belief.start_us);
+                for other in &active {
+                    if (other.worker, other.incarnation) == (belief.worker, belief.incarnation) {
+                        continue;
+                    }
+                    if belief.start_us >= belief.end_us {
+                        continue;
+                    }
+                    self.report.stats.belief_overlaps += 1;
+                    let unfenced = [other.worker, belief.worker]
+                        .iter()
+                        .any(|worker| self.config.unfenced_workers.contains(*worker));
+                    if unfenced {
+                        violations.push((
+                            scope.to_string(),
+                            vec![other.start_event, belief.start_event],
+                            format!(
+                                "{} (token {}) and {} (token {}) both believed they held it from true time {} us",
+                                other.worker, other.token, belief.worker, belief.token, belief.start_us
+                            ),
+                        ));
+                    }
+                }
+                active.push(belief);
+            }
+        }
+        for (scope, events, message) in violations {
+            self.violation(Invariant::BeliefOverlap, &scope, events, vec![], message);
+        }
+    }
+
+    fn count_operations(&mut self) {
+        let stats = &mut self.report.stats;
+        for record in self.ops.values() {
+            if record.is_unknown() {
+                stats.unknown_ops += 1;
+            }
+            match (record.op, record.completion) {
+                (Op::Release { .. }, Some((_, Outcome::Ok { .. }))) => stats.releases += 1,
+                (Op::Commit { .. }, Some((_, Outcome::Ok { .. }))) => stats.commits += 1,
+                (
+                    Op::Commit { .. },
+                    Some((
+                        _,
+                        Outcome::Fail {
+                            reason: FailReason::Stale,
+                        },
+                    )),
+                ) => stats.refused_stale_commits += 1,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Guarded rows grouped by cycle (owner, cycle id), each group in `seq` order.
+fn cycles_of(rows: &[GuardedRow]) -> BTreeMap<(String, u64), Vec<&GuardedRow>> {
+    let mut cycles: BTreeMap<(String, u64), Vec<&GuardedRow>> = BTreeMap::new();
+    for row in rows {
+        cycles
+            .entry((row.owner.clone(), row.cycle_id))
+            .or_default()
+            .push(row);
+    }
+    for rows in cycles.values_mut() {
+        rows.sort_by_key(|row| row.seq);
+    }
+    cycles
+}

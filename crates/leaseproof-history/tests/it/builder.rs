@@ -1,0 +1,288 @@
+//! A terse builder of hand-made histories for the tests.
+//!
+//! Goal: each test reads as the story it tells (who acquired what token at which
+//! server time). Method: every operation is an invoke at the current true time
+//! and its completion one microsecond later; owners are the worker names,
+//! incarnation 0 unless a test says otherwise. Returned pairs are the
+//! (invoke, complete) event indices the checker's violations name.
+
+use leaseproof_history::{EventKind, FailReason, GuardedRow, History, Op, OpResult, Outcome};
+
+/// The ttl the builder's acquires and renewals request, in server microseconds.
+pub const TTL_US: i64 = 100;
+
+/// Builds a [`History`] step by step.
+#[derive(Debug, Default)]
+pub struct Builder {
+    pub history: History,
+    op_id_next: u64,
+    true_time_us: i64,
+    incarnation: u64,
+}
+
+/// How a commit ended.
+#[derive(Clone, Copy, Debug)]
+pub enum CommitEnd {
+    Ok,
+    Stale,
+    Unknown,
+    NeverCompleted,
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Sets the incarnation of the following events.
+    pub fn incarnation(&mut self, incarnation: u64) -> &mut Builder {
+        self.incarnation = incarnation;
+        self
+    }
+
+    fn push(&mut self, worker: &str, kind: EventKind) -> u64 {
+        self.true_time_us += 1;
+        let time_us = self.true_time_us;
+        self.history
+            .push(worker, self.incarnation, time_us, time_us + 7, kind)
+    }
+
+    pub fn invoke(&mut self, worker: &str, op: Op) -> (u64, u64) {
+        let op_id = self.op_id_next;
+        self.op_id_next += 1;
+        (self.push(worker, EventKind::Invoke { op_id, op }), op_id)
+    }
+
+    pub fn complete(&mut self, worker: &str, op_id: u64, outcome: Outcome) -> u64 {
+        self.push(worker, EventKind::Complete { op_id, outcome })
+    }
+
+    fn op(&mut self, worker: &str, op: Op, outcome: Option<Outcome>) -> (u64, u64) {
+        let (invoke, op_id) = self.invoke(worker, op);
+        match outcome {
+            Some(outcome) => (invoke, self.complete(worker, op_id, outcome)),
+            None => (invoke, invoke),
+        }
+    }
+
+    fn lease(worker: &str, token: u64, granted_at_us: i64, expires_at_us: i64) -> Outcome {
+        Outcome::Ok {
+            result: OpResult::Lease {
+                token,
+                owner: worker.to_string(),
+                granted_at_us,
+                expires_at_us,
+            },
+        }
+    }
+
+    fn acquire_op(worker: &str, scope: &str) -> Op {
+        Op::Acquire {
+            scope: scope.to_string(),
+            owner: worker.to_string(),
+            ttl_us: TTL_US,
+        }
+    }
+
+    /// An ok acquire granting `token` at `granted_at_us` for [`TTL_US`].
+    pub fn acquire_ok(
+        &mut self,
+        worker: &str,
+        scope: &str,
+        token: u64,
+        granted_at_us: i64,
+    ) -> (u64, u64) {
+        let outcome = Self::lease(worker, token, granted_at_us, granted_at_us + TTL_US);
+        self.op(worker, Self::acquire_op(worker, scope), Some(outcome))
+    }
+
+    /// An ok acquire whose reply names another owner (a broken server).
+    pub fn acquire_answered_as(
+        &mut self,
+        worker: &str,
+        scope: &str,
+        owner: &str,
+        token: u64,
+        granted_at_us: i64,
+    ) -> (u64, u64) {
+        let outcome = Self::lease(owner, token, granted_at_us, granted_at_us + TTL_US);
+        self.op(worker, Self::acquire_op(worker, scope), Some(outcome))
+    }
+
+    /// An ok idempotent re-acquire (or any ok acquire with explicit expiry).
+    pub fn acquire_ok_until(
+        &mut self,
+        worker: &str,
+        scope: &str,
+        token: u64,
+        granted_at_us: i64,
+        expires_at_us: i64,
+    ) -> (u64, u64) {
+        let outcome = Self::lease(worker, token, granted_at_us, expires_at_us);
+        self.op(worker, Self::acquire_op(worker, scope), Some(outcome))
+    }
+
+    pub fn acquire_held(&mut self, worker: &str, scope: &str) -> (u64, u64) {
+        let outcome = Outcome::Fail {
+            reason: FailReason::Held,
+        };
+        self.op(worker, Self::acquire_op(worker, scope), Some(outcome))
+    }
+
+    pub fn acquire_unknown(&mut self, worker: &str, scope: &str) -> (u64, u64) {
+        let outcome = Outcome::Unknown {
+            reason: "reply lost".to_string(),
+        };
+        self.op(worker, Self::acquire_op(worker, scope), Some(outcome))
+    }
+
+    /// An ok renewal of `renewed_token` returning `token`, extended to `expires_at_us`.
+    pub fn renew_returning(
+        &mut self,
+        worker: &str,
+        scope: &str,
+        renewed_token: u64,
+        token: u64,
+        granted_at_us: i64,
+        expires_at_us: i64,
+    ) -> (u64, u64) {
+        let op = Op::Renew {
+            scope: scope.to_string(),
+            owner: worker.to_string(),
+            token: renewed_token,
+            ttl_us: TTL_US,
+        };
+        let outcome = Self::lease(worker, token, granted_at_us, expires_at_us);
+        self.op(worker, op, Some(outcome))
+    }
+
+    pub fn renew_ok(
+        &mut self,
+        worker: &str,
+        scope: &str,
+        token: u64,
+        granted_at_us: i64,
+        expires_at_us: i64,
+    ) -> (u64, u64) {
+        self.renew_returning(worker, scope, token, token, granted_at_us, expires_at_us)
+    }
+
+    fn release_op(worker: &str, scope: &str, token: u64) -> Op {
+        Op::Release {
+            scope: scope.to_string(),
+            owner: worker.to_string(),
+            token,
+        }
+    }
+
+    pub fn release_ok(
+        &mut self,
+        worker: &str,
+        scope: &str,
+        token: u64,
+        released_at_us: i64,
+    ) -> (u64, u64) {
+        let outcome = Outcome::Ok {
+            result: OpResult::Released { released_at_us },
+        };
+        self.op(
+            worker,
+            Self::release_op(worker, scope, token),
+            Some(outcome),
+        )
+    }
+
+    pub fn release_unknown(&mut self, worker: &str, scope: &str, token: u64) -> (u64, u64) {
+        let outcome = Outcome::Unknown {
+            reason: "timeout".to_string(),
+        };
+        self.op(
+            worker,
+            Self::release_op(worker, scope, token),
+            Some(outcome),
+        )
+    }
+
+    /// A commit of `items` rows under `token`; `committed_at_us` is its fence time.
+    pub fn commit(
+        &mut self,
+        worker: &str,
+        scope: &str,
+        token: u64,
+        cycle_id: u64,
+        items: u32,
+        end: CommitEnd,
+        committed_at_us: i64,
+    ) -> (u64, u64) {
+        let op = Op::Commit {
+            scope: scope.to_string(),
+            owner: worker.to_string(),
+            token,
+            cycle_id,
+            items,
+        };
+        let outcome = match end {
+            CommitEnd::Ok => Some(Outcome::Ok {
+                result: OpResult::Committed { committed_at_us },
+            }),
+            CommitEnd::Stale => Some(Outcome::Fail {
+                reason: FailReason::Stale,
+            }),
+            CommitEnd::Unknown => Some(Outcome::Unknown {
+                reason: "connection reset".to_string(),
+            }),
+            CommitEnd::NeverCompleted => None,
+        };
+        self.op(worker, op, outcome)
+    }
+
+    /// Adds rows `items` of a cycle to the guarded table, seq from `seq_first`.
+    pub fn rows(
+        &mut self,
+        worker: &str,
+        scope: &str,
+        token: u64,
+        cycle_id: u64,
+        items: std::ops::Range<u32>,
+        seq_first: u64,
+        written_at_us: i64,
+    ) -> &mut Builder {
+        for (offset, item) in items.enumerate() {
+            self.history.guarded_rows.push(GuardedRow {
+                seq: seq_first + offset as u64,
+                scope: scope.to_string(),
+                owner: worker.to_string(),
+                token,
+                cycle_id,
+                item,
+                written_at_us,
+            });
+        }
+        self
+    }
+
+    pub fn belief_start(&mut self, worker: &str, scope: &str, token: u64) -> u64 {
+        self.push(
+            worker,
+            EventKind::BeliefStart {
+                scope: scope.to_string(),
+                token,
+            },
+        )
+    }
+
+    pub fn belief_end(&mut self, worker: &str, scope: &str, token: u64) -> u64 {
+        self.push(
+            worker,
+            EventKind::BeliefEnd {
+                scope: scope.to_string(),
+                token,
+                reason: "released".to_string(),
+            },
+        )
+    }
+
+    pub fn build(&self) -> History {
+        self.history.clone()
+    }
+}

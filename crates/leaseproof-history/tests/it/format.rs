@@ -1,0 +1,158 @@
+//! The history format: JSON lines round trip, errors name their line, files,
+//! merging several processes' histories, and the recorder shared by threads.
+
+use leaseproof_history::{
+    check, CheckConfig, EventKind, History, HistoryError, Op, Recorder, Stamp,
+};
+
+use crate::builder::{Builder, CommitEnd};
+
+fn sample_history() -> History {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.belief_start("a", "s", 1);
+    builder.commit("a", "s", 1, 10, 2, CommitEnd::Ok, 1_010);
+    builder.rows("a", "s", 1, 10, 0..2, 1, 1_010);
+    builder.commit("a", "s", 1, 11, 2, CommitEnd::Unknown, 1_020);
+    builder.belief_end("a", "s", 1);
+    builder.release_ok("a", "s", 1, 1_030);
+    builder.acquire_held("b", "s");
+    builder.acquire_unknown("b", "s");
+    builder.commit("b", "s", 2, 1, 1, CommitEnd::Stale, 0);
+    builder.build()
+}
+
+#[test]
+fn json_lines_round_trip_preserves_every_record() {
+    let history = sample_history();
+    let text = history.to_json_lines();
+    assert_eq!(
+        text.lines().count(),
+        history.events.len() + history.guarded_rows.len()
+    );
+    let parsed = History::from_json_lines(&text).expect("parses");
+    assert_eq!(parsed, history);
+    assert!(text.contains(r#""record":"event""#));
+    assert!(text.contains(r#""record":"guarded_row""#));
+}
+
+#[test]
+fn json_lines_skip_blank_lines_and_name_the_bad_line() {
+    let history = sample_history();
+    let mut text = history.to_json_lines();
+    text.insert(0, '\n');
+    assert_eq!(History::from_json_lines(&text).expect("parses"), history);
+    text.push_str("{\"record\":\"event\",\"index\":\"not a number\"}\n");
+    let error = History::from_json_lines(&text).expect_err("last line is bad");
+    let HistoryError::Json { line_number, .. } = error else {
+        panic!("expected a JSON error, got {error}");
+    };
+    assert_eq!(line_number, text.lines().count());
+}
+
+#[test]
+fn save_then_load_gives_the_same_history() {
+    let history = sample_history();
+    let directory = tempfile::tempdir().expect("temp dir");
+    let path = directory.path().join("run.jsonl");
+    history.save(&path).expect("saves");
+    assert_eq!(History::load(&path).expect("loads"), history);
+    let missing = History::load(&directory.path().join("missing.jsonl"));
+    assert!(matches!(missing, Err(HistoryError::Io { .. })));
+}
+
+#[test]
+fn merge_orders_by_true_time_reindexes_and_keeps_colliding_op_ids_apart() {
+    // Two processes, each numbering its ops from 0: a holds first, b takes over.
+    let mut process_a = Builder::new();
+    process_a.acquire_ok("a", "s", 1, 1_000); // true times 1, 2
+    process_a.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 1_010); // 3, 4
+    process_a.rows("a", "s", 1, 1, 0..1, 1, 1_010);
+    let mut process_b = Builder::new();
+    process_b.acquire_held("b", "s"); // 1, 2
+    process_b.acquire_ok("b", "s", 2, 1_100); // 3, 4
+    process_b.commit("b", "s", 2, 1, 1, CommitEnd::Ok, 1_110); // 5, 6
+    process_b.rows("a", "s", 1, 1, 0..1, 1, 1_010); // b read the same table
+    process_b.rows("b", "s", 2, 1, 0..1, 2, 1_110);
+
+    let merged = History::merge([process_a.build(), process_b.build()]);
+    assert_eq!(merged.events.len(), 4 + 6);
+    for (position, event) in merged.events.iter().enumerate() {
+        assert_eq!(event.index, position as u64);
+    }
+    let order: Vec<(i64, &str)> = merged
+        .events
+        .iter()
+        .map(|event| (event.true_time_us, event.worker.as_str()))
+        .collect();
+    let mut expected = order.clone();
+    expected.sort();
+    assert_eq!(order, expected);
+    assert_eq!(merged.guarded_rows.len(), 2, "the shared row appears once");
+
+    let invoked: Vec<u64> = merged
+        .events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::Invoke { op_id, .. } => Some(*op_id),
+            _ => None,
+        })
+        .collect();
+    let mut distinct = invoked.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), invoked.len(), "op ids unique after merge");
+
+    let report = check(&merged, &CheckConfig::default());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.commits, 2);
+    assert_eq!(report.stats.takeovers, 1);
+    assert_eq!(report.stats.distinct_holders, 2);
+}
+
+#[test]
+fn recorder_shared_by_threads_gives_unique_op_ids_and_indices() {
+    let recorder = Recorder::new();
+    let threads: Vec<_> = (0..4)
+        .map(|thread_index| {
+            let recorder = recorder.clone();
+            std::thread::spawn(move || {
+                let worker = format!("w{thread_index}");
+                for step in 0..50 {
+                    let stamp = Stamp {
+                        worker: &worker,
+                        incarnation: 0,
+                        true_time_us: step,
+                        local_time_us: step,
+                    };
+                    let op_id = recorder.invoke(
+                        stamp,
+                        Op::Acquire {
+                            scope: "s".to_string(),
+                            owner: worker.clone(),
+                            ttl_us: 10,
+                        },
+                    );
+                    recorder.complete(
+                        stamp,
+                        op_id,
+                        leaseproof_history::Outcome::Fail {
+                            reason: leaseproof_history::FailReason::Held,
+                        },
+                    );
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("thread ran");
+    }
+    let history = recorder.snapshot();
+    assert_eq!(history.events.len(), 4 * 50 * 2);
+    for (position, event) in history.events.iter().enumerate() {
+        assert_eq!(event.index, position as u64);
+    }
+    let report = check(&history, &CheckConfig::default());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.grants, 0);
+}
