@@ -6,7 +6,10 @@
 //! incarnation 0 unless a test says otherwise. Returned pairs are the
 //! (invoke, complete) event indices the checker's violations name.
 
-use leaseproof_history::{EventKind, FailReason, GuardedRow, History, Op, OpResult, Outcome};
+use leaseproof_history::{
+    check, CheckConfig, CheckReport, EventKind, FailReason, GuardedRow, History, Op, OpResult,
+    Outcome, Violation,
+};
 
 /// The ttl the builder's acquires and renewals request, in server microseconds.
 pub const TTL_US: i64 = 100;
@@ -285,4 +288,22 @@ impl Builder {
     pub fn build(&self) -> History {
         self.history.clone()
     }
+}
+
+/// The report's only violation; fails the test (printing the report) otherwise.
+pub fn only_violation(history: &History) -> Violation {
+    let report = check(history, &CheckConfig::default());
+    assert_eq!(
+        report.violations.len(),
+        1,
+        "expected exactly one violation:\n{report}"
+    );
+    report.violations[0].clone()
+}
+
+/// Asserts the history passes with the default configuration; returns the report.
+pub fn assert_passes(history: &History) -> CheckReport {
+    let report = check(history, &CheckConfig::default());
+    assert!(report.is_ok(), "expected a pass:\n{report}");
+    report
 }

@@ -6,3 +6,5 @@
 
 mod builder;
 mod format;
+mod mutual_exclusion;
+mod token_order;

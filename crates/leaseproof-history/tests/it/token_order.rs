@@ -1,0 +1,114 @@
+//! I2 token order: tokens strictly increase with granted_at, one token has one
+//! owner and one granted_at, renewals and idempotent re-acquires keep it.
+
+use leaseproof_history::Invariant;
+
+use crate::builder::{assert_passes, only_violation, Builder};
+
+#[test]
+fn token_going_backwards_is_a_violation() {
+    let mut builder = Builder::new();
+    let (_, a_granted) = builder.acquire_ok("a", "s", 2, 1_000);
+    let (_, b_granted) = builder.acquire_ok("b", "s", 1, 1_200);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert_eq!(violation.events, vec![a_granted, b_granted]);
+    assert!(
+        violation.message.contains("token went backwards"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn one_token_for_two_owners_is_a_violation() {
+    let mut builder = Builder::new();
+    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, b_granted) = builder.acquire_ok("b", "s", 1, 1_000);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert_eq!(violation.events, vec![a_granted, b_granted]);
+    assert!(
+        violation
+            .message
+            .contains("token 1 granted to both a and b"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn one_token_granted_twice_is_a_violation() {
+    // The second grant forgot the increment: same owner, same token, new granted_at.
+    let mut builder = Builder::new();
+    let (_, first) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, second) = builder.acquire_ok("a", "s", 1, 1_200);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert_eq!(violation.events, vec![first, second]);
+    assert!(
+        violation
+            .message
+            .contains("granted twice: at 1000 and at 1200"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn renewal_returning_another_token_is_a_violation() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (renew_invoked, renew_completed) = builder.renew_returning("a", "s", 1, 2, 1_200, 1_300);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert_eq!(violation.events, vec![renew_invoked, renew_completed]);
+    assert!(
+        violation
+            .message
+            .contains("renewed token 1 but got token 2"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn idempotent_reacquire_keeps_the_token_and_counts_as_renewal() {
+    let mut builder = Builder::new();
+    builder.acquire_unknown("a", "s"); // the reply of the grant was lost
+    builder.acquire_ok_until("a", "s", 1, 1_000, 1_150); // the retry finds it
+    builder.acquire_ok("b", "s", 2, 1_150);
+    let report = assert_passes(&builder.build());
+    assert_eq!(report.stats.grants, 2);
+    assert_eq!(report.stats.renewals, 0);
+    assert_eq!(report.stats.unknown_ops, 1);
+
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok_until("a", "s", 1, 1_000, 1_150);
+    let report = assert_passes(&builder.build());
+    assert_eq!(report.stats.grants, 1);
+    assert_eq!(report.stats.renewals, 1);
+}
+
+#[test]
+fn reacquire_of_a_live_grant_under_a_new_token_is_a_violation() {
+    let mut builder = Builder::new();
+    let (_, first) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, second) = builder.acquire_ok("a", "s", 2, 1_050);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert_eq!(violation.events, vec![first, second]);
+    assert!(
+        violation
+            .message
+            .contains("re-acquired its live grant under a new token"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn acquire_answered_with_another_owners_row_is_a_violation() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (invoked, completed) = builder.acquire_answered_as("b", "s", "a", 1, 1_000);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert_eq!(violation.events, vec![invoked, completed]);
+}
