@@ -4,7 +4,10 @@
 //! exact violation asserted, and valid histories (including unknown outcomes)
 //! are shown to pass, so the checker has teeth and no false alarms.
 
+mod beliefs;
 mod builder;
+mod fenced_writes;
 mod format;
 mod mutual_exclusion;
+mod nothing_lost;
 mod token_order;

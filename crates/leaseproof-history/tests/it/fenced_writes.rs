@@ -1,0 +1,173 @@
+//! I3 fenced writes: guarded rows carry a granted (owner, token), lie inside
+//! their grant's window in server time, keep token order and never interleave.
+
+use leaseproof_history::Invariant;
+
+use crate::builder::{assert_passes, only_violation, Builder, CommitEnd};
+
+#[test]
+fn write_committed_under_a_stale_token_after_the_next_grant_is_a_violation() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, b_granted) = builder.acquire_ok("b", "s", 2, 1_200);
+    let (commit_invoked, commit_completed) =
+        builder.commit("a", "s", 1, 7, 2, CommitEnd::Ok, 1_250);
+    builder.rows("a", "s", 1, 7, 0..2, 1, 1_250);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert_eq!(
+        violation.events,
+        vec![b_granted, commit_invoked, commit_completed]
+    );
+    assert_eq!(violation.rows, vec![1, 2]);
+    assert!(
+        violation.message.contains(
+            "stale write: a wrote cycle 7 under token 1 at 1250, after b got token 2 at 1200"
+        ),
+        "{violation}"
+    );
+}
+
+#[test]
+fn write_after_expiry_but_before_any_takeover_is_fenced_correctly() {
+    // The fence checks owner and token under the row lock; nobody else was granted.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_150);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_150);
+    builder.acquire_ok("b", "s", 2, 1_200);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn write_before_its_grant_is_a_violation() {
+    let mut builder = Builder::new();
+    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (commit_invoked, commit_completed) = builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 990);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 990);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert_eq!(
+        violation.events,
+        vec![a_granted, commit_invoked, commit_completed]
+    );
+    assert_eq!(violation.rows, vec![1]);
+}
+
+#[test]
+fn interleaved_cycles_are_a_violation() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 1, 2, CommitEnd::Ok, 1_010);
+    builder.commit("a", "s", 1, 2, 1, CommitEnd::Ok, 1_010);
+    builder.rows("a", "s", 1, 1, 0..1, 1, 1_010);
+    builder.rows("a", "s", 1, 2, 0..1, 2, 1_010);
+    builder.rows("a", "s", 1, 1, 1..2, 3, 1_010);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(violation.events.is_empty());
+    assert_eq!(violation.rows, vec![2, 3]);
+    assert!(
+        violation
+            .message
+            .contains("cycles interleave: cycle 1 of a resumes at seq 3"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn cycles_of_different_scopes_may_interleave() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "t", 1, 1_000);
+    builder.commit("a", "s", 1, 1, 2, CommitEnd::Ok, 1_010);
+    builder.commit("b", "t", 1, 1, 1, CommitEnd::Ok, 1_010);
+    builder.rows("a", "s", 1, 1, 0..1, 1, 1_010);
+    builder.rows("b", "t", 1, 1, 0..1, 2, 1_010);
+    builder.rows("a", "s", 1, 1, 1..2, 3, 1_010);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn token_going_backwards_in_commit_order_is_a_violation() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 1_050);
+    builder.acquire_ok("b", "s", 2, 1_200);
+    builder.commit("b", "s", 2, 1, 1, CommitEnd::Ok, 1_250);
+    builder.rows("b", "s", 2, 1, 0..1, 1, 1_250);
+    builder.rows("a", "s", 1, 1, 0..1, 2, 1_050);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert_eq!(violation.rows, vec![1, 2]);
+    assert!(
+        violation
+            .message
+            .contains("token went backwards in commit order"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn row_with_a_never_granted_token_is_a_violation() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (commit_invoked, commit_completed) =
+        builder.commit("a", "s", 5, 1, 1, CommitEnd::Ok, 1_050);
+    builder.rows("a", "s", 5, 1, 0..1, 1, 1_050);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert_eq!(violation.events, vec![commit_invoked, commit_completed]);
+    assert_eq!(violation.rows, vec![1]);
+    assert!(
+        violation
+            .message
+            .contains("token 5, which was never granted"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn row_with_a_token_from_a_lost_acquire_reply_is_allowed() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_unknown("b", "s"); // granted token 2 at 1100, reply lost
+    builder.commit("b", "s", 2, 1, 1, CommitEnd::Unknown, 1_110);
+    builder.rows("b", "s", 2, 1, 0..1, 1, 1_110);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn row_under_another_owners_token_is_a_violation() {
+    let mut builder = Builder::new();
+    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (commit_invoked, commit_completed) =
+        builder.commit("b", "s", 1, 1, 1, CommitEnd::Ok, 1_050);
+    builder.rows("b", "s", 1, 1, 0..1, 1, 1_050);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert_eq!(
+        violation.events,
+        vec![a_granted, commit_invoked, commit_completed]
+    );
+    assert!(
+        violation
+            .message
+            .contains("b wrote cycle 1 under token 1, which was granted to a"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn row_of_no_recorded_commit_is_a_violation() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.rows("a", "s", 1, 9, 0..1, 1, 1_050);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert_eq!(violation.rows, vec![1]);
+    assert!(
+        violation.message.contains("no recorded commit"),
+        "{violation}"
+    );
+}
