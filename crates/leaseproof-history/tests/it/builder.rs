@@ -207,6 +207,10 @@ impl Builder {
     }
 
     /// A commit of `items` rows under `token`; `committed_at_us` is its fence time.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a test story reads best as one call per step"
+    )]
     pub fn commit(
         &mut self,
         worker: &str,
@@ -240,6 +244,10 @@ impl Builder {
     }
 
     /// Adds rows `items` of a cycle to the guarded table, seq from `seq_first`.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a test story reads best as one call per step"
+    )]
     pub fn rows(
         &mut self,
         worker: &str,

@@ -10,4 +10,6 @@ mod fenced_writes;
 mod format;
 mod mutual_exclusion;
 mod nothing_lost;
+mod simulated;
 mod token_order;
+mod well_formed;
