@@ -598,6 +598,21 @@ impl<'h> Checker<'h> {
         let mut violations: Vec<PendingViolation> = Vec::new();
         let commits = self.commits_by_cycle();
         let cycles = cycles_of(&self.history.guarded_rows);
+        let bounds: BTreeMap<&str, GrantBounds<'_>> = self
+            .grants
+            .iter()
+            .map(|(scope, grants)| (scope.as_str(), GrantBounds::new(grants)))
+            .collect();
+        // Who may hold a grant no ok outcome reported: owners with an unknown acquire.
+        let unknown_acquires: BTreeSet<(&str, &str)> = self
+            .ops
+            .values()
+            .filter(|record| record.is_unknown())
+            .filter_map(|record| match record.op {
+                Op::Acquire { scope, owner, .. } => Some((scope.as_str(), owner.as_str())),
+                _ => None,
+            })
+            .collect();
 
         for ((owner, cycle_id), rows) in &cycles {
             let scope = &rows[0].scope;
@@ -658,10 +673,8 @@ impl<'h> Checker<'h> {
                 }
                 Some(_) => {}
                 None => {
-                    let maybe_granted = self.ops.values().any(|record| {
-                        matches!(record.op, Op::Acquire { scope: s, owner: o, .. } if s == scope && o == owner)
-                            && record.is_unknown()
-                    });
+                    let maybe_granted =
+                        unknown_acquires.contains(&(scope.as_str(), owner.as_str()));
                     if !maybe_granted {
                         violations.push((
                             Invariant::FencedWrites,
@@ -675,16 +688,9 @@ impl<'h> Checker<'h> {
             }
             // Bounds in server time: no earlier than the latest grant with a token
             // <= T, before the earliest grant with a larger token.
-            let empty = BTreeMap::new();
-            let scope_grants = scope_grants.unwrap_or(&empty);
-            let lower = scope_grants
-                .range(..=token)
-                .map(|(_, grant)| grant)
-                .max_by_key(|grant| grant.granted_at_us);
-            let upper = scope_grants
-                .range(token + 1..)
-                .map(|(_, grant)| grant)
-                .min_by_key(|grant| grant.granted_at_us);
+            let (lower, upper) = bounds
+                .get(scope.as_str())
+                .map_or((None, None), |bounds| bounds.around(token));
             if let Some(lower) = lower {
                 let early: Vec<&GuardedRow> = rows
                     .iter()
@@ -996,6 +1002,52 @@ impl<'h> Checker<'h> {
                 _ => {}
             }
         }
+    }
+}
+
+/// One scope's grants in token order, indexed so that the grant window of any
+/// token is found in logarithmic time (a long run has tens of thousands).
+struct GrantBounds<'g> {
+    by_token: Vec<&'g Grant>,
+    /// `prefix_latest[i]`: the latest-granted of `by_token[..=i]`.
+    prefix_latest: Vec<&'g Grant>,
+    /// `suffix_earliest[i]`: the earliest-granted of `by_token[i..]`.
+    suffix_earliest: Vec<&'g Grant>,
+}
+
+impl<'g> GrantBounds<'g> {
+    fn new(grants: &'g BTreeMap<u64, Grant>) -> GrantBounds<'g> {
+        let by_token: Vec<&Grant> = grants.values().collect();
+        let mut prefix_latest: Vec<&Grant> = Vec::with_capacity(by_token.len());
+        for grant in &by_token {
+            let latest = match prefix_latest.last() {
+                Some(latest) if latest.granted_at_us >= grant.granted_at_us => latest,
+                _ => grant,
+            };
+            prefix_latest.push(latest);
+        }
+        let mut suffix_earliest: Vec<&Grant> = Vec::with_capacity(by_token.len());
+        for grant in by_token.iter().rev() {
+            let earliest = match suffix_earliest.last() {
+                Some(earliest) if earliest.granted_at_us <= grant.granted_at_us => earliest,
+                _ => grant,
+            };
+            suffix_earliest.push(earliest);
+        }
+        suffix_earliest.reverse();
+        GrantBounds {
+            by_token,
+            prefix_latest,
+            suffix_earliest,
+        }
+    }
+
+    /// The latest grant with a token `<= token` and the earliest with a larger one.
+    fn around(&self, token: u64) -> (Option<&'g Grant>, Option<&'g Grant>) {
+        let split = self.by_token.partition_point(|grant| grant.token <= token);
+        let lower = split.checked_sub(1).map(|index| self.prefix_latest[index]);
+        let upper = self.suffix_earliest.get(split).copied();
+        (lower, upper)
     }
 }
 

@@ -499,3 +499,29 @@ fn simulator_reaches_takeovers_stale_commits_and_unknown_outcomes() {
         "only {mutable_runs} of 50 runs can be mutated"
     );
 }
+
+#[test]
+fn long_simulated_history_passes_and_is_checked_in_reasonable_time() {
+    // One long run (many grants, cycles and beliefs on one scope) guards against
+    // quadratic passes in the checker; LEASEPROOF_HISTORY_STEPS makes it longer.
+    let steps_count: usize = std::env::var("LEASEPROOF_HISTORY_STEPS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(20_000);
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = prop::collection::vec(step_strategy(4), steps_count..=steps_count);
+    let steps = strategy.new_tree(&mut runner).expect("tree").current();
+    let history = simulate(4, &steps);
+    let started = std::time::Instant::now();
+    let report = check(&history, &CheckConfig::default());
+    let elapsed = started.elapsed();
+    eprintln!(
+        "checked {} events and {} rows in {:?}: {}",
+        history.events.len(),
+        history.guarded_rows.len(),
+        elapsed,
+        report.to_string().trim_end()
+    );
+    assert!(report.is_ok(), "{report}");
+    assert!(report.stats.takeovers > 100, "{report}");
+}
