@@ -264,7 +264,17 @@ pub fn check(history: &History, config: &CheckConfig) -> CheckReport {
     checker.check_commits();
     checker.check_beliefs();
     checker.count_operations();
-    checker.report
+    let report = checker.report;
+    // Postconditions: every verdict carries evidence, and the counts agree.
+    for violation in &report.violations {
+        assert!(
+            !violation.events.is_empty() || !violation.rows.is_empty(),
+            "violation without evidence: {violation}"
+        );
+    }
+    assert!(report.stats.takeovers <= report.stats.grants);
+    assert!(report.stats.distinct_holders <= report.stats.grants);
+    report
 }
 
 fn sorted(mut values: Vec<u64>) -> Vec<u64> {

@@ -12,6 +12,33 @@
 //! outcomes (only they are facts; unknown ones neither prove nor refute) and
 //! returns a [`CheckReport`] of [`Violation`]s and [`Stats`].
 //!
+//! ```
+//! use leaseproof_history::{check, CheckConfig, GuardedRow, Op, OpResult, Outcome, Recorder, Stamp};
+//!
+//! let recorder = Recorder::new();
+//! let stamp = Stamp { worker: "tick", incarnation: 0, true_time_us: 5, local_time_us: 9 };
+//! let acquire = Op::Acquire { scope: "nightly".into(), owner: "tick-1".into(), ttl_us: 30_000_000 };
+//! let op_id = recorder.invoke(stamp, acquire);
+//! let lease = OpResult::Lease {
+//!     token: 1, owner: "tick-1".into(), granted_at_us: 1_000, expires_at_us: 30_001_000,
+//! };
+//! recorder.complete(stamp, op_id, Outcome::Ok { result: lease });
+//! let commit = Op::Commit {
+//!     scope: "nightly".into(), owner: "tick-1".into(), token: 1, cycle_id: 7, items: 1,
+//! };
+//! let op_id = recorder.invoke(stamp, commit);
+//! recorder.complete(stamp, op_id, Outcome::Unknown { reason: "connection reset".into() });
+//! // After the run, the guarded table is the ground truth.
+//! recorder.set_guarded_rows(vec![GuardedRow {
+//!     seq: 1, scope: "nightly".into(), owner: "tick-1".into(), token: 1,
+//!     cycle_id: 7, item: 0, written_at_us: 2_000,
+//! }]);
+//! let report = check(&recorder.snapshot(), &CheckConfig::default());
+//! assert!(report.is_ok(), "{report}");
+//! assert_eq!(report.stats.grants, 1);
+//! assert_eq!(report.stats.unknown_ops, 1);
+//! ```
+//!
 //! **Architecture invariant:** this crate knows nothing of PostgreSQL, turmoil,
 //! stateright, or even the protocol crate's types: plain integers and strings.
 #![deny(missing_docs)]
