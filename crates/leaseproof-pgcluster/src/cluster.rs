@@ -1,0 +1,551 @@
+//! A throwaway PostgreSQL cluster run from the system's binaries.
+//!
+//! Goal: initdb + start a server in a temp dir on a free loopback port, tuned for
+//! speed (no fsync), and make sure it never outlives the process that made it.
+//! Method: `initdb`/`pg_ctl` run directly, or through `runuser -u postgres` (`su`
+//! as fallback) when we are root, because initdb refuses to run as root. Right
+//! after the server starts, a detached `sh` watchdog polls our pid and, once we
+//! are gone (exit, panic, abort, SIGKILL), stops the server and removes the dir.
+//! Invariant: a started cluster always has a watchdog; the temp dir holds the data
+//! dir, the unix socket dir and the server log, so removing it removes everything.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sqlx::{Connection as _, PgConnection};
+
+use crate::source::{effective_uid, user_ids, Binaries};
+use crate::Error;
+
+/// User the server runs as when this process is root.
+const SERVER_USER_WHEN_ROOT: &str = "postgres";
+/// How long `pg_ctl start`/`restart` may wait for the server.
+const START_TIMEOUT_S: u64 = 60;
+/// How long we poll with a real connection after `pg_ctl` says it is up.
+const CONNECT_TIMEOUT_MS: u64 = 10_000;
+/// Attempts at finding a free port when another process takes ours first.
+const PORT_ATTEMPTS_MAX: u32 = 5;
+
+static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// One initialised cluster: its dirs, port and how to run its programs.
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    binaries: Binaries,
+    root_dir: PathBuf,
+    data_dir: PathBuf,
+    socket_dir: PathBuf,
+    log_path: PathBuf,
+    port: u16,
+    admin_url: String,
+    /// `Some(user)` when the programs must run as another user (we are root).
+    run_as: Option<String>,
+    /// `synchronous_commit = on`: a commit survives a server crash. Off for the
+    /// shared cluster (speed); on for dedicated ones, whose tests crash the server.
+    /// `fsync = off` stays either way: it only matters if the machine crashes.
+    commits_survive_crash: bool,
+}
+
+impl Cluster {
+    /// Creates the temp dir and runs `initdb`; the server is not started.
+    pub(crate) async fn create(
+        binaries: Binaries,
+        commits_survive_crash: bool,
+    ) -> Result<Self, Error> {
+        let run_as = match effective_uid() {
+            Some(0) => Some(SERVER_USER_WHEN_ROOT.to_string()),
+            Some(_) => None,
+            None => {
+                return Err(Error::command(
+                    "finding our uid",
+                    "neither /proc/self nor `id -u` answered",
+                ))
+            }
+        };
+        let owner_ids = match &run_as {
+            Some(user) => Some(user_ids(user).ok_or_else(|| {
+                Error::command(
+                    "looking up the server user",
+                    format!("running as root and there is no `{user}` user to run initdb as"),
+                )
+            })?),
+            None => None,
+        };
+        let root_dir = create_unique_dir(&base_temp_dir(run_as.is_some()))?;
+        let socket_dir = root_dir.join("socket");
+        std::fs::create_dir(&socket_dir).map_err(|e| Error::io("creating the socket dir", e))?;
+        if let Some((uid, gid)) = owner_ids {
+            for dir in [&root_dir, &socket_dir] {
+                std::os::unix::fs::chown(dir, Some(uid), Some(gid))
+                    .map_err(|e| Error::io("handing the temp dir to the server user", e))?;
+            }
+        }
+        let cluster = Cluster {
+            data_dir: root_dir.join("data"),
+            log_path: root_dir.join("server.log"),
+            socket_dir,
+            root_dir,
+            binaries,
+            port: 0,
+            admin_url: String::new(),
+            run_as,
+            commits_survive_crash,
+        };
+        let data_dir = path_arg(&cluster.data_dir);
+        let initdb = cluster
+            .run(
+                "initdb",
+                &[
+                    "-D",
+                    &data_dir,
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                    "--no-sync",
+                ],
+            )
+            .await;
+        if let Err(error) = initdb {
+            cluster.remove_dir();
+            return Err(error);
+        }
+        Ok(cluster)
+    }
+
+    /// Starts the server on a fresh free port (retrying if the port is taken),
+    /// waits until it accepts connections and spawns the watchdog.
+    pub(crate) async fn start_first_time(&mut self) -> Result<std::process::Child, Error> {
+        let mut last_error = None;
+        for _ in 0..PORT_ATTEMPTS_MAX {
+            self.set_port(free_port()?)?;
+            match self.start_on_current_port().await {
+                Ok(()) => {
+                    let watchdog = self.spawn_watchdog()?;
+                    return Ok(watchdog);
+                }
+                Err(error) if self.log_says_port_taken() => last_error = Some(error),
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last_error.expect("at least one attempt was made"))
+    }
+
+    /// `pg_ctl start` on the configured port, then a connect poll.
+    pub(crate) async fn start_on_current_port(&self) -> Result<(), Error> {
+        assert!(
+            self.port != 0,
+            "a port is configured before the first start"
+        );
+        let timeout_s = START_TIMEOUT_S.to_string();
+        let result = self
+            .run(
+                "pg_ctl",
+                &[
+                    "start",
+                    "-w",
+                    "-t",
+                    &timeout_s,
+                    "-D",
+                    &path_arg(&self.data_dir),
+                    "-l",
+                    &path_arg(&self.log_path),
+                ],
+            )
+            .await;
+        if let Err(error) = result {
+            return Err(self.start_error(error.to_string()));
+        }
+        self.wait_until_connectable().await
+    }
+
+    /// `pg_ctl restart -m fast`: same port and data, every session is cut.
+    pub(crate) async fn restart(&self) -> Result<(), Error> {
+        let timeout_s = START_TIMEOUT_S.to_string();
+        let result = self
+            .run(
+                "pg_ctl",
+                &[
+                    "restart",
+                    "-m",
+                    "fast",
+                    "-w",
+                    "-t",
+                    &timeout_s,
+                    "-D",
+                    &path_arg(&self.data_dir),
+                    "-l",
+                    &path_arg(&self.log_path),
+                ],
+            )
+            .await;
+        if let Err(error) = result {
+            return Err(self.start_error(error.to_string()));
+        }
+        self.wait_until_connectable().await
+    }
+
+    /// `pg_ctl stop -m <mode>` and wait until the server is gone.
+    pub(crate) async fn stop(&self, mode: &str) -> Result<(), Error> {
+        self.run(
+            "pg_ctl",
+            &["stop", "-m", mode, "-w", "-D", &path_arg(&self.data_dir)],
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Blocking immediate stop and removal of the temp dir, for `Drop`.
+    pub(crate) fn stop_and_remove_blocking(&self) {
+        if self.data_dir.join("postmaster.pid").exists() {
+            let _ = self
+                .command(
+                    "pg_ctl",
+                    &[
+                        "stop",
+                        "-m",
+                        "immediate",
+                        "-w",
+                        "-D",
+                        &path_arg(&self.data_dir),
+                    ],
+                )
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        self.remove_dir();
+    }
+
+    /// Root of the temp dir (data, socket and log inside).
+    pub(crate) fn root_dir(&self) -> &Path {
+        &self.root_dir
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Superuser URL to the `postgres` database.
+    pub(crate) fn admin_url(&self) -> &str {
+        &self.admin_url
+    }
+
+    /// The postmaster's pid while the server runs (first line of postmaster.pid).
+    pub(crate) fn postmaster_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.data_dir.join("postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The last `lines` lines of the server log.
+    pub(crate) fn log_tail(&self, lines: usize) -> String {
+        let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn set_port(&mut self, port: u16) -> Result<(), Error> {
+        assert!(port != 0);
+        // Appended, not rewritten: in postgresql.conf the last setting wins, so a
+        // port retry just appends another `port =` line.
+        let settings = format!(
+            "\n# leaseproof-pgcluster: fast throwaway settings\n\
+             listen_addresses = '127.0.0.1'\n\
+             port = {port}\n\
+             unix_socket_directories = '{socket}'\n\
+             fsync = off\n\
+             synchronous_commit = {synchronous_commit}\n\
+             full_page_writes = off\n\
+             max_connections = 300\n\
+             shared_buffers = 128MB\n",
+            synchronous_commit = if self.commits_survive_crash {
+                "on"
+            } else {
+                "off"
+            },
+            socket = path_arg(&self.socket_dir).replace('\'', "''"),
+        );
+        use std::io::Write as _;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.data_dir.join("postgresql.conf"))
+            .and_then(|mut file| file.write_all(settings.as_bytes()))
+            .map_err(|e| Error::io("writing postgresql.conf", e))?;
+        self.port = port;
+        self.admin_url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+        Ok(())
+    }
+
+    fn log_says_port_taken(&self) -> bool {
+        let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        log.contains("could not bind") || log.contains("Address already in use")
+    }
+
+    fn start_error(&self, reason: String) -> Error {
+        Error::Start {
+            reason,
+            log_tail: self.log_tail(20),
+        }
+    }
+
+    async fn wait_until_connectable(&self) -> Result<(), Error> {
+        let deadline = Instant::now() + Duration::from_millis(CONNECT_TIMEOUT_MS);
+        loop {
+            match PgConnection::connect(&self.admin_url).await {
+                Ok(connection) => {
+                    let _ = connection.close().await;
+                    return Ok(());
+                }
+                Err(error) if Instant::now() >= deadline => {
+                    return Err(self.start_error(format!(
+                        "no connection to {} within {CONNECT_TIMEOUT_MS} ms: {error}",
+                        self.admin_url
+                    )))
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    /// Spawns the detached watchdog that cleans up once this process is gone.
+    fn spawn_watchdog(&self) -> Result<std::process::Child, Error> {
+        use std::os::unix::process::CommandExt as _;
+        let stop = self.shell_line(
+            "pg_ctl",
+            &[
+                "stop",
+                "-m",
+                "immediate",
+                "-w",
+                "-D",
+                &path_arg(&self.data_dir),
+            ],
+        );
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {root}",
+            pid = std::process::id(),
+            root = shell_quote(&path_arg(&self.root_dir)),
+        );
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Own process group: neither the test harness nor a terminal's Ctrl-C
+            // reaches it, and nothing waits on its (null) stdio.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| Error::io("spawning the cleanup watchdog", e))
+    }
+
+    fn remove_dir(&self) {
+        let _ = std::fs::remove_dir_all(&self.root_dir);
+    }
+
+    /// Runs one of the PostgreSQL programs and fails with its output if it fails.
+    async fn run(&self, program: &str, args: &[&str]) -> Result<String, Error> {
+        let mut command = tokio::process::Command::from(self.command(program, args));
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let output = command
+            .output()
+            .await
+            .map_err(|e| Error::io(format!("running {program}"), e))?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        if output.status.success() {
+            Ok(text)
+        } else {
+            Err(Error::command(
+                format!("{program} {}", args.join(" ")),
+                format!("{}: {}", output.status, text.trim()),
+            ))
+        }
+    }
+
+    /// A `Command` for a PostgreSQL program, as the server user when needed.
+    fn command(&self, program: &str, args: &[&str]) -> Command {
+        let program_path = path_arg(&self.binaries.program(program));
+        let mut command = match (&self.run_as, runuser_path()) {
+            (None, _) => {
+                let mut command = Command::new(&program_path);
+                command.args(args);
+                command
+            }
+            (Some(user), Some(runuser)) => {
+                let mut command = Command::new(runuser);
+                command.args(["-u", user, "--", &program_path]).args(args);
+                command
+            }
+            (Some(user), None) => {
+                let mut command = Command::new("su");
+                command
+                    .args([user.as_str(), "-s", "/bin/sh", "-c"])
+                    .arg(shell_words(&program_path, args));
+                command
+            }
+        };
+        // The server user may not be allowed into our working directory.
+        command.current_dir(&self.root_dir);
+        command
+    }
+
+    /// The same as [`Self::command`], as one shell command line.
+    fn shell_line(&self, program: &str, args: &[&str]) -> String {
+        let program_path = path_arg(&self.binaries.program(program));
+        let words = shell_words(&program_path, args);
+        match (&self.run_as, runuser_path()) {
+            (None, _) => words,
+            (Some(user), Some(runuser)) => format!(
+                "{} -u {} -- {words}",
+                shell_quote(&path_arg(&runuser)),
+                shell_quote(user)
+            ),
+            (Some(user), None) => format!(
+                "su {} -s /bin/sh -c {}",
+                shell_quote(user),
+                shell_quote(&words)
+            ),
+        }
+    }
+}
+
+/// Binds 127.0.0.1:0, reads the port the kernel chose and releases it.
+fn free_port() -> Result<u16, Error> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| Error::io("finding a free port", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| Error::io("finding a free port", e))?
+        .port();
+    assert!(port != 0);
+    Ok(port)
+}
+
+/// The system temp dir, or `/tmp` when the server user could not traverse it.
+fn base_temp_dir(server_runs_as_other_user: bool) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let temp_dir = std::env::temp_dir();
+    if !server_runs_as_other_user {
+        return temp_dir;
+    }
+    let traversable = temp_dir.ancestors().all(|dir| {
+        std::fs::metadata(dir)
+            .map(|meta| meta.permissions().mode() & 0o001 != 0)
+            .unwrap_or(false)
+    });
+    if traversable {
+        temp_dir
+    } else {
+        PathBuf::from("/tmp")
+    }
+}
+
+fn create_unique_dir(base: &Path) -> Result<PathBuf, Error> {
+    for _ in 0..100 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = base.join(format!(
+            "leaseproof-pg-{}-{}-{nanos}",
+            std::process::id(),
+            DIR_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("creating the temp dir", e)),
+        }
+    }
+    Err(Error::command(
+        "creating the temp dir",
+        "100 name collisions in a row",
+    ))
+}
+
+fn runuser_path() -> Option<PathBuf> {
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect())
+        .unwrap_or_default();
+    path_dirs
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|dir| dir.join("runuser"))
+        .find(|candidate| candidate.is_file())
+}
+
+fn path_arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+fn shell_words(program: &str, args: &[&str]) -> String {
+    std::iter::once(program)
+        .chain(args.iter().copied())
+        .map(shell_quote)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Single-quotes `word` for `sh`.
+pub(crate) fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// True while a process with this pid exists and is not a zombie.
+pub(crate) fn process_is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+            .unwrap_or(true),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quote_survives_single_quotes() {
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf %s {}", shell_quote("it's a 'dir' $HOME")))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(output.stdout).unwrap(),
+            "it's a 'dir' $HOME"
+        );
+    }
+
+    #[test]
+    fn process_is_running_sees_us_and_not_a_reaped_child() {
+        assert!(process_is_running(std::process::id()));
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!process_is_running(pid));
+    }
+}
