@@ -48,8 +48,12 @@ pub trait LeasePort: Send + Sync {
         ttl: Ttl,
     ) -> impl Future<Output = Result<Lease, LeaseError>> + Send;
 
-    /// Expires the lease now; `Ok(false)` when it was no longer held.
-    fn release(&self, lease: &Lease) -> impl Future<Output = Result<bool, LeaseError>> + Send;
+    /// Expires the lease now; returns the server time it ended, `Ok(None)` when
+    /// it was no longer held (released before, expired, or taken over).
+    fn release(
+        &self,
+        lease: &Lease,
+    ) -> impl Future<Output = Result<Option<crate::ServerTime>, LeaseError>> + Send;
 
     /// Whether the lease was current when the server read it.
     fn holds(&self, lease: &Lease) -> impl Future<Output = Result<bool, LeaseError>> + Send;

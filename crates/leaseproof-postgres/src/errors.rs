@@ -1,0 +1,52 @@
+//! How sqlx's errors become [`LeaseError`]s.
+//!
+//! The line that matters is between *nothing was sent* (`Unavailable`: a retry
+//! is safe) and *sent, reply lost* (`OutcomeUnknown`: the statement may have
+//! committed). Each operation first takes a connection from the pool — failing
+//! there is `Unavailable` — and only then sends its statement; a broken
+//! connection after that point is `OutcomeUnknown` for anything that writes.
+
+use leaseproof_protocol::LeaseError;
+
+/// Failure to obtain a connection: the statement was never sent.
+pub(crate) fn unavailable(error: sqlx::Error) -> LeaseError {
+    LeaseError::Unavailable {
+        source: Box::new(error),
+    }
+}
+
+/// Failure of a statement that was (possibly) sent on a connection we held.
+pub(crate) fn after_send(operation: &'static str, error: sqlx::Error) -> LeaseError {
+    if connection_lost(&error) {
+        LeaseError::OutcomeUnknown {
+            operation,
+            source: Box::new(error),
+        }
+    } else {
+        LeaseError::Database {
+            source: Box::new(error),
+        }
+    }
+}
+
+/// True when the connection broke under the statement: an IO error, a protocol
+/// desynchronisation, or the server ending the session (SQLSTATE class 57,
+/// operator intervention: `pg_terminate_backend`, shutdown; class 08,
+/// connection exception). Whether the statement committed is then unknown.
+pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(database) => database
+            .code()
+            .is_some_and(|code| code.starts_with("57") || code.starts_with("08")),
+        _ => false,
+    }
+}
+
+/// SQLSTATE of a database error, if it is one.
+pub(crate) fn sqlstate(error: &sqlx::Error) -> Option<String> {
+    match error {
+        sqlx::Error::Database(database) => database.code().map(|code| code.into_owned()),
+        _ => None,
+    }
+}

@@ -1,0 +1,464 @@
+//! [`PostgresLeases`]: the library API of the reference lease.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures_core::future::BoxFuture;
+use leaseproof_protocol::semantics::LeaseRow;
+use leaseproof_protocol::{FencingToken, Lease, LeaseError, Owner, Scope, ServerTime, Ttl};
+use sqlx::{Connection, PgConnection, PgPool, Postgres};
+
+use crate::errors::{after_send, connection_lost, sqlstate, unavailable};
+use crate::sql;
+
+/// Leases on one PostgreSQL pool: its database holds the lease table, and its
+/// transactions are the only ones the fence will run in.
+///
+/// Cheap to clone; clones share the pool and count as the same transaction domain.
+#[derive(Clone)]
+pub struct PostgresLeases {
+    pool: PgPool,
+    /// Identity of this value's transaction domain: a [`LeaseTransaction`]
+    /// remembers the domain that began it, and the fence refuses another's.
+    domain: Arc<Domain>,
+}
+
+struct Domain;
+
+impl fmt::Debug for PostgresLeases {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresLeases")
+            .field("pool_size", &self.pool.size())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A transaction begun by [`PostgresLeases::begin`] on the lease pool: the
+/// transaction domain the fence and the guarded writes share.
+pub struct LeaseTransaction {
+    transaction: sqlx::Transaction<'static, Postgres>,
+    domain: Arc<Domain>,
+}
+
+impl fmt::Debug for LeaseTransaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseTransaction").finish_non_exhaustive()
+    }
+}
+
+impl LeaseTransaction {
+    /// The connection, for the guarded writes.
+    pub fn connection(&mut self) -> &mut PgConnection {
+        &mut self.transaction
+    }
+
+    /// Commits. A connection lost during `COMMIT` is `OutcomeUnknown`: the
+    /// server may have committed before the reply was lost.
+    pub async fn commit(self) -> Result<(), LeaseError> {
+        self.transaction
+            .commit()
+            .await
+            .map_err(|error| after_send("commit", error))
+    }
+
+    /// Rolls back (dropping the transaction also does, without waiting).
+    pub async fn rollback(self) -> Result<(), LeaseError> {
+        match self.transaction.rollback().await {
+            Ok(()) => Ok(()),
+            // A dead connection has rolled back by dying.
+            Err(error) if connection_lost(&error) => Ok(()),
+            Err(error) => Err(LeaseError::Database {
+                source: Box::new(error),
+            }),
+        }
+    }
+}
+
+/// Why a commit cycle did not commit.
+#[derive(Debug)]
+pub enum CycleError<E> {
+    /// The lease layer refused or failed: `Lost` (the fence found the lease no
+    /// longer ours; nothing was written), `Unavailable`, `OutcomeUnknown` (the
+    /// commit's reply was lost), ...
+    Lease(LeaseError),
+    /// The caller's writes failed; the transaction was rolled back.
+    Work(E),
+}
+
+impl<E: fmt::Display> fmt::Display for CycleError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CycleError::Lease(error) => write!(f, "commit cycle: {error}"),
+            CycleError::Work(error) => write!(f, "commit cycle: guarded writes failed: {error}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for CycleError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CycleError::Lease(error) => Some(error),
+            CycleError::Work(error) => Some(error),
+        }
+    }
+}
+
+type ServerIdentity = (String, i64, String, i64);
+
+impl PostgresLeases {
+    /// Leases over `pool`. The lease table must exist ([`Self::ensure_schema`]).
+    ///
+    /// No connection is held between operations, so any pool size works; a
+    /// caller that keeps a [`LeaseTransaction`] open while renewing needs two.
+    /// Pool exhaustion is `Unavailable` after the pool's acquire timeout, never a hang.
+    pub fn new(pool: PgPool) -> PostgresLeases {
+        PostgresLeases {
+            pool,
+            domain: Arc::new(Domain),
+        }
+    }
+
+    /// The pool this lease speaks through, and so its transaction domain. Public
+    /// so a caller can prove its other writes live in the same domain.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn connection(&self) -> Result<sqlx::pool::PoolConnection<Postgres>, LeaseError> {
+        self.pool.acquire().await.map_err(unavailable)
+    }
+
+    /// Creates the lease table if it is not there.
+    ///
+    /// `IF NOT EXISTS` is idempotent across time and not across concurrency: two
+    /// sessions running it at the same instant both pass the existence check,
+    /// both insert into `pg_type`, and one fails with `23505` on
+    /// `pg_type_typname_nsp_index`. Here that is the expected case — the workers
+    /// this table coordinates are exactly the ones that start together — so a
+    /// failure is retried once against a table that exists by then, and only
+    /// then raised.
+    pub async fn ensure_schema(&self) -> Result<(), LeaseError> {
+        self.ensure_table(sql::CREATE_LEASES).await
+    }
+
+    /// [`Self::ensure_schema`] without the retry: one attempt. Exists so a test
+    /// can show the race the retry survives; not for production use.
+    pub async fn ensure_schema_once(&self) -> Result<(), LeaseError> {
+        self.create_table_once(sql::CREATE_LEASES).await
+    }
+
+    pub(crate) async fn ensure_table(&self, ddl: &'static str) -> Result<(), LeaseError> {
+        match self.create_table_once(ddl).await {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                // Somebody else is creating it right now. The retry either finds
+                // it there or fails for a reason that is not the race.
+                tracing::debug!(%error, "table creation raced another worker; retrying once");
+                self.create_table_once(ddl).await
+            }
+        }
+    }
+
+    async fn create_table_once(&self, ddl: &'static str) -> Result<(), LeaseError> {
+        let mut connection = self.connection().await?;
+        sqlx::query(ddl)
+            .execute(&mut *connection)
+            .await
+            .map(drop)
+            .map_err(|error| LeaseError::Schema {
+                source: Box::new(error),
+            })
+    }
+
+    /// Tries to take `scope` for `owner` for `ttl` (server time): one statement,
+    /// one round trip ([`sql::ACQUIRE`]). `Err(Held)` when another owner holds a
+    /// live grant — a read, with no row lock and no WAL.
+    ///
+    /// Idempotent for the same owner: after a lost reply (`OutcomeUnknown`),
+    /// retrying with the same `owner` returns the grant the lost reply carried —
+    /// same token, same `granted_at`, `expires_at` extended to `now + ttl` — or,
+    /// if it expired meanwhile, a new grant with the next token.
+    pub async fn acquire(
+        &self,
+        scope: &Scope,
+        owner: &Owner,
+        ttl: Ttl,
+    ) -> Result<Lease, LeaseError> {
+        self.acquire_with(sql::ACQUIRE, scope, owner, ttl).await
+    }
+
+    /// Acquisition through another statement of the same shape (the seed's bare
+    /// upsert, [`sql::ACQUIRE_UNGUARDED`]); for tests and benchmarks that compare forms.
+    pub async fn acquire_with(
+        &self,
+        statement: &'static str,
+        scope: &Scope,
+        owner: &Owner,
+        ttl: Ttl,
+    ) -> Result<Lease, LeaseError> {
+        let mut connection = self.connection().await?;
+        let row: Option<(i64, i64, i64)> = sqlx::query_as(statement)
+            .bind(scope.as_str())
+            .bind(owner.as_str())
+            .bind(ttl.as_micros())
+            .fetch_optional(&mut *connection)
+            .await
+            .map_err(|error| after_send("acquire", error))?;
+        let Some((token, granted_at_us, expires_at_us)) = row else {
+            return Err(LeaseError::Held {
+                scope: scope.clone(),
+            });
+        };
+        let lease = Lease {
+            scope: scope.clone(),
+            owner: owner.clone(),
+            token: FencingToken(token),
+            granted_at: ServerTime::from_micros(granted_at_us),
+            expires_at: ServerTime::from_micros(expires_at_us),
+        };
+        assert!(lease.token >= FencingToken::FIRST);
+        assert!(lease.expires_at > lease.granted_at);
+        Ok(lease)
+    }
+
+    /// Extends a live lease to `now + ttl`, keeping its token. `Err(Lost)` when
+    /// the lease expired, was released, or was taken over.
+    pub async fn renew(&self, lease: &Lease, ttl: Ttl) -> Result<Lease, LeaseError> {
+        let mut connection = self.connection().await?;
+        let row: Option<(i64, i64)> = sqlx::query_as(sql::RENEW)
+            .bind(lease.scope.as_str())
+            .bind(lease.owner.as_str())
+            .bind(lease.token.0)
+            .bind(ttl.as_micros())
+            .fetch_optional(&mut *connection)
+            .await
+            .map_err(|error| after_send("renew", error))?;
+        let Some((granted_at_us, expires_at_us)) = row else {
+            return Err(LeaseError::Lost {
+                scope: lease.scope.clone(),
+                token: lease.token,
+            });
+        };
+        assert_eq!(
+            granted_at_us, lease.granted_at.micros,
+            "a renewal keeps its grant"
+        );
+        Ok(Lease {
+            expires_at: ServerTime::from_micros(expires_at_us),
+            ..lease.clone()
+        })
+    }
+
+    /// Expires the lease now (server time). The row stays so the token never
+    /// restarts. Returns the server time the grant ended; `Ok(None)` when it was
+    /// no longer held (released before, expired, or taken over).
+    pub async fn release(&self, lease: &Lease) -> Result<Option<ServerTime>, LeaseError> {
+        let mut connection = self.connection().await?;
+        let row: Option<(i64,)> = sqlx::query_as(sql::RELEASE)
+            .bind(lease.scope.as_str())
+            .bind(lease.owner.as_str())
+            .bind(lease.token.0)
+            .fetch_optional(&mut *connection)
+            .await
+            .map_err(|error| after_send("release", error))?;
+        Ok(row.map(|(released_at_us,)| ServerTime::from_micros(released_at_us)))
+    }
+
+    /// Whether the lease was current when the server read it. Past tense: to
+    /// act on the answer, use the fence inside the transaction that acts.
+    pub async fn holds(&self, lease: &Lease) -> Result<bool, LeaseError> {
+        let mut connection = self.connection().await?;
+        sqlx::query_scalar(sql::HOLDS)
+            .bind(lease.scope.as_str())
+            .bind(lease.owner.as_str())
+            .bind(lease.token.0)
+            .fetch_one(&mut *connection)
+            .await
+            .map_err(|error| after_send("holds", error))
+    }
+
+    /// The scope's row as it is now, if the scope was ever granted.
+    pub async fn row(&self, scope: &Scope) -> Result<Option<LeaseRow>, LeaseError> {
+        let mut connection = self.connection().await?;
+        let row: Option<(String, i64, i64, i64)> = sqlx::query_as(
+            "SELECT owner, token, (extract(epoch FROM granted_at) * 1000000)::int8, \
+             (extract(epoch FROM expires_at) * 1000000)::int8 FROM leaseproof_leases WHERE scope = $1",
+        )
+        .bind(scope.as_str())
+        .fetch_optional(&mut *connection)
+        .await
+        .map_err(|error| after_send("row", error))?;
+        row.map(|(owner, token, granted_at_us, expires_at_us)| {
+            Ok(LeaseRow {
+                owner: Owner::new(owner)?,
+                token: FencingToken(token),
+                granted_at: ServerTime::from_micros(granted_at_us),
+                expires_at: ServerTime::from_micros(expires_at_us),
+            })
+        })
+        .transpose()
+    }
+
+    /// Expires a scope's live grant now, as if its TTL had run out: an
+    /// operator's tool for a stuck lease, and the tests' way to skip waiting.
+    /// The token is untouched, so the next grant still gets a greater one.
+    pub async fn force_expire(&self, scope: &Scope) -> Result<bool, LeaseError> {
+        let mut connection = self.connection().await?;
+        let result = sqlx::query(sql::FORCE_EXPIRE)
+            .bind(scope.as_str())
+            .execute(&mut *connection)
+            .await
+            .map_err(|error| after_send("force_expire", error))?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    /// Begins a transaction on the lease pool: the domain in which the fence
+    /// and the guarded writes commit together.
+    pub async fn begin(&self) -> Result<LeaseTransaction, LeaseError> {
+        let transaction = self.pool.begin().await.map_err(unavailable)?;
+        Ok(LeaseTransaction {
+            transaction,
+            domain: Arc::clone(&self.domain),
+        })
+    }
+
+    /// The commit-time fence: whether `lease` is ours, *and* keep it ours until
+    /// `transaction` ends. Takes the lease row's lock (`SELECT … FOR UPDATE`), so
+    /// a rival acquisition queues behind this transaction's commit instead of
+    /// landing between the answer and the writes it authorises.
+    ///
+    /// Refuses (`TransactionDomain`) a transaction begun by another
+    /// `PostgresLeases` (another pool): its writes would not commit with the lock.
+    pub async fn hold_for_update(
+        &self,
+        transaction: &mut LeaseTransaction,
+        lease: &Lease,
+    ) -> Result<bool, LeaseError> {
+        Ok(self.fence(transaction, lease).await?.is_some())
+    }
+
+    /// [`Self::hold_for_update`] returning the fence's server time, `None` when lost.
+    pub async fn fence(
+        &self,
+        transaction: &mut LeaseTransaction,
+        lease: &Lease,
+    ) -> Result<Option<ServerTime>, LeaseError> {
+        if !Arc::ptr_eq(&self.domain, &transaction.domain) {
+            return Err(LeaseError::TransactionDomain {
+                reason: "the transaction was begun on another lease pool; the fence and the writes would not commit together",
+            });
+        }
+        fence_on(transaction.connection(), lease).await
+    }
+
+    /// The fence on a caller's own connection, for code that manages its own
+    /// sqlx transaction (`&mut *tx`). Refuses (`TransactionDomain`) when the
+    /// connection is not inside a transaction — the lock would be released with
+    /// the statement and the fence would only pretend — or when its database is
+    /// not the lease pool's (compared by database, oid, port and server start).
+    /// Costs two extra round trips for the domain check; [`Self::begin`] +
+    /// [`Self::hold_for_update`] is free of them.
+    pub async fn hold_for_update_on(
+        &self,
+        connection: &mut PgConnection,
+        lease: &Lease,
+    ) -> Result<bool, LeaseError> {
+        if !connection.is_in_transaction() {
+            return Err(LeaseError::TransactionDomain {
+                reason: "not inside a transaction: the row lock would end with the statement",
+            });
+        }
+        let theirs = server_identity(connection).await?;
+        let ours = server_identity(&mut *self.connection().await?).await?;
+        if theirs != ours {
+            return Err(LeaseError::TransactionDomain {
+                reason: "the transaction is in another database than the lease table's pool",
+            });
+        }
+        Ok(fence_on(connection, lease).await?.is_some())
+    }
+
+    /// The fenced commit cycle: begins a transaction on the lease pool, fences,
+    /// runs `work` on the same connection, commits. All or nothing: a lost
+    /// lease (`CycleError::Lease(Lost)`) or a failing `work` rolls back.
+    ///
+    /// ```ignore
+    /// leases.commit_cycle(&lease, |connection| Box::pin(async move {
+    ///     sqlx::query("INSERT INTO results VALUES ($1)").bind(42).execute(connection).await
+    /// })).await?;
+    /// ```
+    pub async fn commit_cycle<T, E, F>(&self, lease: &Lease, work: F) -> Result<T, CycleError<E>>
+    where
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    {
+        let mut transaction = self.begin().await.map_err(CycleError::Lease)?;
+        let fenced = self
+            .fence(&mut transaction, lease)
+            .await
+            .map_err(CycleError::Lease)?;
+        if fenced.is_none() {
+            // Dropping the transaction rolls it back; nothing was written.
+            return Err(CycleError::Lease(LeaseError::Lost {
+                scope: lease.scope.clone(),
+                token: lease.token,
+            }));
+        }
+        let value = match work(transaction.connection()).await {
+            Ok(value) => value,
+            Err(error) => {
+                let _ = transaction.rollback().await;
+                return Err(CycleError::Work(error));
+            }
+        };
+        transaction.commit().await.map_err(CycleError::Lease)?;
+        Ok(value)
+    }
+
+    /// SQLSTATE of the error behind a `LeaseError`, when the database sent one.
+    pub fn sqlstate(error: &LeaseError) -> Option<String> {
+        let source = match error {
+            LeaseError::Schema { source }
+            | LeaseError::Database { source }
+            | LeaseError::Unavailable { source }
+            | LeaseError::OutcomeUnknown { source, .. } => source,
+            _ => return None,
+        };
+        source.downcast_ref::<sqlx::Error>().and_then(sqlstate)
+    }
+}
+
+async fn fence_on(
+    connection: &mut PgConnection,
+    lease: &Lease,
+) -> Result<Option<ServerTime>, LeaseError> {
+    let fenced_at: Option<i64> = sqlx::query_scalar(sql::HOLD_FOR_UPDATE)
+        .bind(lease.scope.as_str())
+        .bind(lease.owner.as_str())
+        .bind(lease.token.0)
+        .fetch_optional(connection)
+        .await
+        .map_err(|error| {
+            // A fence that lost its connection lost its transaction too: nothing
+            // can commit, so the outcome is known — no effect.
+            if connection_lost(&error) {
+                unavailable(error)
+            } else {
+                LeaseError::Database {
+                    source: Box::new(error),
+                }
+            }
+        })?;
+    Ok(fenced_at.map(ServerTime::from_micros))
+}
+
+async fn server_identity(connection: &mut PgConnection) -> Result<ServerIdentity, LeaseError> {
+    sqlx::query_as(
+        "SELECT current_database()::text, \
+         (SELECT oid::int8 FROM pg_database WHERE datname = current_database()), \
+         current_setting('port'), \
+         (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::int8",
+    )
+    .fetch_one(connection)
+    .await
+    .map_err(|error| after_send("hold_for_update", error))
+}

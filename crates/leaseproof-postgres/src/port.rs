@@ -1,0 +1,135 @@
+//! [`HarnessPort`]: the reference lease as the harness's worker loop drives it.
+
+use futures_core::future::BoxFuture;
+use leaseproof_protocol::semantics::GuardedRow;
+use leaseproof_protocol::{
+    CommitReceipt, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
+    ServerTime, Ttl,
+};
+use sqlx::PgConnection;
+
+use crate::errors::{after_send, unavailable};
+use crate::{sql, PostgresLeases};
+
+/// [`PostgresLeases`] plus the harness's guarded table (`leaseproof_guarded`),
+/// implementing [`LeasePort`] so the same worker loop runs here and in the
+/// simulation. The guarded table is test infrastructure, which is why it is
+/// not part of `PostgresLeases` itself.
+#[derive(Clone, Debug)]
+pub struct HarnessPort {
+    /// The lease the port drives.
+    pub leases: PostgresLeases,
+}
+
+impl HarnessPort {
+    /// A port over `leases`.
+    pub fn new(leases: PostgresLeases) -> HarnessPort {
+        HarnessPort { leases }
+    }
+
+    /// The guarded table's rows in commit (`seq`) order: the ground truth the
+    /// checker compares reported commits with.
+    pub async fn guarded_rows(&self) -> Result<Vec<GuardedRow>, LeaseError> {
+        let mut connection = self.leases.pool().acquire().await.map_err(unavailable)?;
+        let rows: Vec<(i64, String, String, i64, i64, i32, i64)> =
+            sqlx::query_as(sql::SELECT_GUARDED)
+                .fetch_all(&mut *connection)
+                .await
+                .map_err(|error| after_send("guarded_rows", error))?;
+        rows.into_iter()
+            .map(
+                |(seq, scope, owner, token, cycle_id, item, written_at_us)| {
+                    Ok(GuardedRow {
+                        scope: Scope::new(scope)?,
+                        owner: Owner::new(owner)?,
+                        token: FencingToken(token),
+                        cycle_id,
+                        item,
+                        seq,
+                        written_at: ServerTime::from_micros(written_at_us),
+                    })
+                },
+            )
+            .collect()
+    }
+}
+
+fn insert_guarded<'c>(
+    connection: &'c mut PgConnection,
+    lease: &'c Lease,
+    cycle: GuardedCycle,
+) -> BoxFuture<'c, Result<i64, sqlx::Error>> {
+    Box::pin(async move {
+        let seqs: Vec<i64> = sqlx::query_scalar(sql::INSERT_GUARDED)
+            .bind(lease.scope.as_str())
+            .bind(lease.owner.as_str())
+            .bind(lease.token.0)
+            .bind(cycle.cycle_id)
+            .bind(i32::try_from(cycle.items).expect("items per cycle fit i32"))
+            .fetch_all(connection)
+            .await?;
+        Ok(seqs.first().copied().unwrap_or(0))
+    })
+}
+
+impl LeasePort for HarnessPort {
+    async fn ensure_schema(&self) -> Result<(), LeaseError> {
+        self.leases.ensure_schema().await?;
+        self.leases.ensure_table(sql::CREATE_GUARDED).await
+    }
+
+    async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {
+        self.leases.acquire(scope, owner, ttl).await
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Ttl) -> Result<Lease, LeaseError> {
+        self.leases.renew(lease, ttl).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<Option<ServerTime>, LeaseError> {
+        self.leases.release(lease).await
+    }
+
+    async fn holds(&self, lease: &Lease) -> Result<bool, LeaseError> {
+        self.leases.holds(lease).await
+    }
+
+    async fn commit(
+        &self,
+        lease: &Lease,
+        cycle: GuardedCycle,
+    ) -> Result<CommitReceipt, LeaseError> {
+        let mut transaction = self.leases.begin().await?;
+        let Some(fenced_at) = self.leases.fence(&mut transaction, lease).await? else {
+            return Err(LeaseError::Lost {
+                scope: lease.scope.clone(),
+                token: lease.token,
+            });
+        };
+        let seq_first = match insert_guarded(transaction.connection(), lease, cycle).await {
+            Ok(seq_first) => seq_first,
+            Err(error) => return Err(after_send("commit", error)),
+        };
+        transaction.commit().await?;
+        Ok(CommitReceipt {
+            seq_first,
+            fenced_at,
+        })
+    }
+
+    async fn commit_unfenced(
+        &self,
+        lease: &Lease,
+        cycle: GuardedCycle,
+    ) -> Result<CommitReceipt, LeaseError> {
+        let mut transaction = self.leases.begin().await?;
+        let seq_first = insert_guarded(transaction.connection(), lease, cycle)
+            .await
+            .map_err(|error| after_send("commit", error))?;
+        transaction.commit().await?;
+        Ok(CommitReceipt {
+            seq_first,
+            fenced_at: ServerTime::from_micros(0),
+        })
+    }
+}

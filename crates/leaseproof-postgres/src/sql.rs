@@ -1,0 +1,129 @@
+//! Every statement the reference lease sends, in one place, so the README, the
+//! tests and the benchmarks can quote exactly what runs.
+//!
+//! Times come back as integer microseconds since the Unix epoch
+//! (`extract(epoch …)` is `numeric` since PostgreSQL 14, so this is exact).
+
+/// The lease table. `IF NOT EXISTS` is idempotent across time but not across
+/// concurrency; see `PostgresLeases::ensure_schema` for the retry.
+pub const CREATE_LEASES: &str = "\
+CREATE TABLE IF NOT EXISTS leaseproof_leases (
+    scope      text        PRIMARY KEY CHECK (octet_length(scope) BETWEEN 1 AND 255),
+    owner      text        NOT NULL,
+    token      bigint      NOT NULL CHECK (token > 0),
+    granted_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL
+)";
+
+/// Acquisition, the guarded single statement. `$1` scope, `$2` owner, `$3` TTL in µs.
+///
+/// - The `SELECT … WHERE NOT EXISTS` produces no row while another owner holds
+///   a live grant, so a loser never reaches the insert: no row lock, no WAL.
+/// - Otherwise the insert either creates the row (token 1) or conflicts, locks
+///   the row and re-checks the `DO UPDATE … WHERE` against the latest committed
+///   version, which closes the window between the guard's snapshot and the
+///   lock: a racer that won meanwhile makes the `WHERE` false.
+/// - The same owner re-acquiring its live grant (a retry after a lost reply)
+///   keeps token and `granted_at` and extends `expires_at`: idempotent.
+/// - `now()` is the statement's start: this runs in its own transaction.
+pub const ACQUIRE: &str = "\
+INSERT INTO leaseproof_leases AS l (scope, owner, token, granted_at, expires_at)
+SELECT $1, $2, 1, now(), now() + $3::int8 * interval '1 microsecond'
+WHERE NOT EXISTS (
+    SELECT 1 FROM leaseproof_leases
+    WHERE scope = $1 AND expires_at > now() AND owner <> $2
+)
+ON CONFLICT (scope) DO UPDATE SET
+    owner      = EXCLUDED.owner,
+    token      = CASE WHEN l.expires_at > now() THEN l.token ELSE l.token + 1 END,
+    granted_at = CASE WHEN l.expires_at > now() THEN l.granted_at ELSE now() END,
+    expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
+RETURNING l.token,
+          (extract(epoch FROM l.granted_at) * 1000000)::int8,
+          (extract(epoch FROM l.expires_at) * 1000000)::int8";
+
+/// The seed's bare upsert: same decisions as [`ACQUIRE`] without the guard.
+/// Kept so a test can show both forms decide every case identically and the
+/// benchmarks can show what the guard saves. Never used by the library.
+pub const ACQUIRE_UNGUARDED: &str = "\
+INSERT INTO leaseproof_leases AS l (scope, owner, token, granted_at, expires_at)
+VALUES ($1, $2, 1, now(), now() + $3::int8 * interval '1 microsecond')
+ON CONFLICT (scope) DO UPDATE SET
+    owner      = EXCLUDED.owner,
+    token      = CASE WHEN l.expires_at > now() THEN l.token ELSE l.token + 1 END,
+    granted_at = CASE WHEN l.expires_at > now() THEN l.granted_at ELSE now() END,
+    expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
+RETURNING l.token,
+          (extract(epoch FROM l.granted_at) * 1000000)::int8,
+          (extract(epoch FROM l.expires_at) * 1000000)::int8";
+
+/// Renewal: `$1` scope, `$2` owner, `$3` token, `$4` TTL in µs. Keeps the token.
+pub const RENEW: &str = "\
+UPDATE leaseproof_leases
+SET expires_at = now() + $4::int8 * interval '1 microsecond'
+WHERE scope = $1 AND owner = $2 AND token = $3 AND expires_at > now()
+RETURNING (extract(epoch FROM granted_at) * 1000000)::int8,
+          (extract(epoch FROM expires_at) * 1000000)::int8";
+
+/// Release: expire the row now. Never `DELETE`: the token must not restart.
+pub const RELEASE: &str = "\
+UPDATE leaseproof_leases
+SET expires_at = now()
+WHERE scope = $1 AND owner = $2 AND token = $3 AND expires_at > now()
+RETURNING (extract(epoch FROM expires_at) * 1000000)::int8";
+
+/// The read-only check. Past tense: true when it was read.
+pub const HOLDS: &str = "\
+SELECT EXISTS (
+    SELECT 1 FROM leaseproof_leases
+    WHERE scope = $1 AND owner = $2 AND token = $3 AND expires_at > now()
+)";
+
+/// The commit-time fence, inside the guarded transaction.
+///
+/// `FOR UPDATE` conflicts with the row lock the takeover's `ON CONFLICT DO
+/// UPDATE` needs, so a rival's acquisition queues behind this transaction's
+/// commit instead of landing between the check and the writes.
+///
+/// It compares with `statement_timestamp()`, not `now()`: inside a transaction
+/// `now()` is the time of `BEGIN`, and a fence that ran long after `BEGIN` must
+/// still see the lease as it is when the fence runs. Returns the fence's time.
+pub const HOLD_FOR_UPDATE: &str = "\
+SELECT (extract(epoch FROM statement_timestamp()) * 1000000)::int8
+FROM leaseproof_leases
+WHERE scope = $1 AND owner = $2 AND token = $3 AND expires_at > statement_timestamp()
+FOR UPDATE";
+
+/// Operator's and tests' tool: expire a scope's live grant now, as if its TTL
+/// had run out (breaking a stuck lease). The token is untouched.
+pub const FORCE_EXPIRE: &str = "\
+UPDATE leaseproof_leases SET expires_at = now()
+WHERE scope = $1 AND expires_at > now()";
+
+/// The harness's guarded table: what fenced commit cycles write.
+pub const CREATE_GUARDED: &str = "\
+CREATE TABLE IF NOT EXISTS leaseproof_guarded (
+    seq        bigserial   PRIMARY KEY,
+    scope      text        NOT NULL,
+    owner      text        NOT NULL,
+    token      bigint      NOT NULL,
+    cycle_id   bigint      NOT NULL,
+    item       int         NOT NULL,
+    written_at timestamptz NOT NULL
+)";
+
+/// One cycle's rows: `$1` scope, `$2` owner, `$3` token, `$4` cycle id, `$5`
+/// item count. `written_at` is `now()`, the guarded transaction's start: it lies
+/// before the fence, so inside the grant the fence checked.
+pub const INSERT_GUARDED: &str = "\
+INSERT INTO leaseproof_guarded (scope, owner, token, cycle_id, item, written_at)
+SELECT $1, $2, $3, $4, item, now() FROM generate_series(0, $5::int - 1) AS item
+RETURNING seq";
+
+/// The guarded table's contents in commit order, times in µs.
+pub const SELECT_GUARDED: &str = "\
+SELECT seq, scope, owner, token, cycle_id, item,
+       (extract(epoch FROM written_at) * 1000000)::int8
+FROM leaseproof_guarded ORDER BY seq";
