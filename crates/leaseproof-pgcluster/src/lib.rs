@@ -337,10 +337,11 @@ async fn create_database(admin_url: &str, drop_on_drop: bool) -> Result<TestData
             std::process::id(),
             DATABASE_COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        match sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
-            .execute(&mut connection)
-            .await
-        {
+        let sql = format!("CREATE DATABASE {name}");
+        // `Executor::execute` on `&mut PgConnection` with a `&str` (simple query
+        // protocol, which CREATE DATABASE needs) keeps this future `Send`;
+        // `raw_sql(..).execute(..)` does not (higher-ranked `Executor` bound).
+        match sqlx::Executor::execute(&mut connection, sql.as_str()).await {
             Ok(_) => {
                 let _ = connection.close().await;
                 return Ok(TestDatabase {
@@ -464,6 +465,32 @@ pub fn process_is_running(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spawnable<F: std::future::Future + Send + 'static>(future: F) -> F {
+        future
+    }
+
+    /// Compile-time check: callers can `tokio::spawn` these (sqlx futures are
+    /// prone to losing `Send` through higher-ranked `Executor` bounds).
+    #[test]
+    fn futures_are_spawnable_on_a_multi_thread_runtime() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let probe = spawnable(async { shared_server().await.map(PgServer::source) });
+        drop(probe);
+        let probe = spawnable(async {
+            let server = shared_server().await.ok()?;
+            server
+                .fresh_database()
+                .await
+                .ok()
+                .map(|database| database.name.clone())
+        });
+        drop(probe);
+        let probe = spawnable(DedicatedCluster::start_dedicated());
+        drop(probe);
+    }
 
     #[test]
     fn require_pg_only_for_exactly_one() {
