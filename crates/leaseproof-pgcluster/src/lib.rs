@@ -474,9 +474,6 @@ mod tests {
     /// prone to losing `Send` through higher-ranked `Executor` bounds).
     #[test]
     fn futures_are_spawnable_on_a_multi_thread_runtime() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
         let probe = spawnable(async { shared_server().await.map(PgServer::source) });
         drop(probe);
         let probe = spawnable(async {
