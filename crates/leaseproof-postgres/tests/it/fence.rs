@@ -1,0 +1,219 @@
+//! The commit-time fence on the real server.
+//!
+//! - A stale holder's commit cycle is refused and its writes roll back.
+//! - The fence's `FOR UPDATE` makes a rival's takeover *wait* for the commit;
+//!   the negative control shows a fence in a mode that does not conflict with
+//!   the takeover's row lock (`FOR KEY SHARE`) lets the takeover through —
+//!   which is what this test would catch if the fence's mode were weakened.
+//! - The fence refuses to run outside a transaction or in another domain.
+
+use std::time::Duration;
+
+use leaseproof_postgres::{CycleError, PostgresLeases};
+use leaseproof_protocol::{LeaseError, Owner, Scope, Ttl};
+use sqlx::{Connection, PgConnection};
+
+use crate::fresh;
+
+async fn create_results_table(leases: &PostgresLeases) {
+    sqlx::query("CREATE TABLE results (token bigint NOT NULL, value int NOT NULL)")
+        .execute(leases.pool())
+        .await
+        .unwrap();
+}
+
+async fn results(leases: &PostgresLeases) -> Vec<(i64, i32)> {
+    sqlx::query_as("SELECT token, value FROM results ORDER BY value")
+        .fetch_all(leases.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn stale_holder_commit_is_refused_after_takeover_and_writes_roll_back() {
+    let Some((_database, leases)) = fresh(3).await else {
+        return;
+    };
+    create_results_table(&leases).await;
+    let scope = Scope::new("job").unwrap();
+    let ttl = Ttl::from_millis(60_000).unwrap();
+    let stale = leases
+        .acquire(&scope, &Owner::generate(), ttl)
+        .await
+        .unwrap();
+    // The holder "pauses"; its lease runs out and a rival takes over.
+    assert!(leases.force_expire(&scope).await.unwrap());
+    let rival = leases
+        .acquire(&scope, &Owner::generate(), ttl)
+        .await
+        .unwrap();
+    assert!(rival.token > stale.token);
+
+    let ran = std::sync::atomic::AtomicBool::new(false);
+    let refused = leases
+        .commit_cycle(&stale, |connection: &mut PgConnection| {
+            ran.store(true, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                sqlx::query("INSERT INTO results VALUES (1, 1)")
+                    .execute(connection)
+                    .await
+                    .map(drop)
+            })
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(CycleError::Lease(LeaseError::Lost { .. }))),
+        "{refused:?}"
+    );
+    assert!(
+        !ran.load(std::sync::atomic::Ordering::SeqCst),
+        "the writes never ran"
+    );
+
+    // The low-level path: writes first, fence second, then the fence refuses and the writes roll back.
+    let mut transaction = leases.begin().await.unwrap();
+    sqlx::query("INSERT INTO results VALUES (1, 2)")
+        .execute(transaction.connection())
+        .await
+        .unwrap();
+    assert!(!leases
+        .hold_for_update(&mut transaction, &stale)
+        .await
+        .unwrap());
+    transaction.rollback().await.unwrap();
+
+    let committed = leases
+        .commit_cycle(&rival, |connection: &mut PgConnection| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO results VALUES (2, 3)")
+                    .execute(connection)
+                    .await
+                    .map(drop)
+            })
+        })
+        .await;
+    assert!(committed.is_ok(), "{committed:?}");
+    assert_eq!(
+        results(&leases).await,
+        vec![(2, 3)],
+        "only the current holder's write exists"
+    );
+}
+
+/// Fences in `mode`, lets the lease expire, starts a rival's takeover, and
+/// reports whether the takeover finished before the fenced transaction committed.
+async fn takeover_finishes_before_commit(lock_clause: &str) -> Option<bool> {
+    let (_database, leases) = fresh(4).await?;
+    let scope = Scope::new("job").unwrap();
+    let holder = leases
+        .acquire(&scope, &Owner::generate(), Ttl::from_millis(300).unwrap())
+        .await
+        .unwrap();
+    let mut transaction = leases.begin().await.unwrap();
+    let statement = leaseproof_postgres::sql::HOLD_FOR_UPDATE.replace("FOR UPDATE", lock_clause);
+    let fenced: Option<i64> = sqlx::query_scalar(&statement)
+        .bind(scope.as_str())
+        .bind(holder.owner.as_str())
+        .bind(holder.token.0)
+        .fetch_optional(transaction.connection())
+        .await
+        .unwrap();
+    assert!(fenced.is_some(), "the fence passes while the lease is live");
+    tokio::time::sleep(Duration::from_millis(400)).await; // past expiry, transaction still open
+    let rival_leases = leases.clone();
+    let rival_scope = scope.clone();
+    let takeover = tokio::spawn(async move {
+        rival_leases
+            .acquire(
+                &rival_scope,
+                &Owner::generate(),
+                Ttl::from_millis(60_000).unwrap(),
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let finished_before_commit = takeover.is_finished();
+    transaction.commit().await.unwrap();
+    let rival = takeover
+        .await
+        .unwrap()
+        .expect("the takeover succeeds once the holder commits");
+    assert_eq!(rival.token, holder.token.next());
+    Some(finished_before_commit)
+}
+
+#[tokio::test]
+async fn fence_makes_rival_takeover_wait_for_the_commit() {
+    let Some(finished_early) = takeover_finishes_before_commit("FOR UPDATE").await else {
+        return;
+    };
+    assert!(
+        !finished_early,
+        "a takeover landed while the fenced transaction was open"
+    );
+}
+
+#[tokio::test]
+async fn fence_in_key_share_mode_would_not_hold_off_a_takeover() {
+    // Negative control: proves the test above can fail.
+    let Some(finished_early) = takeover_finishes_before_commit("FOR KEY SHARE").await else {
+        return;
+    };
+    assert!(
+        finished_early,
+        "FOR KEY SHARE does not conflict with the takeover's row lock"
+    );
+}
+
+#[tokio::test]
+async fn fence_refuses_outside_a_transaction_and_in_another_domain() {
+    let Some((database, leases)) = fresh(3).await else {
+        return;
+    };
+    let scope = Scope::new("job").unwrap();
+    let lease = leases
+        .acquire(
+            &scope,
+            &Owner::generate(),
+            Ttl::from_millis(60_000).unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // Outside a transaction the row lock would end with the statement.
+    let mut plain = database.connect().await.unwrap();
+    let refused = leases.hold_for_update_on(&mut plain, &lease).await;
+    assert!(
+        matches!(refused, Err(LeaseError::TransactionDomain { .. })),
+        "{refused:?}"
+    );
+
+    // A LeaseTransaction begun by another PostgresLeases (another pool).
+    let other = PostgresLeases::new(crate::pool(&database, 1).await);
+    let mut foreign = other.begin().await.unwrap();
+    let refused = leases.hold_for_update(&mut foreign, &lease).await;
+    assert!(
+        matches!(refused, Err(LeaseError::TransactionDomain { .. })),
+        "{refused:?}"
+    );
+
+    // A caller's own transaction on another database.
+    let elsewhere = leaseproof_pgcluster::test_database().await.unwrap();
+    let mut elsewhere_connection = elsewhere.connect().await.unwrap();
+    let mut elsewhere_transaction = elsewhere_connection.begin().await.unwrap();
+    let refused = leases
+        .hold_for_update_on(&mut elsewhere_transaction, &lease)
+        .await;
+    assert!(
+        matches!(refused, Err(LeaseError::TransactionDomain { .. })),
+        "{refused:?}"
+    );
+
+    // The control: a caller's own transaction on the lease's database is accepted.
+    let mut own = database.connect().await.unwrap();
+    let mut own_transaction = own.begin().await.unwrap();
+    assert!(leases
+        .hold_for_update_on(&mut own_transaction, &lease)
+        .await
+        .unwrap());
+}

@@ -1,0 +1,257 @@
+//! Each operation's rule on the real server: grants, refusals, expiry,
+//! takeover, renew and release checks, token monotonicity, idempotent retry.
+
+use std::time::Duration;
+
+use leaseproof_protocol::{FencingToken, Lease, LeaseError, Owner, Scope, Ttl};
+
+use crate::fresh;
+
+fn ttl_ms(millis: i64) -> Ttl {
+    Ttl::from_millis(millis).unwrap()
+}
+
+#[tokio::test]
+async fn held_lease_refuses_rival_until_expiry_then_rival_takes_over_with_next_token() {
+    let Some((_database, leases)) = fresh(2).await else {
+        return;
+    };
+    let scope = Scope::new("nightly-consolidation").unwrap();
+    let (a, b) = (Owner::generate(), Owner::generate());
+    let first = leases.acquire(&scope, &a, ttl_ms(150)).await.unwrap();
+    assert_eq!(first.token, FencingToken::FIRST);
+    assert_eq!(first.owner, a);
+    assert_eq!(
+        first.expires_at.micros - first.granted_at.micros,
+        150_000,
+        "expires_at = now + ttl, exactly"
+    );
+    assert!(matches!(
+        leases.acquire(&scope, &b, ttl_ms(150)).await,
+        Err(LeaseError::Held { .. })
+    ));
+    assert!(leases.holds(&first).await.unwrap());
+
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !leases.holds(&first).await.unwrap(),
+        "expired by the server's clock"
+    );
+    let second = leases.acquire(&scope, &b, ttl_ms(150)).await.unwrap();
+    assert_eq!(second.token, FencingToken(2));
+    assert!(
+        second.granted_at >= first.expires_at,
+        "takeover only after expiry (server time)"
+    );
+    assert!(matches!(
+        leases.renew(&first, ttl_ms(150)).await,
+        Err(LeaseError::Lost { .. })
+    ));
+    assert_eq!(
+        leases.release(&first).await.unwrap(),
+        None,
+        "the old holder cannot release the new grant"
+    );
+    assert!(leases.holds(&second).await.unwrap());
+}
+
+#[tokio::test]
+async fn token_never_restarts_across_release_force_expire_and_takeover() {
+    let Some((_database, leases)) = fresh(2).await else {
+        return;
+    };
+    let scope = Scope::new("job").unwrap();
+    let mut token_last = FencingToken(0);
+    for round in 0..12 {
+        let owner = Owner::generate();
+        let lease = leases
+            .acquire(&scope, &owner, ttl_ms(60_000))
+            .await
+            .unwrap();
+        assert!(
+            lease.token > token_last,
+            "round {round}: {} after {}",
+            lease.token,
+            token_last
+        );
+        token_last = lease.token;
+        match round % 3 {
+            0 => assert!(leases.release(&lease).await.unwrap().is_some()),
+            1 => assert!(leases.force_expire(&scope).await.unwrap()),
+            _ => {
+                // Released then re-released: the second finds nothing to do.
+                assert!(leases.release(&lease).await.unwrap().is_some());
+                assert_eq!(leases.release(&lease).await.unwrap(), None);
+            }
+        }
+        let row = leases
+            .row(&scope)
+            .await
+            .unwrap()
+            .expect("release never deletes the row");
+        assert_eq!(row.token, lease.token);
+    }
+    assert_eq!(token_last, FencingToken(12));
+}
+
+#[tokio::test]
+async fn renew_and_release_refuse_wrong_owner_and_stale_token() {
+    let Some((_database, leases)) = fresh(2).await else {
+        return;
+    };
+    let scope = Scope::new("job").unwrap();
+    let owner = Owner::generate();
+    let lease = leases
+        .acquire(&scope, &owner, ttl_ms(60_000))
+        .await
+        .unwrap();
+    let wrong_owner = Lease {
+        owner: Owner::generate(),
+        ..lease.clone()
+    };
+    let stale_token = Lease {
+        token: FencingToken(lease.token.0 + 1),
+        ..lease.clone()
+    };
+    for impostor in [&wrong_owner, &stale_token] {
+        assert!(matches!(
+            leases.renew(impostor, ttl_ms(1_000)).await,
+            Err(LeaseError::Lost { .. })
+        ));
+        assert_eq!(leases.release(impostor).await.unwrap(), None);
+        assert!(!leases.holds(impostor).await.unwrap());
+    }
+    let row = leases.row(&scope).await.unwrap().unwrap();
+    assert_eq!(
+        row.expires_at, lease.expires_at,
+        "refused operations changed nothing"
+    );
+
+    let renewed = leases.renew(&lease, ttl_ms(120_000)).await.unwrap();
+    assert_eq!(renewed.token, lease.token, "renewal keeps the token");
+    assert_eq!(renewed.granted_at, lease.granted_at);
+    assert!(renewed.expires_at > lease.expires_at);
+    let released_at = leases.release(&renewed).await.unwrap().expect("released");
+    assert!(released_at < renewed.expires_at);
+    assert!(!leases.holds(&renewed).await.unwrap());
+}
+
+#[tokio::test]
+async fn reacquire_with_same_owner_is_idempotent_and_keeps_the_token() {
+    let Some((_database, leases)) = fresh(2).await else {
+        return;
+    };
+    let scope = Scope::new("job").unwrap();
+    let owner = Owner::generate();
+    // As if the first reply had been lost: the caller retries with the same owner.
+    let first = leases
+        .acquire(&scope, &owner, ttl_ms(60_000))
+        .await
+        .unwrap();
+    let retry = leases
+        .acquire(&scope, &owner, ttl_ms(60_000))
+        .await
+        .unwrap();
+    assert_eq!(retry.token, first.token);
+    assert_eq!(retry.granted_at, first.granted_at);
+    assert!(retry.expires_at >= first.expires_at);
+    // A different incarnation of "the same worker" is a different owner: refused.
+    assert!(matches!(
+        leases
+            .acquire(&scope, &Owner::generate(), ttl_ms(1_000))
+            .await,
+        Err(LeaseError::Held { .. })
+    ));
+    // Once expired, the same owner gets a new grant: its old token is dead.
+    assert!(leases.force_expire(&scope).await.unwrap());
+    let later = leases
+        .acquire(&scope, &owner, ttl_ms(60_000))
+        .await
+        .unwrap();
+    assert_eq!(later.token, first.token.next());
+}
+
+#[tokio::test]
+async fn scopes_shaped_like_sql_injection_are_stored_verbatim() {
+    let Some((_database, leases)) = fresh(2).await else {
+        return;
+    };
+    let owner = Owner::generate();
+    let names = [
+        "'; DROP TABLE leaseproof_leases; --",
+        "job\" OR 1=1 --",
+        "$1",
+        "tab\tnew\nline",
+        "ünïcödé-スコープ",
+        "%_\\",
+    ];
+    for name in names {
+        let scope = Scope::new(name).unwrap();
+        let lease = leases
+            .acquire(&scope, &owner, ttl_ms(60_000))
+            .await
+            .unwrap();
+        assert_eq!(lease.scope.as_str(), name);
+        assert!(leases.row(&scope).await.unwrap().is_some());
+    }
+    let mut connection = leases.pool().acquire().await.unwrap();
+    let stored: Vec<String> =
+        sqlx::query_scalar("SELECT scope FROM leaseproof_leases ORDER BY scope")
+            .fetch_all(&mut *connection)
+            .await
+            .unwrap();
+    let mut expected: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+    expected.sort();
+    let mut stored_sorted = stored.clone();
+    stored_sorted.sort();
+    assert_eq!(stored_sorted, expected);
+}
+
+#[tokio::test]
+async fn losing_acquisition_writes_nothing_while_the_bare_upsert_does() {
+    let Some((_database, leases)) = fresh(2).await else {
+        return;
+    };
+    let scope = Scope::new("job").unwrap();
+    let holder = leases
+        .acquire(&scope, &Owner::generate(), ttl_ms(60_000))
+        .await
+        .unwrap();
+    let loser = Owner::generate();
+    let mut connection = leases.pool().acquire().await.unwrap();
+    async fn row_xmax(connection: &mut sqlx::PgConnection) -> String {
+        sqlx::query_scalar("SELECT xmax::text FROM leaseproof_leases WHERE scope = 'job'")
+            .fetch_one(connection)
+            .await
+            .unwrap()
+    }
+    let xmax_before = row_xmax(&mut connection).await;
+    for _ in 0..5 {
+        assert!(matches!(
+            leases.acquire(&scope, &loser, ttl_ms(1_000)).await,
+            Err(LeaseError::Held { .. })
+        ));
+    }
+    assert_eq!(
+        row_xmax(&mut connection).await,
+        xmax_before,
+        "the guarded loser took no row lock"
+    );
+
+    // Teeth: the seed's bare upsert decides the same, but locks the row to do it.
+    let refused = leases
+        .acquire_with(
+            leaseproof_postgres::sql::ACQUIRE_UNGUARDED,
+            &scope,
+            &loser,
+            ttl_ms(1_000),
+        )
+        .await;
+    assert!(matches!(refused, Err(LeaseError::Held { .. })));
+    assert_ne!(
+        row_xmax(&mut connection).await,
+        xmax_before,
+        "the bare upsert's loser locked the row"
+    );
+    assert!(leases.holds(&holder).await.unwrap());
+}
