@@ -13,6 +13,9 @@
 //! stops the shared cluster and removes its dir once the process is gone, also
 //! after a panic, an abort or SIGKILL. Tests that restart or crash the server get
 //! a [`DedicatedCluster`], which cleans up on `Drop` (and has a watchdog too).
+//! [`serve_throwaway_until_stdin_closes`] serves one to a human or a parent
+//! process (the CLI's `leaseproof pg`); the crate deliberately has no binary of
+//! its own, so the workspace keeps a single one for `cargo run`.
 //!
 //! Invariant: no sqlx pool or connection is ever stored in a static, and every
 //! started server has exactly one watchdog.
@@ -20,6 +23,7 @@
 #![deny(missing_docs)]
 
 mod cluster;
+mod serve;
 mod source;
 mod url;
 
@@ -30,6 +34,8 @@ use sqlx::{Connection as _, PgConnection};
 
 use crate::cluster::Cluster;
 use crate::source::Plan;
+
+pub use crate::serve::serve_throwaway_until_stdin_closes;
 
 /// Environment variable that turns a skip into a panic (CI sets it to `1`).
 pub const REQUIRE_PG_ENV: &str = "LEASEPROOF_REQUIRE_PG";
@@ -486,6 +492,8 @@ mod tests {
         });
         drop(probe);
         let probe = spawnable(DedicatedCluster::start_dedicated());
+        drop(probe);
+        let probe = spawnable(serve_throwaway_until_stdin_closes());
         drop(probe);
     }
 

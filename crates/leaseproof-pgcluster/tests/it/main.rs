@@ -10,6 +10,7 @@
 mod dedicated;
 mod shared;
 mod source;
+mod throwaway_child;
 mod watchdog;
 
 use std::time::{Duration, Instant};

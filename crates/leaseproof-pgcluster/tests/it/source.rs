@@ -2,17 +2,19 @@
 //!
 //! Goal: with `DATABASE_URL` set, tests use that server and still get fresh
 //! databases (dropped again afterwards, since the server is not ours).
-//! Method: a child process of the `leaseproof-pg-throwaway` binary provides a
-//! server; this test binary re-runs one of its own tests in a subprocess with
-//! `DATABASE_URL` pointing at it, so the static shared server is chosen anew.
+//! Method: a child process (this test binary re-executed as a throwaway server,
+//! see `throwaway_child`) provides a server; this test binary re-runs one of its
+//! own tests in another subprocess with `DATABASE_URL` pointing at it, so the
+//! static shared server is chosen anew.
 //! Invariant: the subprocess reports source `DatabaseUrl` and its database is
 //! gone after the subprocess ends.
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use leaseproof_pgcluster::{shared_server, test_database, PgSource};
 use sqlx::Connection as _;
+
+use crate::throwaway_child::spawn_throwaway_child;
 
 const CHILD_ENV: &str = "LEASEPROOF_PGCLUSTER_TEST_CHILD";
 
@@ -40,26 +42,10 @@ async fn database_url_source_is_chosen_when_set() {
 
 #[tokio::test]
 async fn database_url_in_a_subprocess_uses_that_server_and_drops_its_database() {
-    let mut provider = Command::new(env!("CARGO_BIN_EXE_leaseproof-pg-throwaway"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(provider.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let Some(url) = first.strip_prefix("DATABASE_URL=") else {
-        // The provider printed the skip line to stderr and exited.
-        assert!(provider.wait().unwrap().code() == Some(1) || first.is_empty());
-        leaseproof_pgcluster::skip_or_panic(
-            &leaseproof_pgcluster::PgUnavailable {
-                reason: "leaseproof-pg-throwaway could not start a cluster".into(),
-            },
-            leaseproof_pgcluster::require_pg(),
-        );
+    let Some(provider) = spawn_throwaway_child() else {
         return;
     };
-    let url = url.to_string();
+    let url = provider.url.clone();
 
     let child = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -97,6 +83,5 @@ async fn database_url_in_a_subprocess_uses_that_server_and_drops_its_database() 
     );
     connection.close().await.unwrap();
 
-    drop(provider.stdin.take());
-    assert!(provider.wait().unwrap().success());
+    assert!(provider.finish().success());
 }
