@@ -382,10 +382,16 @@ impl PostgresLeases {
     /// runs `work` on the same connection, commits. All or nothing: a lost
     /// lease (`CycleError::Lease(Lost)`) or a failing `work` rolls back.
     ///
-    /// ```ignore
-    /// leases.commit_cycle(&lease, |connection| Box::pin(async move {
-    ///     sqlx::query("INSERT INTO results VALUES ($1)").bind(42).execute(connection).await
-    /// })).await?;
+    /// ```no_run
+    /// # async fn example(leases: leaseproof_postgres::PostgresLeases, lease: leaseproof_protocol::Lease) {
+    /// let committed = leases
+    ///     .commit_cycle(&lease, |connection| {
+    ///         Box::pin(async move {
+    ///             sqlx::query("INSERT INTO results VALUES ($1)").bind(42).execute(connection).await
+    ///         })
+    ///     })
+    ///     .await;
+    /// # }
     /// ```
     pub async fn commit_cycle<T, E, F>(&self, lease: &Lease, work: F) -> Result<T, CycleError<E>>
     where

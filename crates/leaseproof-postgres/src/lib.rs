@@ -19,6 +19,7 @@
 //! harness's [`LeasePort`](leaseproof_protocol::LeasePort) with a guarded table.
 #![deny(missing_docs)]
 
+pub mod conformance;
 mod errors;
 mod leases;
 mod port;

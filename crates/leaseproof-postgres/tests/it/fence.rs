@@ -7,9 +7,7 @@
 //!   which is what this test would catch if the fence's mode were weakened.
 //! - The fence refuses to run outside a transaction or in another domain.
 
-use std::time::Duration;
-
-use leaseproof_postgres::{CycleError, PostgresLeases};
+use leaseproof_postgres::{conformance, CycleError, PostgresLeases};
 use leaseproof_protocol::{LeaseError, Owner, Scope, Ttl};
 use sqlx::{Connection, PgConnection};
 
@@ -100,46 +98,13 @@ async fn stale_holder_commit_is_refused_after_takeover_and_writes_roll_back() {
     );
 }
 
-/// Fences in `mode`, lets the lease expire, starts a rival's takeover, and
-/// reports whether the takeover finished before the fenced transaction committed.
 async fn takeover_finishes_before_commit(lock_clause: &str) -> Option<bool> {
-    let (_database, leases) = fresh(4).await?;
-    let scope = Scope::new("job").unwrap();
-    let holder = leases
-        .acquire(&scope, &Owner::generate(), Ttl::from_millis(300).unwrap())
-        .await
-        .unwrap();
-    let mut transaction = leases.begin().await.unwrap();
-    let statement = leaseproof_postgres::sql::HOLD_FOR_UPDATE.replace("FOR UPDATE", lock_clause);
-    let fenced: Option<i64> = sqlx::query_scalar(&statement)
-        .bind(scope.as_str())
-        .bind(holder.owner.as_str())
-        .bind(holder.token.0)
-        .fetch_optional(transaction.connection())
-        .await
-        .unwrap();
-    assert!(fenced.is_some(), "the fence passes while the lease is live");
-    tokio::time::sleep(Duration::from_millis(400)).await; // past expiry, transaction still open
-    let rival_leases = leases.clone();
-    let rival_scope = scope.clone();
-    let takeover = tokio::spawn(async move {
-        rival_leases
-            .acquire(
-                &rival_scope,
-                &Owner::generate(),
-                Ttl::from_millis(60_000).unwrap(),
-            )
+    let database = leaseproof_pgcluster::test_database().await?;
+    Some(
+        conformance::takeover_finishes_before_commit(&database.url, lock_clause)
             .await
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let finished_before_commit = takeover.is_finished();
-    transaction.commit().await.unwrap();
-    let rival = takeover
-        .await
-        .unwrap()
-        .expect("the takeover succeeds once the holder commits");
-    assert_eq!(rival.token, holder.token.next());
-    Some(finished_before_commit)
+            .unwrap_or_else(|error| panic!("{error}")),
+    )
 }
 
 #[tokio::test]
