@@ -9,8 +9,12 @@
 //! - I2 token order: tokens strictly increase with `granted_at`, a token has one
 //!   owner and one `granted_at`, renewals and idempotent re-acquires keep it;
 //! - I3 fenced writes: each guarded row's (owner, token) was granted, its server
-//!   time lies in `[granted_at(T), granted_at(next grant))`, tokens never go
-//!   backwards in `seq` order and cycles never interleave;
+//!   time lies in `[granted_at(T), granted_at(next grant))` and before its own
+//!   grant's end (unless an unknown renewal or re-acquire may have extended it),
+//!   tokens never go backwards in `seq` order and cycles never interleave. A
+//!   row's time is its transaction's start, which precedes the fence, and the
+//!   fence checks owner, token and expiry — so a fenced row always lies inside
+//!   the grant its fence saw;
 //! - I4 nothing lost: ok commits are whole in the table, failed ones absent,
 //!   unknown ones whole or absent — never partial;
 //!
@@ -623,6 +627,21 @@ impl<'h> Checker<'h> {
                 _ => None,
             })
             .collect();
+        // Renewals whose outcome is unknown may have extended their grant.
+        let unknown_renewals: BTreeSet<(&str, &str, u64)> = self
+            .ops
+            .values()
+            .filter(|record| record.is_unknown())
+            .filter_map(|record| match record.op {
+                Op::Renew {
+                    scope,
+                    owner,
+                    token,
+                    ..
+                } => Some((scope.as_str(), owner.as_str(), *token)),
+                _ => None,
+            })
+            .collect();
 
         for ((owner, cycle_id), rows) in &cycles {
             let scope = &rows[0].scope;
@@ -681,7 +700,37 @@ impl<'h> Checker<'h> {
                         format!("{owner} wrote cycle {cycle_id} under token {token}, which was granted to {}", grant.owner),
                     ));
                 }
-                Some(_) => {}
+                Some(grant) => {
+                    // A write must also land before its own grant ended: after
+                    // expiry (or release) the grant is not current, even if no
+                    // rival has taken over yet. Unknown renewals or
+                    // re-acquisitions may have extended it: then the end is unknown.
+                    let extendable = unknown_acquires.contains(&(scope.as_str(), owner.as_str()))
+                        || unknown_renewals.contains(&(scope.as_str(), owner.as_str(), token));
+                    let end_us = match grant.released {
+                        Some((released_at_us, _)) => released_at_us,
+                        None => grant.expires_at_us_max,
+                    };
+                    let after_end: Vec<&GuardedRow> = rows
+                        .iter()
+                        .copied()
+                        .filter(|row| row.written_at_us >= end_us)
+                        .collect();
+                    if !extendable && !after_end.is_empty() {
+                        let mut events = events.clone();
+                        events.push(grant.expires_event);
+                        violations.push((
+                            Invariant::FencedWrites,
+                            scope.clone(),
+                            events,
+                            seqs(&after_end),
+                            format!(
+                                "{owner} wrote cycle {cycle_id} under token {token} at {}, after the grant ended at {} (server us)",
+                                after_end[0].written_at_us, end_us
+                            ),
+                        ));
+                    }
+                }
                 None => {
                     let maybe_granted =
                         unknown_acquires.contains(&(scope.as_str(), owner.as_str()));

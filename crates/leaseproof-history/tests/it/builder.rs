@@ -170,6 +170,20 @@ impl Builder {
         self.renew_returning(worker, scope, token, token, granted_at_us, expires_at_us)
     }
 
+    /// A renewal whose reply was lost: it may have extended the grant.
+    pub fn renew_unknown(&mut self, worker: &str, scope: &str, token: u64) -> (u64, u64) {
+        let op = Op::Renew {
+            scope: scope.to_string(),
+            owner: worker.to_string(),
+            token,
+            ttl_us: TTL_US,
+        };
+        let outcome = Outcome::Unknown {
+            reason: "reply lost".to_string(),
+        };
+        self.op(worker, op, Some(outcome))
+    }
+
     fn release_op(worker: &str, scope: &str, token: u64) -> Op {
         Op::Release {
             scope: scope.to_string(),

@@ -1,7 +1,7 @@
 //! I3 fenced writes: guarded rows carry a granted (owner, token), lie inside
 //! their grant's window in server time, keep token order and never interleave.
 
-use leaseproof_history::Invariant;
+use leaseproof_history::{check, CheckConfig, Invariant};
 
 use crate::builder::{assert_passes, only_violation, Builder, CommitEnd};
 
@@ -13,8 +13,30 @@ fn write_committed_under_a_stale_token_after_the_next_grant_is_a_violation() {
     let (commit_invoked, commit_completed) =
         builder.commit("a", "s", 1, 7, 2, CommitEnd::Ok, 1_250);
     builder.rows("a", "s", 1, 7, 0..2, 1, 1_250);
-    let violation = only_violation(&builder.build());
-    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    // Two faces of one stale write: after the next grant, and after its own
+    // grant ended (a takeover needs the old grant to have ended first).
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert_eq!(report.violations.len(), 2, "{report}");
+    assert!(
+        report
+            .violations
+            .iter()
+            .all(|v| v.invariant == Invariant::FencedWrites),
+        "{report}"
+    );
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.message.contains("after the grant ended at 1100")),
+        "{report}"
+    );
+    let violation = report
+        .violations
+        .iter()
+        .find(|violation| violation.message.contains("stale write"))
+        .expect("the stale write names the next grant")
+        .clone();
     assert_eq!(
         violation.events,
         vec![b_granted, commit_invoked, commit_completed]
@@ -29,13 +51,31 @@ fn write_committed_under_a_stale_token_after_the_next_grant_is_a_violation() {
 }
 
 #[test]
-fn write_after_expiry_but_before_any_takeover_is_fenced_correctly() {
-    // The fence checks owner and token under the row lock; nobody else was granted.
+fn write_after_expiry_before_any_takeover_is_a_violation() {
+    // The fence checks owner, token AND expiry under the row lock, and a
+    // guarded row's written_at is its transaction's start, before the fence:
+    // a row written after its grant expired was not fenced, even though nobody
+    // else had been granted yet.
     let mut builder = Builder::new();
     builder.acquire_ok("a", "s", 1, 1_000);
     builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_150);
     builder.rows("a", "s", 1, 7, 0..1, 1, 1_150);
     builder.acquire_ok("b", "s", 2, 1_200);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(
+        violation.message.contains("after the grant ended at 1100"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn write_after_expiry_is_allowed_when_an_unknown_renewal_may_have_extended_it() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.renew_unknown("a", "s", 1);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_150);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_150);
     assert_passes(&builder.build());
 }
 

@@ -183,8 +183,8 @@ impl Simulator {
                 items,
                 ..
             } => match &self.row {
-                // The fence: owner and token under the row lock, liveness not needed.
-                Some(row) if row.owner == *owner && row.token == *token => {
+                // The fence: owner, token and expiry under the row lock.
+                Some(row) if row.owner == *owner && row.token == *token && live(row) => {
                     for item in 0..*items {
                         self.seq_next += 1;
                         self.history.guarded_rows.push(GuardedRow {
