@@ -15,6 +15,23 @@ CREATE TABLE IF NOT EXISTS leaseproof_leases (
     expires_at timestamptz NOT NULL
 )";
 
+/// The decision both acquisition forms share, under the row lock: take over an
+/// expired row (next token) or extend the same owner's live grant (same token).
+macro_rules! acquire_on_conflict {
+    () => {
+        "\
+ON CONFLICT (scope) DO UPDATE SET
+    owner      = EXCLUDED.owner,
+    token      = CASE WHEN l.expires_at > now() THEN l.token ELSE l.token + 1 END,
+    granted_at = CASE WHEN l.expires_at > now() THEN l.granted_at ELSE now() END,
+    expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
+RETURNING l.token,
+          (extract(epoch FROM l.granted_at) * 1000000)::int8,
+          (extract(epoch FROM l.expires_at) * 1000000)::int8"
+    };
+}
+
 /// Acquisition, the guarded single statement. `$1` scope, `$2` owner, `$3` TTL in µs.
 ///
 /// - The `SELECT … WHERE NOT EXISTS` produces no row while another owner holds
@@ -26,38 +43,28 @@ CREATE TABLE IF NOT EXISTS leaseproof_leases (
 /// - The same owner re-acquiring its live grant (a retry after a lost reply)
 ///   keeps token and `granted_at` and extends `expires_at`: idempotent.
 /// - `now()` is the statement's start: this runs in its own transaction.
-pub const ACQUIRE: &str = "\
+pub const ACQUIRE: &str = concat!(
+    "\
 INSERT INTO leaseproof_leases AS l (scope, owner, token, granted_at, expires_at)
 SELECT $1, $2, 1, now(), now() + $3::int8 * interval '1 microsecond'
 WHERE NOT EXISTS (
     SELECT 1 FROM leaseproof_leases
     WHERE scope = $1 AND expires_at > now() AND owner <> $2
 )
-ON CONFLICT (scope) DO UPDATE SET
-    owner      = EXCLUDED.owner,
-    token      = CASE WHEN l.expires_at > now() THEN l.token ELSE l.token + 1 END,
-    granted_at = CASE WHEN l.expires_at > now() THEN l.granted_at ELSE now() END,
-    expires_at = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
-RETURNING l.token,
-          (extract(epoch FROM l.granted_at) * 1000000)::int8,
-          (extract(epoch FROM l.expires_at) * 1000000)::int8";
+",
+    acquire_on_conflict!()
+);
 
 /// The seed's bare upsert: same decisions as [`ACQUIRE`] without the guard.
 /// Kept so a test can show both forms decide every case identically and the
 /// benchmarks can show what the guard saves. Never used by the library.
-pub const ACQUIRE_UNGUARDED: &str = "\
+pub const ACQUIRE_UNGUARDED: &str = concat!(
+    "\
 INSERT INTO leaseproof_leases AS l (scope, owner, token, granted_at, expires_at)
 VALUES ($1, $2, 1, now(), now() + $3::int8 * interval '1 microsecond')
-ON CONFLICT (scope) DO UPDATE SET
-    owner      = EXCLUDED.owner,
-    token      = CASE WHEN l.expires_at > now() THEN l.token ELSE l.token + 1 END,
-    granted_at = CASE WHEN l.expires_at > now() THEN l.granted_at ELSE now() END,
-    expires_at = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
-RETURNING l.token,
-          (extract(epoch FROM l.granted_at) * 1000000)::int8,
-          (extract(epoch FROM l.expires_at) * 1000000)::int8";
+",
+    acquire_on_conflict!()
+);
 
 /// Renewal: `$1` scope, `$2` owner, `$3` token, `$4` TTL in µs. Keeps the token.
 pub const RENEW: &str = "\
