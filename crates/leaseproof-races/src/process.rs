@@ -1,0 +1,324 @@
+//! Process races: the same worker loop as several OS processes, each with its
+//! own pool, racing for one scope.
+//!
+//! Goal: rule out that the task races pass only because the tasks share a
+//! pool, a runtime or an address space. Method: the parent re-executes a
+//! binary once per worker (the test binary running its
+//! `process_race_worker_entry` test, or `leaseproof race-worker`) with the
+//! worker's configuration as JSON in [`WORKER_CONFIG_ENV`]; each child waits
+//! for the agreed start instant, runs [`run_worker`] stamped with an
+//! [`EpochClock`] (the system clock, the only one processes share), and writes
+//! its history as JSON lines to a file; the parent merges the histories
+//! ([`History::merge`]), adds the guarded table's rows and checks.
+//! Invariant: a child that fails, hangs or writes no history fails the race.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+
+use leaseproof_history::{check, CheckConfig, History, Recorder};
+use leaseproof_postgres::{HarnessPort, PostgresLeases};
+use leaseproof_protocol::{LeaseError, LeasePort as _, Owner, Scope};
+use leaseproof_worker::{run_worker, NoHooks, WorkerSummary};
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{unix_now_us, EpochClock};
+use crate::race::{
+    connect_pool, read_guarded_rows, unique_scope, RaceConfig, RaceError, RaceOutcome,
+};
+
+/// Environment variable carrying a worker process's [`WorkerProcessConfig`] as JSON.
+pub const WORKER_CONFIG_ENV: &str = "LEASEPROOF_RACE_WORKER";
+
+/// Time the parent gives its children to start before the race begins.
+const START_DELAY_MS: i64 = 1_000;
+/// A child slower than the race bound plus this is killed and fails the race.
+const CHILD_GRACE_MS: u64 = 30_000;
+
+/// What one worker process is told.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerProcessConfig {
+    /// The database (same for every worker of the race).
+    pub url: String,
+    /// The worker's name in the history.
+    pub worker: String,
+    /// The scope raced for.
+    pub scope: String,
+    /// The race's settings (the pool size is per process).
+    pub race: RaceConfig,
+    /// The run's zero on the system clock, µs since the Unix epoch.
+    pub epoch_unix_us: i64,
+    /// When to start racing, µs after the epoch.
+    pub start_at_us: i64,
+    /// Where to write the history (JSON lines).
+    pub history_path: PathBuf,
+    /// Where to write the worker's summary (JSON).
+    pub summary_path: PathBuf,
+}
+
+/// A worker's summary in a serialisable form.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerCounts {
+    /// See [`WorkerSummary::schema_error`].
+    pub schema_error: Option<String>,
+    /// See [`WorkerSummary::grants`].
+    pub grants: u32,
+    /// See [`WorkerSummary::held`].
+    pub held: u32,
+    /// See [`WorkerSummary::commits`].
+    pub commits: u32,
+    /// See [`WorkerSummary::commits_refused`].
+    pub commits_refused: u32,
+    /// See [`WorkerSummary::unknown`].
+    pub unknown: u32,
+    /// See [`WorkerSummary::errors`].
+    pub errors: u32,
+    /// See [`WorkerSummary::operations`].
+    pub operations: u32,
+}
+
+impl From<&WorkerSummary> for WorkerCounts {
+    fn from(summary: &WorkerSummary) -> WorkerCounts {
+        WorkerCounts {
+            schema_error: summary.schema_error.clone(),
+            grants: summary.grants,
+            held: summary.held,
+            commits: summary.commits,
+            commits_refused: summary.commits_refused,
+            unknown: summary.unknown,
+            errors: summary.errors,
+            operations: summary.operations,
+        }
+    }
+}
+
+impl From<WorkerCounts> for WorkerSummary {
+    fn from(counts: WorkerCounts) -> WorkerSummary {
+        WorkerSummary {
+            schema_error: counts.schema_error,
+            grants: counts.grants,
+            held: counts.held,
+            commits: counts.commits,
+            commits_refused: counts.commits_refused,
+            unknown: counts.unknown,
+            errors: counts.errors,
+            operations: counts.operations,
+        }
+    }
+}
+
+/// How the parent starts a worker process: `program args…` with the
+/// configuration in [`WORKER_CONFIG_ENV`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerLauncher {
+    /// The executable.
+    pub program: PathBuf,
+    /// Arguments that make it run one worker.
+    pub args: Vec<String>,
+}
+
+impl WorkerLauncher {
+    /// This very executable with `args` (a test binary with `--exact <entry>`,
+    /// or the CLI with its hidden `race-worker` subcommand).
+    pub fn current_exe(args: &[&str]) -> Result<WorkerLauncher, RaceError> {
+        let program = std::env::current_exe()
+            .map_err(|error| RaceError::Process(format!("finding our own executable: {error}")))?;
+        Ok(WorkerLauncher {
+            program,
+            args: args.iter().map(|arg| arg.to_string()).collect(),
+        })
+    }
+
+    /// The test binary's worker entry: `--exact <test_name> --nocapture`.
+    pub fn test_entry(test_name: &str) -> Result<WorkerLauncher, RaceError> {
+        WorkerLauncher::current_exe(&["--exact", test_name, "--nocapture", "--test-threads=1"])
+    }
+}
+
+/// Runs one worker as described by `config_json` (a [`WorkerProcessConfig`]),
+/// writing its history and summary files. The body of `leaseproof race-worker`
+/// and of the test binary's worker entry.
+pub async fn run_worker_process(config_json: &str) -> ExitCode {
+    match run_worker_process_checked(config_json).await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("leaseproof race worker: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// [`run_worker_process`] returning the summary or the error.
+pub async fn run_worker_process_checked(config_json: &str) -> Result<WorkerCounts, RaceError> {
+    let config: WorkerProcessConfig = serde_json::from_str(config_json)
+        .map_err(|error| RaceError::Process(format!("bad worker configuration: {error}")))?;
+    let race = &config.race;
+    let pool = connect_pool(
+        &config.url,
+        race.pool_size(),
+        Duration::from_millis(race.acquire_timeout_ms),
+    )
+    .await?;
+    let port = HarnessPort::new(PostgresLeases::new(pool));
+    let clock = EpochClock {
+        epoch_unix_us: config.epoch_unix_us,
+    };
+    let scope = Scope::new(config.scope.clone()).map_err(LeaseError::from)?;
+    let stop_at_true_us = config.start_at_us
+        + i64::try_from(race.duration_max_ms)
+            .unwrap_or(i64::MAX / 1_000)
+            .saturating_mul(1_000);
+    let worker_config = race.worker_config(
+        config.worker.clone(),
+        Owner::generate(),
+        scope,
+        stop_at_true_us,
+    )?;
+    let wait_us = config.start_at_us - (unix_now_us() - config.epoch_unix_us);
+    if wait_us > 0 {
+        tokio::time::sleep(Duration::from_micros(wait_us.unsigned_abs())).await;
+    }
+    let recorder = Recorder::new();
+    let summary = run_worker(&port, &worker_config, &clock, &NoHooks, &recorder).await;
+    recorder
+        .snapshot()
+        .save(&config.history_path)
+        .map_err(|error| RaceError::Process(error.to_string()))?;
+    let counts = WorkerCounts::from(&summary);
+    let counts_json = serde_json::to_string(&counts).expect("counts serialise");
+    std::fs::write(&config.summary_path, counts_json)
+        .map_err(|error| RaceError::Process(format!("writing the summary: {error}")))?;
+    Ok(counts)
+}
+
+/// Races `processes` worker processes started by `launcher` for one fresh
+/// scope on the database at `url`; merges their histories and checks.
+pub async fn process_race(
+    url: &str,
+    processes: usize,
+    config: &RaceConfig,
+    launcher: &WorkerLauncher,
+) -> Result<RaceOutcome, RaceError> {
+    assert!(processes >= 1);
+    let started = std::time::Instant::now();
+    // The parent reads the ground truth with a port of its own; creating the
+    // schema here also keeps the children's concurrent creation honest (the
+    // schema race has its own test).
+    let port = crate::race::harness_port(
+        url,
+        &RaceConfig {
+            pool_connections_max: 2,
+            ..config.clone()
+        },
+    )
+    .await?;
+    port.ensure_schema().await?;
+    let scope = unique_scope("process-race");
+    let files = tempfile::tempdir()
+        .map_err(|error| RaceError::Process(format!("creating a temp dir: {error}")))?;
+    let epoch_unix_us = unix_now_us();
+    let mut children = Vec::with_capacity(processes);
+    let mut configs = Vec::with_capacity(processes);
+    for index in 0..processes {
+        let worker = format!("p{index}");
+        let worker_config = WorkerProcessConfig {
+            url: url.to_string(),
+            worker: worker.clone(),
+            scope: scope.clone(),
+            race: config.clone(),
+            epoch_unix_us,
+            start_at_us: START_DELAY_MS * 1_000,
+            history_path: files.path().join(format!("{worker}.history.jsonl")),
+            summary_path: files.path().join(format!("{worker}.summary.json")),
+        };
+        let json = serde_json::to_string(&worker_config).expect("configs serialise");
+        let child = tokio::process::Command::new(&launcher.program)
+            .args(&launcher.args)
+            .env(WORKER_CONFIG_ENV, json)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|error| {
+                RaceError::Process(format!("starting {}: {error}", launcher.program.display()))
+            })?;
+        children.push(child);
+        configs.push(worker_config);
+    }
+    let deadline = Duration::from_millis(
+        config.duration_max_ms + CHILD_GRACE_MS + u64::try_from(START_DELAY_MS).unwrap_or(0),
+    );
+    let outputs = tokio::time::timeout(deadline, join_all_outputs(children))
+        .await
+        .map_err(|_| {
+            RaceError::Process(format!("worker processes still running after {deadline:?}"))
+        })?;
+    let mut histories = Vec::with_capacity(processes);
+    let mut summaries = Vec::with_capacity(processes);
+    for (worker_config, output) in configs.iter().zip(outputs) {
+        let output = output
+            .map_err(|error| RaceError::Process(format!("{}: {error}", worker_config.worker)))?;
+        if !output.status.success() {
+            return Err(RaceError::Process(format!(
+                "{} exited with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                worker_config.worker,
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )));
+        }
+        let history = History::load(&worker_config.history_path).map_err(|error| {
+            RaceError::Process(format!(
+                "{} wrote no readable history ({error}); stdout:\n{}",
+                worker_config.worker,
+                String::from_utf8_lossy(&output.stdout)
+            ))
+        })?;
+        let counts: WorkerCounts = std::fs::read_to_string(&worker_config.summary_path)
+            .map_err(|error| error.to_string())
+            .and_then(|text| serde_json::from_str(&text).map_err(|error| error.to_string()))
+            .map_err(|error| {
+                RaceError::Process(format!(
+                    "{} wrote no summary: {error}",
+                    worker_config.worker
+                ))
+            })?;
+        histories.push(history);
+        summaries.push((worker_config.worker.clone(), WorkerSummary::from(counts)));
+    }
+    let mut history = History::merge(histories);
+    history.guarded_rows = read_guarded_rows(&port, &scope).await?;
+    let unfenced_workers = if config.unfenced {
+        summaries.iter().map(|(worker, _)| worker.clone()).collect()
+    } else {
+        BTreeSet::new()
+    };
+    let report = check(&history, &CheckConfig { unfenced_workers });
+    Ok(RaceOutcome {
+        scope,
+        history,
+        report,
+        summaries,
+        elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+async fn join_all_outputs(
+    children: Vec<tokio::process::Child>,
+) -> Vec<std::io::Result<std::process::Output>> {
+    let waits: Vec<_> = children
+        .into_iter()
+        .map(|child| tokio::spawn(child.wait_with_output()))
+        .collect();
+    let mut outputs = Vec::with_capacity(waits.len());
+    for wait in waits {
+        outputs.push(wait.await.unwrap_or_else(|error| {
+            Err(std::io::Error::other(format!(
+                "waiting task failed: {error}"
+            )))
+        }));
+    }
+    outputs
+}

@@ -1,0 +1,480 @@
+//! Task races: N workers of one process racing for one scope.
+//!
+//! Goal: run the shared worker loop as N tokio tasks against a real server and
+//! judge the history. Method: one [`HarnessPort`] (one pool) per race, one
+//! [`WorkerConfig`] per task with a fresh owner id, a monotonic [`RunClock`];
+//! after the run the guarded table's rows of this race's scope become the
+//! history's ground truth and [`check`] gives the verdict.
+//! Invariant: the verdict is only worth something when the race was real:
+//! [`RaceOutcome::realness_problems`] lists what made it vacuous.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseproof_history::{check, CheckConfig, CheckReport, GuardedRow, History, Recorder};
+use leaseproof_postgres::{HarnessPort, PostgresLeases};
+use leaseproof_protocol::{LeaseError, LeasePort as _, Owner, Scope, Ttl};
+use leaseproof_worker::{run_worker, Hooks, NoHooks, WorkerConfig, WorkerSummary};
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+
+use crate::clock::RunClock;
+
+/// How a race is run. Times in ms; every field has a default that suits a
+/// test on a 2-core machine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaceConfig {
+    /// Racing workers (tasks, or processes in a process race).
+    pub workers: usize,
+    /// Guarded cycles each worker commits before it stops.
+    pub rounds: u32,
+    /// Cycles per grant; then the worker releases and races again.
+    pub cycles_per_grant: u32,
+    /// Rows each cycle writes to the guarded table.
+    pub items_per_cycle: u32,
+    /// TTL of each grant and renewal.
+    pub ttl_ms: i64,
+    /// Time spent "working" before each commit.
+    pub work_ms: u64,
+    /// Wait after a refused acquisition.
+    pub retry_interval_ms: u64,
+    /// Margin the worker keeps from its local belief deadline.
+    pub deadline_margin_ms: u64,
+    /// No new operation after this long: a bound on the race.
+    pub duration_max_ms: u64,
+    /// Operations per worker at most: another bound.
+    pub operations_max: u32,
+    /// Pool size per race (tasks) or per process.
+    pub pool_connections_max: u32,
+    /// How long an operation waits for a pooled connection before `Unavailable`.
+    pub acquire_timeout_ms: u64,
+    /// Commit without the fence (the broken configuration).
+    pub unfenced: bool,
+}
+
+impl Default for RaceConfig {
+    fn default() -> RaceConfig {
+        RaceConfig {
+            workers: 8,
+            rounds: 6,
+            cycles_per_grant: 2,
+            items_per_cycle: 2,
+            ttl_ms: 150,
+            work_ms: 2,
+            retry_interval_ms: 3,
+            deadline_margin_ms: 20,
+            duration_max_ms: 30_000,
+            operations_max: 100_000,
+            pool_connections_max: 0,
+            acquire_timeout_ms: 2_000,
+            unfenced: false,
+        }
+    }
+}
+
+impl RaceConfig {
+    /// The default race with `workers` racers and `rounds` cycles each.
+    pub fn new(workers: usize, rounds: u32) -> RaceConfig {
+        RaceConfig {
+            workers,
+            rounds,
+            ..RaceConfig::default()
+        }
+    }
+
+    /// Pool size: the configured one, or one connection per worker plus one.
+    pub fn pool_size(&self) -> u32 {
+        if self.pool_connections_max > 0 {
+            self.pool_connections_max
+        } else {
+            u32::try_from(self.workers)
+                .unwrap_or(u32::MAX)
+                .saturating_add(1)
+        }
+    }
+
+    /// The loop's configuration for worker `worker` of this race.
+    pub fn worker_config(
+        &self,
+        worker: String,
+        owner: Owner,
+        scope: Scope,
+        stop_at_true_us: i64,
+    ) -> Result<WorkerConfig, RaceError> {
+        Ok(WorkerConfig {
+            worker,
+            incarnation: 0,
+            owner,
+            scope,
+            ttl: Ttl::from_millis(self.ttl_ms).map_err(LeaseError::from)?,
+            cycles: self.rounds,
+            cycles_per_grant: self.cycles_per_grant,
+            items_per_cycle: self.items_per_cycle,
+            work: Duration::from_millis(self.work_ms),
+            retry_interval: Duration::from_millis(self.retry_interval_ms),
+            deadline_margin: Duration::from_millis(self.deadline_margin_ms),
+            unfenced: self.unfenced,
+            stop_at_true_us: Some(stop_at_true_us),
+            operations_max: self.operations_max,
+        })
+    }
+}
+
+/// Why a race could not be run (not: why it failed the checker).
+#[derive(Debug, thiserror::Error)]
+pub enum RaceError {
+    /// No server: no `DATABASE_URL`, no binaries.
+    #[error("no PostgreSQL: {0}")]
+    NoServer(#[from] leaseproof_pgcluster::PgUnavailable),
+    /// The throwaway server failed.
+    #[error("PostgreSQL: {0}")]
+    Server(#[from] leaseproof_pgcluster::Error),
+    /// Connecting or a statement failed.
+    #[error("SQL: {0}")]
+    Sql(#[from] sqlx::Error),
+    /// The lease layer failed.
+    #[error("lease: {0}")]
+    Lease(#[from] LeaseError),
+    /// A worker process failed or its history was unreadable.
+    #[error("worker process: {0}")]
+    Process(String),
+    /// The race ran and the checker found violations, or it was vacuous.
+    #[error("race failed:\n{0}")]
+    Failed(Box<Summary>),
+}
+
+/// Everything a race produced.
+#[derive(Debug)]
+pub struct RaceOutcome {
+    /// The scope raced for (unique per race).
+    pub scope: String,
+    /// The recorded (or merged) history, guarded rows included.
+    pub history: History,
+    /// The checker's verdict.
+    pub report: CheckReport,
+    /// Each worker's name and summary.
+    pub summaries: Vec<(String, WorkerSummary)>,
+    /// Wall time of the race in ms.
+    pub elapsed_ms: u64,
+}
+
+impl RaceOutcome {
+    /// The workers' summaries added up.
+    pub fn totals(&self) -> WorkerSummary {
+        let mut totals = WorkerSummary::default();
+        for (_, summary) in &self.summaries {
+            totals.grants += summary.grants;
+            totals.held += summary.held;
+            totals.commits += summary.commits;
+            totals.commits_refused += summary.commits_refused;
+            totals.unknown += summary.unknown;
+            totals.errors += summary.errors;
+            totals.operations += summary.operations;
+            if totals.schema_error.is_none() {
+                totals.schema_error.clone_from(&summary.schema_error);
+            }
+        }
+        totals
+    }
+
+    /// What makes the race vacuous, empty when it was real: at least two
+    /// distinct winners, a takeover, a refused acquisition, a commit, and no
+    /// worker that failed to create the schema.
+    pub fn realness_problems(&self) -> Vec<String> {
+        let totals = self.totals();
+        let stats = &self.report.stats;
+        let mut problems = Vec::new();
+        if stats.distinct_holders < 2 {
+            problems.push(format!(
+                "{} distinct winner(s), need ≥ 2",
+                stats.distinct_holders
+            ));
+        }
+        if stats.takeovers == 0 {
+            problems.push("no takeover".to_string());
+        }
+        if totals.held == 0 {
+            problems.push("no acquisition was refused (no loser lost)".to_string());
+        }
+        if stats.commits == 0 {
+            problems.push("no commit".to_string());
+        }
+        if let Some(error) = totals.schema_error {
+            problems.push(format!("a worker could not create the schema: {error}"));
+        }
+        problems
+    }
+
+    /// The summary printed by the CLI and returned by `verify_race`.
+    pub fn summary(&self) -> Summary {
+        Summary {
+            scope: self.scope.clone(),
+            workers: self.summaries.len(),
+            events: self.history.events.len(),
+            guarded_rows: self.history.guarded_rows.len(),
+            totals: self.totals(),
+            report: self.report.clone(),
+            realness_problems: self.realness_problems(),
+            elapsed_ms: self.elapsed_ms,
+        }
+    }
+}
+
+/// A race's verdict in a few lines.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// The scope raced for.
+    pub scope: String,
+    /// Workers that raced.
+    pub workers: usize,
+    /// Events in the history.
+    pub events: usize,
+    /// Rows found in the guarded table.
+    pub guarded_rows: usize,
+    /// The workers' counts added up.
+    pub totals: WorkerSummary,
+    /// The checker's verdict.
+    pub report: CheckReport,
+    /// Why the race was vacuous, if it was.
+    pub realness_problems: Vec<String>,
+    /// Wall time in ms.
+    pub elapsed_ms: u64,
+}
+
+impl Summary {
+    /// No violation and a real race.
+    pub fn passed(&self) -> bool {
+        self.report.is_ok() && self.realness_problems.is_empty()
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let totals = &self.totals;
+        writeln!(
+            formatter,
+            "race on scope {}: {} workers, {} ms, {} events, {} guarded rows",
+            self.scope, self.workers, self.elapsed_ms, self.events, self.guarded_rows
+        )?;
+        writeln!(
+            formatter,
+            "workers: grants={} held={} commits={} commits_refused={} unknown={} errors={} operations={}",
+            totals.grants,
+            totals.held,
+            totals.commits,
+            totals.commits_refused,
+            totals.unknown,
+            totals.errors,
+            totals.operations
+        )?;
+        write!(formatter, "checker: {}", self.report)?;
+        for problem in &self.realness_problems {
+            writeln!(formatter, "vacuous: {problem}")?;
+        }
+        writeln!(
+            formatter,
+            "verdict: {}",
+            if self.passed() { "PASS" } else { "FAIL" }
+        )
+    }
+}
+
+/// A unique scope name for one race, so races can share a database (and a
+/// user's server) without seeing each other's rows.
+pub fn unique_scope(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        crate::clock::unix_now_us(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A pool of at most `connections_max` on `url`, failing an acquisition after
+/// `acquire_timeout`.
+pub async fn connect_pool(
+    url: &str,
+    connections_max: u32,
+    acquire_timeout: Duration,
+) -> Result<PgPool, RaceError> {
+    let options = PgConnectOptions::from_str(url)?;
+    connect_pool_with(options, connections_max, acquire_timeout).await
+}
+
+/// [`connect_pool`] with parsed options.
+pub async fn connect_pool_with(
+    options: PgConnectOptions,
+    connections_max: u32,
+    acquire_timeout: Duration,
+) -> Result<PgPool, RaceError> {
+    assert!(connections_max >= 1);
+    Ok(PgPoolOptions::new()
+        .max_connections(connections_max)
+        .acquire_timeout(acquire_timeout)
+        .connect_with(options)
+        .await?)
+}
+
+/// A harness port over a fresh pool on `url`, sized for `config`.
+pub async fn harness_port(url: &str, config: &RaceConfig) -> Result<HarnessPort, RaceError> {
+    let pool = connect_pool(
+        url,
+        config.pool_size(),
+        Duration::from_millis(config.acquire_timeout_ms),
+    )
+    .await?;
+    Ok(HarnessPort::new(PostgresLeases::new(pool)))
+}
+
+/// Converts the port's guarded rows into the history's plain form.
+pub fn history_rows(rows: &[leaseproof_protocol::semantics::GuardedRow]) -> Vec<GuardedRow> {
+    rows.iter()
+        .map(|row| GuardedRow {
+            seq: u64::try_from(row.seq).expect("bigserial is positive"),
+            scope: row.scope.to_string(),
+            owner: row.owner.to_string(),
+            token: u64::try_from(row.token.0).expect("tokens are positive"),
+            cycle_id: u64::try_from(row.cycle_id).expect("cycle ids are positive"),
+            item: u32::try_from(row.item).expect("items are non-negative"),
+            written_at_us: row.written_at.micros,
+        })
+        .collect()
+}
+
+/// The guarded table's rows of `scope`, retried for a few seconds so a race
+/// that ends just after a server restart can still read its ground truth.
+pub async fn read_guarded_rows(
+    port: &HarnessPort,
+    scope: &str,
+) -> Result<Vec<GuardedRow>, RaceError> {
+    const ATTEMPTS_MAX: u32 = 50;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match port.guarded_rows().await {
+            Ok(rows) => {
+                let mut rows = history_rows(&rows);
+                rows.retain(|row| row.scope == scope);
+                return Ok(rows);
+            }
+            Err(error) if attempt < ATTEMPTS_MAX => {
+                let _ = error;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// One racer: its loop configuration and its fault hooks.
+#[derive(Debug)]
+pub struct Racer<H> {
+    /// The loop's configuration.
+    pub config: WorkerConfig,
+    /// Faults injected into this racer.
+    pub hooks: Arc<H>,
+}
+
+/// Runs `racers` concurrently as tokio tasks over clones of `port`, recording
+/// into `recorder` with `clock`; returns each worker's name and summary.
+pub async fn run_racers<H: Hooks + 'static>(
+    port: &HarnessPort,
+    racers: Vec<Racer<H>>,
+    clock: RunClock,
+    recorder: &Recorder,
+) -> Vec<(String, WorkerSummary)> {
+    let mut tasks = Vec::with_capacity(racers.len());
+    for racer in racers {
+        let port = port.clone();
+        let recorder = recorder.clone();
+        tasks.push(tokio::spawn(async move {
+            let summary = run_worker(
+                &port,
+                &racer.config,
+                &clock,
+                racer.hooks.as_ref(),
+                &recorder,
+            )
+            .await;
+            (racer.config.worker, summary)
+        }));
+    }
+    let mut summaries = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        summaries.push(task.await.expect("a racing worker panicked"));
+    }
+    summaries
+}
+
+/// Reads the ground truth of `scope` into `recorder` and checks the history.
+pub async fn judge(
+    port: &HarnessPort,
+    scope: &str,
+    recorder: &Recorder,
+    unfenced_workers: BTreeSet<String>,
+) -> Result<(History, CheckReport), RaceError> {
+    recorder.set_guarded_rows(read_guarded_rows(port, scope).await?);
+    let history = recorder.snapshot();
+    let report = check(&history, &CheckConfig { unfenced_workers });
+    Ok((history, report))
+}
+
+/// Races `config.workers` tasks for one fresh scope on the database at `url`
+/// and judges the history. Creates the lease and guarded tables if needed.
+pub async fn task_race(url: &str, config: &RaceConfig) -> Result<RaceOutcome, RaceError> {
+    let port = harness_port(url, config).await?;
+    task_race_on(&port, config, |_| NoHooks).await
+}
+
+/// [`task_race`] over an existing port, with hooks per worker index.
+pub async fn task_race_on<H: Hooks + 'static>(
+    port: &HarnessPort,
+    config: &RaceConfig,
+    hooks_for: impl Fn(usize) -> H,
+) -> Result<RaceOutcome, RaceError> {
+    assert!(config.workers >= 1);
+    port.ensure_schema().await?;
+    let scope_name = unique_scope("race");
+    let scope = Scope::new(scope_name.clone()).map_err(LeaseError::from)?;
+    let clock = RunClock::start();
+    let stop_at_true_us = i64::try_from(config.duration_max_ms)
+        .unwrap_or(i64::MAX / 1_000)
+        .saturating_mul(1_000);
+    let mut racers = Vec::with_capacity(config.workers);
+    let mut worker_names = BTreeSet::new();
+    for index in 0..config.workers {
+        let worker = format!("t{index}");
+        worker_names.insert(worker.clone());
+        racers.push(Racer {
+            config: config.worker_config(
+                worker,
+                Owner::generate(),
+                scope.clone(),
+                stop_at_true_us,
+            )?,
+            hooks: Arc::new(hooks_for(index)),
+        });
+    }
+    let recorder = Recorder::new();
+    let summaries = run_racers(port, racers, clock, &recorder).await;
+    let elapsed_ms = u64::try_from(clock.elapsed_us() / 1_000).unwrap_or(0);
+    let unfenced_workers = if config.unfenced {
+        worker_names
+    } else {
+        BTreeSet::new()
+    };
+    let (history, report) = judge(port, &scope_name, &recorder, unfenced_workers).await?;
+    Ok(RaceOutcome {
+        scope: scope_name,
+        history,
+        report,
+        summaries,
+        elapsed_ms,
+    })
+}

@@ -1,0 +1,7 @@
+//! Race tests on a real PostgreSQL server: one integration-test binary, one
+//! module per topic. Every test gets a fresh database on the shared throwaway
+//! cluster (or a dedicated cluster when it restarts the server); without a
+//! server they print a loud skip line, and fail instead under
+//! `LEASEPROOF_REQUIRE_PG=1`.
+
+mod task_races;
