@@ -1,0 +1,133 @@
+//! The reference protocol and its broken variants, as named configurations.
+//!
+//! Goal: give every known way of getting a lease wrong a name the CLI and the
+//! tests can use, and pin which property each one must break.
+//! Method: one enum; the model consults it at exactly the step that differs.
+//! Invariant: `Variant::Reference` breaks nothing; every other variant breaks
+//! the property `expected_violation()` names (the tests hold both).
+
+use crate::properties;
+use std::fmt;
+use std::str::FromStr;
+
+/// Which protocol the model runs: the reference or one deliberate mistake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Variant {
+    /// The reference protocol of DESIGN.md.
+    Reference,
+    /// Expiry judged by the worker's own clock: the worker sends its local time
+    /// and the row stores deadlines in that worker's clock.
+    WorkerClockExpiry,
+    /// Acquisition as a read (is the row free?) followed by a separate,
+    /// unconditional write.
+    ReadThenWrite,
+    /// Commit without the fence: the worker trusts its belief deadline.
+    UnfencedCommit,
+    /// The fence checked in one step (lock released) and the write done in a later one.
+    FenceThenWrite,
+    /// Release and renew match the scope only, not owner and token.
+    NoOwnerCheck,
+    /// A takeover keeps the previous token instead of advancing it.
+    TokenNotAdvanced,
+    /// Owner ids are reused by a restarted process and the fence matches the
+    /// owner but not the token.
+    FenceOwnerOnly,
+    /// Schema creation without the retry: a worker that loses the
+    /// concurrent-creation race fails to start.
+    SchemaNoRetry,
+}
+
+impl Variant {
+    /// Every variant, the reference first.
+    pub const ALL: [Variant; 9] = [
+        Variant::Reference,
+        Variant::WorkerClockExpiry,
+        Variant::ReadThenWrite,
+        Variant::UnfencedCommit,
+        Variant::FenceThenWrite,
+        Variant::NoOwnerCheck,
+        Variant::TokenNotAdvanced,
+        Variant::FenceOwnerOnly,
+        Variant::SchemaNoRetry,
+    ];
+
+    /// The kebab-case name used on the command line, e.g. `"unfenced-commit"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Reference => "reference",
+            Variant::WorkerClockExpiry => "worker-clock-expiry",
+            Variant::ReadThenWrite => "read-then-write",
+            Variant::UnfencedCommit => "unfenced-commit",
+            Variant::FenceThenWrite => "fence-then-write",
+            Variant::NoOwnerCheck => "no-owner-check",
+            Variant::TokenNotAdvanced => "token-not-advanced",
+            Variant::FenceOwnerOnly => "fence-owner-only",
+            Variant::SchemaNoRetry => "schema-no-retry",
+        }
+    }
+
+    /// One sentence saying what the variant does differently.
+    pub fn description(self) -> &'static str {
+        match self {
+            Variant::Reference => "the reference protocol",
+            Variant::WorkerClockExpiry => "expiry judged by the worker's own clock",
+            Variant::ReadThenWrite => "acquire as a read, then a separate write",
+            Variant::UnfencedCommit => "commit without the fence, trusting the belief deadline",
+            Variant::FenceThenWrite => "fence checked in one step, write done in another",
+            Variant::NoOwnerCheck => "release and renew without the owner check",
+            Variant::TokenNotAdvanced => "token not advanced on takeover",
+            Variant::FenceOwnerOnly => "fence matches owner but not token; owner ids reused",
+            Variant::SchemaNoRetry => "schema creation without the retry",
+        }
+    }
+
+    /// The property this variant must break, or `None` for the reference.
+    pub fn expected_violation(self) -> Option<&'static str> {
+        match self {
+            Variant::Reference => None,
+            Variant::WorkerClockExpiry => Some(properties::MUTUAL_EXCLUSION),
+            Variant::ReadThenWrite => Some(properties::MUTUAL_EXCLUSION),
+            Variant::UnfencedCommit => Some(properties::FENCED_WRITES),
+            Variant::FenceThenWrite => Some(properties::FENCED_WRITES),
+            Variant::NoOwnerCheck => Some(properties::MUTUAL_EXCLUSION),
+            Variant::TokenNotAdvanced => Some(properties::TOKEN_ORDER),
+            Variant::FenceOwnerOnly => Some(properties::FENCED_WRITES),
+            Variant::SchemaNoRetry => Some(properties::EVERY_WORKER_STARTS),
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.name())
+    }
+}
+
+/// A variant name that is not one of `Variant::ALL`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownVariant(pub String);
+
+impl fmt::Display for UnknownVariant {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
+        write!(
+            formatter,
+            "unknown variant {:?}; expected one of: {}",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownVariant {}
+
+impl FromStr for Variant {
+    type Err = UnknownVariant;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Variant::ALL
+            .into_iter()
+            .find(|variant| variant.name() == text)
+            .ok_or_else(|| UnknownVariant(text.to_string()))
+    }
+}
