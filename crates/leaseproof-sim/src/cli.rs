@@ -1,0 +1,321 @@
+//! The `leaseproof sim`, `leaseproof replay` and `leaseproof verify` commands.
+//!
+//! Goal: sweep scenarios by seed, replay one seed with its whole trace, and
+//! run the default verification sweep, from the `leaseproof` binary. Method:
+//! clap argument structs the binary flattens into its subcommands, and
+//! functions returning the process's exit code. A failing seed is re-run
+//! with tracing on (runs are deterministic) to print its violation, a trace
+//! excerpt and the one line that replays it.
+
+use std::io::Write as _;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::run::{run, RunOptions};
+use crate::scenario::Scenario;
+use crate::sweep::{sweep, SweepConfig, SweepSummary};
+
+/// Seeds every scenario gets from `leaseproof verify` and `cargo test`.
+pub const DEFAULT_SEEDS: Range<u64> = 0..200;
+
+/// Failing seeds printed in detail per scenario.
+const FAILURES_SHOWN: usize = 3;
+
+/// Trace lines shown for a failing seed.
+const EXCERPT_LINES: usize = 30;
+
+/// `leaseproof sim <scenario|all> [--seeds A..B] [--shard i/n] [--jobs N] [--unfenced]`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SimArgs {
+    /// A scenario name (`scenarios/<name>.toml` or an embedded default), a
+    /// path to a `.toml` file, or `all`.
+    pub scenario: String,
+    /// Seeds to run, `A..B` (B excluded).
+    #[arg(long, default_value = "0..200", value_parser = parse_seeds)]
+    pub seeds: Range<u64>,
+    /// Run only this machine's share of the seeds: `i/n` runs seeds with `seed % n == i`.
+    #[arg(long, value_parser = parse_shard)]
+    pub shard: Option<(u64, u64)>,
+    /// Seeds run in parallel (OS threads); defaults to the number of cores.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Every worker commits without the fence: the sweep must find violations.
+    #[arg(long)]
+    pub unfenced: bool,
+    /// Disable the port's one retry of `ensure_schema` (shows the schema race).
+    #[arg(long)]
+    pub no_schema_retry: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `leaseproof replay <scenario> --seed <n>`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ReplayArgs {
+    /// The scenario name or path.
+    pub scenario: String,
+    /// The seed to replay.
+    #[arg(long)]
+    pub seed: u64,
+    /// Replay with every worker unfenced.
+    #[arg(long)]
+    pub unfenced: bool,
+    /// Disable the port's one retry of `ensure_schema`.
+    #[arg(long)]
+    pub no_schema_retry: bool,
+    /// Where to write the trace (default `leaseproof-replay-<scenario>-<seed>.trace`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
+    let (start, end) = text
+        .split_once("..")
+        .ok_or_else(|| format!("seeds must look like A..B, not {text:?}"))?;
+    let start: u64 = start
+        .trim()
+        .parse()
+        .map_err(|error| format!("{start:?}: {error}"))?;
+    let end: u64 = end
+        .trim()
+        .parse()
+        .map_err(|error| format!("{end:?}: {error}"))?;
+    if start >= end {
+        return Err(format!("empty seed range {start}..{end}"));
+    }
+    Ok(start..end)
+}
+
+fn parse_shard(text: &str) -> Result<(u64, u64), String> {
+    let (index, count) = text
+        .split_once('/')
+        .ok_or_else(|| format!("shard must look like i/n, not {text:?}"))?;
+    let index: u64 = index
+        .trim()
+        .parse()
+        .map_err(|error| format!("{index:?}: {error}"))?;
+    let count: u64 = count
+        .trim()
+        .parse()
+        .map_err(|error| format!("{count:?}: {error}"))?;
+    if count == 0 || index >= count {
+        return Err(format!("shard {index}/{count}: need 0 <= i < n"));
+    }
+    Ok((index, count))
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+fn load_scenarios(name: &str, no_schema_retry: bool) -> Result<Vec<Scenario>, String> {
+    let mut scenarios = if name == "all" {
+        Scenario::all().map_err(|error| error.to_string())?
+    } else {
+        vec![Scenario::load(name).map_err(|error| error.to_string())?]
+    };
+    if no_schema_retry {
+        for scenario in &mut scenarios {
+            scenario.schema_retry = false;
+        }
+    }
+    Ok(scenarios)
+}
+
+/// Prints the failing seeds of `summary` in detail: the `SEED=` line, the
+/// violation, a trace excerpt and the replay line.
+fn print_failures(scenario: &Scenario, summary: &SweepSummary) {
+    for failure in summary.failures.iter().take(FAILURES_SHOWN) {
+        let options = RunOptions {
+            unfenced: summary.unfenced,
+            trace: true,
+        };
+        let outcome = run(scenario, failure.seed, options);
+        println!();
+        for line in &outcome.header {
+            println!("{line}");
+        }
+        println!(
+            "FAILED: {} problem(s); first: {}",
+            failure.problems, failure.first_problem
+        );
+        println!("trace excerpt (last {EXCERPT_LINES} lines before the violation):");
+        for line in outcome.trace_excerpt(EXCERPT_LINES) {
+            println!("  {line}");
+        }
+        println!("replay: {}", outcome.replay_command());
+    }
+    if summary.failures.len() > FAILURES_SHOWN {
+        let more: Vec<String> = summary.failures[FAILURES_SHOWN..]
+            .iter()
+            .take(20)
+            .map(|failure| failure.seed.to_string())
+            .collect();
+        println!(
+            "... and {} more failing seed(s): {}{}",
+            summary.failures.len() - FAILURES_SHOWN,
+            more.join(", "),
+            if summary.failures.len() > FAILURES_SHOWN + 20 {
+                ", ..."
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+/// Sweeps `scenarios` and prints progress and the summary table.
+fn sweep_and_report(
+    scenarios: &[Scenario],
+    config: &SweepConfig,
+    quiet: bool,
+) -> Vec<SweepSummary> {
+    let mut summaries = Vec::new();
+    for scenario in scenarios {
+        let seeds = config.seeds().len() as u64;
+        let bar = if quiet {
+            indicatif::ProgressBar::hidden()
+        } else {
+            let bar = indicatif::ProgressBar::new(seeds);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix:>18} [{bar:30}] {pos}/{len} seeds {elapsed_precise}",
+                )
+                .expect("a valid template")
+                .progress_chars("=> "),
+            );
+            bar.set_prefix(scenario.name.clone());
+            bar
+        };
+        let summary = sweep(scenario, config, &|done| bar.set_position(done));
+        bar.finish_and_clear();
+        if !quiet {
+            println!(
+                "{}: {} seeds, {} failing",
+                scenario.name,
+                summary.seeds_run,
+                summary.failures.len()
+            );
+        }
+        print_failures(scenario, &summary);
+        summaries.push(summary);
+    }
+    println!();
+    println!("{}", SweepSummary::table_header());
+    for summary in &summaries {
+        println!("{}", summary.table_row());
+    }
+    if config.unfenced {
+        println!("(* every worker unfenced: violations are the expected finding)");
+    }
+    summaries
+}
+
+/// `leaseproof sim`: exit code 0 when every seed passed, 1 when one failed,
+/// 2 on bad input.
+pub fn run_sim(args: SimArgs) -> ExitCode {
+    let scenarios = match load_scenarios(&args.scenario, args.no_schema_retry) {
+        Ok(scenarios) => scenarios,
+        Err(error) => {
+            eprintln!("leaseproof sim: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = SweepConfig {
+        seeds: args.seeds,
+        shard: args.shard,
+        jobs: args.jobs.unwrap_or_else(default_jobs),
+        unfenced: args.unfenced,
+    };
+    let summaries = sweep_and_report(&scenarios, &config, args.quiet);
+    if summaries.iter().all(|summary| summary.failures.is_empty()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `leaseproof replay`: prints the whole trace and writes it to a file; exit
+/// code 1 when the run fails (the usual reason to replay it).
+pub fn run_replay(args: ReplayArgs) -> ExitCode {
+    let scenario = match load_scenarios(&args.scenario, args.no_schema_retry) {
+        Ok(mut scenarios) => scenarios.remove(0),
+        Err(error) => {
+            eprintln!("leaseproof replay: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = RunOptions {
+        unfenced: args.unfenced,
+        trace: true,
+    };
+    let outcome = run(&scenario, args.seed, options);
+    let text = outcome.trace.join("\n") + "\n";
+    let stdout = std::io::stdout();
+    let mut stdout = stdout.lock();
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let _ = stdout.write_all(text.as_bytes());
+    let path = args.out.unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "leaseproof-replay-{}-{}.trace",
+            scenario.name, args.seed
+        ))
+    });
+    match std::fs::write(&path, &text) {
+        Ok(()) => eprintln!("trace written to {}", path.display()),
+        Err(error) => {
+            eprintln!(
+                "leaseproof replay: cannot write {}: {error}",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
+    if outcome.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("FAILED: {}", outcome.first_problem().unwrap_or_default());
+        ExitCode::FAILURE
+    }
+}
+
+/// The default sweep of every scenario (the reference, fenced), on all cores,
+/// without printing: what `leaseproof verify` runs.
+pub fn verify_sweep(seeds: Range<u64>) -> Vec<SweepSummary> {
+    let config = SweepConfig {
+        seeds,
+        shard: None,
+        jobs: default_jobs(),
+        unfenced: false,
+    };
+    Scenario::all_embedded()
+        .iter()
+        .map(|scenario| sweep(scenario, &config, &|_| {}))
+        .collect()
+}
+
+/// `leaseproof verify`'s simulation part: the default sweep of every scenario
+/// with the summary table; exit code 1 when any seed failed.
+pub fn run_verify() -> ExitCode {
+    let scenarios = match Scenario::all() {
+        Ok(scenarios) => scenarios,
+        Err(error) => {
+            eprintln!("leaseproof verify: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = SweepConfig {
+        seeds: DEFAULT_SEEDS,
+        shard: None,
+        jobs: default_jobs(),
+        unfenced: false,
+    };
+    let summaries = sweep_and_report(&scenarios, &config, false);
+    if summaries.iter().all(|summary| summary.failures.is_empty()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,507 @@
+//! The simulated database host: the protocol's semantics served over turmoil TCP.
+//!
+//! Goal: a stand-in for PostgreSQL that behaves like it where leases care, so
+//! the worker loop that runs against PostgreSQL runs here unchanged. Method:
+//! - **State**: exactly `leaseproof_protocol::semantics::{LeaseTable,
+//!   GuardedLog}` — every statement is the semantic model's method, called with
+//!   the server clock; there is no second copy of the rules.
+//! - **Durability**: the tables live in [`Durable`], kept outside the host
+//!   factory (turmoil re-runs the factory on restart), so committed rows
+//!   survive a crash; sessions, open transactions and row locks live in the
+//!   factory's future and vanish with it.
+//! - **Clock**: server time = simulated time + the drawn server offset. A
+//!   one-shot statement decides with its arrival time (PostgreSQL's `now()`);
+//!   a transaction's rows carry the time of its `BEGIN`; the fence compares
+//!   with its own statement time (`statement_timestamp()`).
+//! - **Row locks**: the fence locks the lease row until commit or abort; a
+//!   rival acquire, renew, release or fence on that row waits for the lock,
+//!   as `INSERT … ON CONFLICT DO UPDATE` waits behind `SELECT … FOR UPDATE`.
+//! - **Aborts**: a session that ends (connection closed, reset, idle in
+//!   transaction too long) aborts its transaction and frees its locks.
+//! - **Catalog race**: a `CREATE TABLE IF NOT EXISTS` that starts while another
+//!   is in flight waits for it, then fails with `23505` on
+//!   `pg_type_typname_nsp_index`.
+//! - **Lost replies**: with the drawn probability, a reply is dropped *after*
+//!   the statement took effect and the connection is reset.
+//!
+//! Invariant: every time comparison happens here, with the server's clock.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use leaseproof_protocol::semantics::{Acquisition, GuardedLog, LeaseTable};
+use leaseproof_protocol::{Lease, Scope, ServerTime};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::Notify;
+use turmoil::net::{TcpListener, TcpStream};
+
+use crate::trace::{format_us, sim_now_us, Trace};
+use crate::wire::{ClientMessage, Request, Response};
+
+/// The database's host name.
+pub const DB_HOST: &str = "db";
+/// The port it listens on.
+pub const DB_PORT: u16 = 5432;
+
+/// Whether the lease table exists, or is being created by a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaState {
+    /// Not created yet.
+    Absent,
+    /// A `CREATE TABLE` is in flight in this session of this server incarnation.
+    Creating {
+        /// The creating session.
+        session: u64,
+    },
+    /// Created and committed.
+    Present,
+}
+
+/// What survives a database crash: the committed tables.
+#[derive(Debug)]
+pub struct Durable {
+    /// The lease table (the semantic model itself).
+    pub leases: LeaseTable,
+    /// The guarded table.
+    pub guarded: GuardedLog,
+    /// The catalog.
+    pub schema: SchemaState,
+    /// The RNG deciding lost replies; it continues across restarts.
+    rng: ChaCha8Rng,
+    /// Server incarnations started so far.
+    pub incarnations: u64,
+}
+
+impl Durable {
+    /// Empty tables, no schema, and the lost-reply RNG seeded with `rng_seed`.
+    pub fn new(rng_seed: u64) -> Durable {
+        Durable {
+            leases: LeaseTable::new(),
+            guarded: GuardedLog::new(),
+            schema: SchemaState::Absent,
+            rng: ChaCha8Rng::seed_from_u64(rng_seed),
+            incarnations: 0,
+        }
+    }
+}
+
+/// The server's settings for one run.
+#[derive(Clone, Debug)]
+pub struct DbConfig {
+    /// Server clock = simulated time + this.
+    pub server_offset_us: i64,
+    /// Fraction of replies dropped after taking effect.
+    pub lost_reply_probability: f64,
+    /// How long `CREATE TABLE` takes.
+    pub schema_create: Duration,
+    /// PostgreSQL's `idle_in_transaction_session_timeout`.
+    pub idle_in_transaction_timeout: Duration,
+}
+
+/// One incarnation of the server: sessions and locks, gone on crash.
+struct Server {
+    durable: Rc<RefCell<Durable>>,
+    config: DbConfig,
+    trace: Trace,
+    /// Row locks: scope → the session holding it.
+    locks: RefCell<BTreeMap<Scope, u64>>,
+    /// Woken whenever a lock is freed or the catalog changes.
+    changed: Notify,
+    session_next: Cell<u64>,
+}
+
+/// An open transaction.
+struct Transaction {
+    begun_at: ServerTime,
+    fenced_at: Option<ServerTime>,
+    locked: Vec<Scope>,
+    writes: Vec<(Lease, i64, u32)>,
+}
+
+/// The host software: listen, serve each connection as a session. Pass it to
+/// `sim.host(DB_HOST, || serve(durable.clone(), config.clone(), trace.clone()))`.
+pub async fn serve(
+    durable: Rc<RefCell<Durable>>,
+    config: DbConfig,
+    trace: Trace,
+) -> turmoil::Result {
+    let incarnation = {
+        let mut state = durable.borrow_mut();
+        state.incarnations += 1;
+        // A crash aborted whatever DDL was in flight.
+        if matches!(state.schema, SchemaState::Creating { .. }) {
+            state.schema = SchemaState::Absent;
+        }
+        state.incarnations
+    };
+    trace.line(None, || {
+        format!("db: server incarnation {incarnation} starts")
+    });
+    let server = Rc::new(Server {
+        durable,
+        config,
+        trace,
+        locks: RefCell::new(BTreeMap::new()),
+        changed: Notify::new(),
+        session_next: Cell::new(1),
+    });
+    let listener = TcpListener::bind(("0.0.0.0", DB_PORT)).await?;
+    loop {
+        let (stream, _peer) = listener.accept().await?;
+        let session = server.session_next.get();
+        server.session_next.set(session + 1);
+        tokio::task::spawn_local(Rc::clone(&server).session(session, stream));
+    }
+}
+
+fn server_error(code: &str, message: impl Into<String>) -> Response {
+    Response::Error {
+        code: code.to_string(),
+        message: message.into(),
+    }
+}
+
+impl Server {
+    fn now(&self) -> ServerTime {
+        ServerTime::from_micros(sim_now_us() + self.config.server_offset_us)
+    }
+
+    fn line(&self, client: &str, text: impl FnOnce() -> String) {
+        self.trace.line(Some(client), text);
+    }
+
+    async fn session(self: Rc<Self>, session: u64, stream: TcpStream) {
+        let (read, mut write) = stream.into_split();
+        let mut lines = BufReader::new(read).lines();
+        let mut transaction: Option<Transaction> = None;
+        let mut client = String::from("?");
+        loop {
+            let next = if transaction.is_some() {
+                match tokio::time::timeout(
+                    self.config.idle_in_transaction_timeout,
+                    lines.next_line(),
+                )
+                .await
+                {
+                    Ok(next) => next,
+                    Err(_) => {
+                        self.line(&client, || {
+                            format!("db s{session}: idle in transaction too long, terminating")
+                        });
+                        break;
+                    }
+                }
+            } else {
+                lines.next_line().await
+            };
+            let Ok(Some(line)) = next else {
+                break;
+            };
+            let message: ClientMessage = match serde_json::from_str(&line) {
+                Ok(message) => message,
+                Err(error) => {
+                    self.line(&client, || format!("db s{session}: bad message: {error}"));
+                    break;
+                }
+            };
+            client = message.client;
+            let name = message.request.name();
+            let response = self
+                .execute(session, &client, &mut transaction, message.request)
+                .await;
+            let lose = self.config.lost_reply_probability > 0.0 && {
+                let probability = self.config.lost_reply_probability;
+                self.durable.borrow_mut().rng.gen_bool(probability)
+            };
+            if lose {
+                self.line(&client, || {
+                    format!("db s{session}: reply to {name} LOST after it took effect; connection reset")
+                });
+                break;
+            }
+            let mut reply = serde_json::to_string(&response).expect("responses serialise");
+            reply.push('\n');
+            if write.write_all(reply.as_bytes()).await.is_err() {
+                self.line(&client, || {
+                    format!("db s{session}: reply to {name} undeliverable, connection gone")
+                });
+                break;
+            }
+        }
+        if let Some(transaction) = transaction.take() {
+            self.abort(session, &client, transaction);
+        }
+    }
+
+    fn abort(&self, session: u64, client: &str, transaction: Transaction) {
+        self.unlock(session, &transaction);
+        self.line(client, || {
+            format!(
+                "db s{session}: transaction begun at {} ABORTED ({} cycle(s) discarded)",
+                format_us(transaction.begun_at.micros),
+                transaction.writes.len()
+            )
+        });
+    }
+
+    fn unlock(&self, session: u64, transaction: &Transaction) {
+        let mut locks = self.locks.borrow_mut();
+        for scope in &transaction.locked {
+            let holder = locks.remove(scope);
+            assert_eq!(holder, Some(session), "a session frees only its own locks");
+        }
+        drop(locks);
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until no *other* session holds `scope`'s row lock.
+    async fn wait_for_row(&self, session: u64, client: &str, scope: &Scope) {
+        let mut waited = false;
+        loop {
+            let holder = self.locks.borrow().get(scope).copied();
+            match holder {
+                Some(holder) if holder != session => {
+                    if !waited {
+                        self.line(client, || {
+                            format!("db s{session}: waits for the row lock of {scope} held by s{holder}")
+                        });
+                        waited = true;
+                    }
+                    self.changed.notified().await;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    async fn execute(
+        &self,
+        session: u64,
+        client: &str,
+        transaction: &mut Option<Transaction>,
+        request: Request,
+    ) -> Response {
+        let now = self.now();
+        match request {
+            Request::EnsureSchema => self.ensure_schema(session, client).await,
+            Request::Acquire { scope, owner, ttl } => {
+                self.wait_for_row(session, client, &scope).await;
+                let acquisition = self
+                    .durable
+                    .borrow_mut()
+                    .leases
+                    .acquire(&scope, &owner, ttl, now);
+                self.line(client, || match &acquisition {
+                    Acquisition::Granted { lease, kind } => format!(
+                        "db s{session}: acquire {scope} by {owner} at {} => GRANTED {:?} token {} until {}",
+                        format_us(now.micros),
+                        kind,
+                        lease.token,
+                        format_us(lease.expires_at.micros)
+                    ),
+                    Acquisition::Held { holder, expires_at } => format!(
+                        "db s{session}: acquire {scope} by {owner} at {} => HELD by {holder} until {}",
+                        format_us(now.micros),
+                        format_us(expires_at.micros)
+                    ),
+                });
+                Response::Acquired(acquisition)
+            }
+            Request::Renew { lease, ttl } => {
+                self.wait_for_row(session, client, &lease.scope).await;
+                let renewed = self.durable.borrow_mut().leases.renew(&lease, ttl, now);
+                self.line(client, || {
+                    format!(
+                        "db s{session}: renew {} token {} at {} => {}",
+                        lease.scope,
+                        lease.token,
+                        format_us(now.micros),
+                        renewed
+                            .as_ref()
+                            .map_or("LOST".to_string(), |renewed| format!(
+                                "renewed until {}",
+                                format_us(renewed.expires_at.micros)
+                            ))
+                    )
+                });
+                if let Some(renewed) = &renewed {
+                    assert_eq!(renewed.token, lease.token, "a renewal keeps its token");
+                }
+                Response::Renewed(renewed)
+            }
+            Request::Release { lease } => {
+                self.wait_for_row(session, client, &lease.scope).await;
+                let released = self.durable.borrow_mut().leases.release(&lease, now);
+                self.line(client, || {
+                    format!(
+                        "db s{session}: release {} token {} at {} => {}",
+                        lease.scope,
+                        lease.token,
+                        format_us(now.micros),
+                        if released.is_some() {
+                            "released"
+                        } else {
+                            "not held"
+                        }
+                    )
+                });
+                Response::Released(released)
+            }
+            Request::Holds { lease } => {
+                let holds = self.durable.borrow().leases.holds(&lease, now);
+                Response::Holds(holds)
+            }
+            Request::Begin => {
+                if transaction.is_some() {
+                    return server_error("25001", "there is already a transaction in progress");
+                }
+                *transaction = Some(Transaction {
+                    begun_at: now,
+                    fenced_at: None,
+                    locked: Vec::new(),
+                    writes: Vec::new(),
+                });
+                self.line(client, || {
+                    format!("db s{session}: BEGIN at {}", format_us(now.micros))
+                });
+                Response::Begun(now)
+            }
+            Request::Fence { lease } => {
+                if transaction.is_none() {
+                    return server_error("25P01", "fence outside a transaction");
+                }
+                self.wait_for_row(session, client, &lease.scope).await;
+                let holds = self.durable.borrow().leases.holds(&lease, now);
+                let transaction = transaction.as_mut().expect("checked above");
+                if holds {
+                    let previous = self.locks.borrow_mut().insert(lease.scope.clone(), session);
+                    assert!(
+                        previous.is_none() || previous == Some(session),
+                        "the fence took a row lock another session holds"
+                    );
+                    if previous.is_none() {
+                        transaction.locked.push(lease.scope.clone());
+                    }
+                    transaction.fenced_at = Some(now);
+                }
+                self.line(client, || {
+                    format!(
+                        "db s{session}: FENCE {} token {} owner {} at {} => {}",
+                        lease.scope,
+                        lease.token,
+                        lease.owner,
+                        format_us(now.micros),
+                        if holds {
+                            "current, row locked"
+                        } else {
+                            "NOT current (stale)"
+                        }
+                    )
+                });
+                Response::Fenced(holds.then_some(now))
+            }
+            Request::Write {
+                lease,
+                cycle_id,
+                items,
+            } => {
+                let Some(transaction) = transaction.as_mut() else {
+                    return server_error("25P01", "write outside a transaction");
+                };
+                transaction.writes.push((lease, cycle_id, items));
+                Response::Written
+            }
+            Request::Commit => {
+                let Some(open) = transaction.take() else {
+                    return server_error("25P01", "commit outside a transaction");
+                };
+                let mut seq_first = None;
+                {
+                    let mut durable = self.durable.borrow_mut();
+                    for (lease, cycle_id, items) in &open.writes {
+                        // The rows carry the transaction's now(): its BEGIN.
+                        let seqs = durable.guarded.append_unfenced(
+                            lease,
+                            *cycle_id,
+                            *items,
+                            open.begun_at,
+                        );
+                        seq_first.get_or_insert(seqs.start);
+                    }
+                }
+                let fenced_at = open.fenced_at.unwrap_or(open.begun_at);
+                self.line(client, || {
+                    format!(
+                        "db s{session}: COMMIT at {} of {} cycle(s) {}, rows written_at {}",
+                        format_us(now.micros),
+                        open.writes.len(),
+                        open.writes
+                            .iter()
+                            .map(|(lease, cycle_id, _)| format!(
+                                "{}:{} token {}",
+                                lease.owner, cycle_id, lease.token
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        format_us(open.begun_at.micros)
+                    )
+                });
+                self.unlock(session, &open);
+                Response::Committed {
+                    seq_first: seq_first.unwrap_or(0),
+                    fenced_at,
+                }
+            }
+        }
+    }
+
+    async fn ensure_schema(&self, session: u64, client: &str) -> Response {
+        let mut waited = false;
+        loop {
+            let state = self.durable.borrow().schema;
+            match state {
+                SchemaState::Present if waited => {
+                    self.line(client, || {
+                        format!("db s{session}: CREATE TABLE IF NOT EXISTS => 23505 (raced a concurrent creation)")
+                    });
+                    return server_error(
+                        "23505",
+                        "duplicate key value violates unique constraint \"pg_type_typname_nsp_index\"",
+                    );
+                }
+                SchemaState::Present => return Response::SchemaReady,
+                SchemaState::Creating { session: creator } => {
+                    if !waited {
+                        self.line(client, || {
+                            format!("db s{session}: CREATE TABLE IF NOT EXISTS waits for s{creator}'s creation")
+                        });
+                    }
+                    waited = true;
+                    self.changed.notified().await;
+                }
+                SchemaState::Absent => {
+                    self.durable.borrow_mut().schema = SchemaState::Creating { session };
+                    self.line(client, || {
+                        format!("db s{session}: CREATE TABLE IF NOT EXISTS creates the table")
+                    });
+                    tokio::time::sleep(self.config.schema_create).await;
+                    let mut durable = self.durable.borrow_mut();
+                    assert_eq!(durable.schema, SchemaState::Creating { session });
+                    durable.schema = SchemaState::Present;
+                    drop(durable);
+                    self.changed.notify_waiters();
+                    return Response::SchemaReady;
+                }
+            }
+        }
+    }
+}
+
+/// Connects to the database (a helper for the port).
+pub async fn connect() -> std::io::Result<TcpStream> {
+    TcpStream::connect((DB_HOST, DB_PORT)).await
+}

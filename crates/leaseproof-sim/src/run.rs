@@ -1,0 +1,588 @@
+//! One simulation run: a pure function of (scenario, seed, options).
+//!
+//! Goal: run the shared worker loop against the simulated database under the
+//! faults the seed draws, and judge the history with the one checker.
+//! Method: a turmoil simulation with one database host and one host per
+//! worker, stepped by this driver, which applies the drawn schedule (crashes,
+//! restarts, partitions) between steps. Workers read skewed clocks
+//! ([`SimClocks`]) and pause through [`PauseHooks`]. After the run the
+//! guarded table's rows join the history and `leaseproof_history::check`
+//! decides; a worker that could not start, or did not finish, is a failed
+//! expectation of the scenario.
+//!
+//! Invariant: no wall clock, no OS entropy, no unordered iteration — the same
+//! inputs give the same trace, byte for byte.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
+use std::sync::Mutex;
+use std::time::{Duration, UNIX_EPOCH};
+
+use leaseproof_history::{
+    check, CheckConfig, CheckReport, EventKind, GuardedRow, History, Outcome, Recorder,
+};
+use leaseproof_protocol::{Owner, Scope, Ttl};
+use leaseproof_worker::{run_worker, Clocks, Hooks, Step, WorkerConfig, WorkerSummary};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::db::{self, DbConfig, Durable, DB_HOST};
+use crate::faults::{FaultEvent, FaultPlan};
+use crate::port::SimPort;
+use crate::scenario::Scenario;
+use crate::trace::{format_us, sim_now_us, LocalClock, Trace};
+
+/// The scope every worker contends for.
+pub const SCOPE: &str = "leaseproof:sim";
+
+/// How a run is configured beyond its scenario and seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Every worker commits without the fence (the configuration with teeth).
+    pub unfenced: bool,
+    /// Record the full trace (replay, determinism tests, failure excerpts).
+    pub trace: bool,
+}
+
+/// What one run produced.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed.
+    pub seed: u64,
+    /// The options it ran with.
+    pub options: RunOptions,
+    /// The `SEED=` line and the drawn fault settings.
+    pub header: Vec<String>,
+    /// The checker's verdict.
+    pub report: CheckReport,
+    /// Expectations of the scenario that failed (a worker never started, …).
+    pub expectation_failures: Vec<String>,
+    /// Simulated time the run took.
+    pub simulated: Duration,
+    /// Worker incarnations started.
+    pub incarnations: u32,
+    /// The whole trace (header first) when `options.trace`; else just the header.
+    pub trace: Vec<String>,
+    /// The judged history.
+    pub history: History,
+}
+
+impl RunOutcome {
+    /// True when the checker found nothing and every expectation held.
+    pub fn is_ok(&self) -> bool {
+        self.report.is_ok() && self.expectation_failures.is_empty()
+    }
+
+    /// The one line that replays this run.
+    pub fn replay_command(&self) -> String {
+        format!(
+            "cargo run --release -- replay {} --seed {}{}",
+            self.scenario,
+            self.seed,
+            if self.options.unfenced {
+                " --unfenced"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// The first problem, as one line (`None` when the run passed).
+    pub fn first_problem(&self) -> Option<String> {
+        if let Some(violation) = self.report.violations.first() {
+            return Some(violation.to_string());
+        }
+        self.expectation_failures.first().cloned()
+    }
+
+    /// Up to `lines_max` trace lines leading to the first violation's last
+    /// event (the whole tail of the trace if the run has no violation with
+    /// events). Needs a traced run.
+    pub fn trace_excerpt(&self, lines_max: usize) -> Vec<String> {
+        let body = &self.trace[self.header.len().min(self.trace.len())..];
+        let anchor_us = self
+            .report
+            .violations
+            .first()
+            .and_then(|violation| violation.events.iter().max())
+            .and_then(|index| self.history.events.get(*index as usize))
+            .map(|event| event.true_time_us);
+        let end = match anchor_us {
+            Some(anchor_us) => {
+                let stamp = format!("[sim {} ", format_us(anchor_us));
+                body.iter()
+                    .rposition(|line| line.starts_with(&stamp))
+                    .map_or(body.len(), |index| index + 1)
+            }
+            None => body.len(),
+        };
+        body[end.saturating_sub(lines_max)..end].to_vec()
+    }
+}
+
+/// A worker's clocks: true time is turmoil's simulated time, local time is
+/// that time offset and drifting.
+#[derive(Clone, Copy, Debug)]
+pub struct SimClocks {
+    /// The drawn local clock.
+    pub clock: LocalClock,
+}
+
+impl Clocks for SimClocks {
+    fn true_now_us(&self) -> i64 {
+        sim_now_us()
+    }
+    fn local_now_us(&self) -> i64 {
+        self.clock.at(sim_now_us())
+    }
+}
+
+/// Pauses before a commit (after the belief check): the GC pause.
+#[derive(Debug)]
+pub struct PauseHooks {
+    client: String,
+    probability: f64,
+    pause_ms: [u64; 2],
+    rng: Mutex<ChaCha8Rng>,
+    trace: Trace,
+}
+
+impl PauseHooks {
+    /// Hooks drawing from their own RNG seeded with `rng_seed`.
+    pub fn new(
+        client: String,
+        probability: f64,
+        pause_ms: [u64; 2],
+        rng_seed: u64,
+        trace: Trace,
+    ) -> PauseHooks {
+        PauseHooks {
+            client,
+            probability,
+            pause_ms,
+            rng: Mutex::new(ChaCha8Rng::seed_from_u64(rng_seed)),
+            trace,
+        }
+    }
+}
+
+impl Hooks for PauseHooks {
+    fn before(&self, step: Step) -> impl std::future::Future<Output = ()> + Send {
+        let pause = (step == Step::Commit && self.probability > 0.0)
+            .then(|| {
+                let mut rng = self
+                    .rng
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                rng.gen_bool(self.probability)
+                    .then(|| rng.gen_range(self.pause_ms[0]..=self.pause_ms[1]))
+            })
+            .flatten();
+        if let Some(pause_ms) = pause {
+            self.trace.line(Some(&self.client), || {
+                format!(
+                    "{}: PAUSE {pause_ms} ms between the belief check and the commit",
+                    self.client
+                )
+            });
+        }
+        async move {
+            if let Some(pause_ms) = pause {
+                tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct WorkerSlot {
+    incarnation: u64,
+    /// Crash depth: > 0 while crashed.
+    crashed: u32,
+    /// Crashes that found the worker finished: their restarts do nothing.
+    restarts_skipped: u32,
+    /// Partition depth: > 0 while cut off from the database.
+    partitioned: u32,
+    finished: bool,
+    first_summary: Option<WorkerSummary>,
+}
+
+/// Runs `scenario` under `seed`.
+pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> RunOutcome {
+    let plan = FaultPlan::draw(scenario, seed);
+    let header = plan.header(scenario, options.unfenced);
+    let trace = Trace::new(options.trace, &plan);
+    let tick = Duration::from_millis(scenario.tick_ms);
+    let duration = Duration::from_secs(scenario.duration_s);
+    let ttl = Ttl::from_millis(scenario.ttl_ms).expect("validated scenario");
+    // Everything ends by itself well before this: pauses, downtimes and
+    // timeouts are bounded.
+    let limit = duration + Duration::from_secs(60) + ttl.as_duration() * 10;
+
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(seed)
+        .epoch(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        .simulation_duration(limit + Duration::from_secs(1))
+        .tick_duration(tick)
+        .min_message_latency(Duration::from_millis(scenario.latency_ms[0]))
+        .max_message_latency(Duration::from_millis(scenario.latency_ms[1]))
+        .build();
+
+    let durable = Rc::new(RefCell::new(Durable::new(plan.db_rng_seed)));
+    let db_config = DbConfig {
+        server_offset_us: plan.server_offset_us,
+        lost_reply_probability: plan.lost_reply_probability,
+        schema_create: Duration::from_millis(plan.schema_create_ms),
+        idle_in_transaction_timeout: Duration::from_millis(scenario.idle_in_transaction_timeout_ms),
+    };
+    {
+        let durable = Rc::clone(&durable);
+        let trace = trace.clone();
+        sim.host(DB_HOST, move || {
+            db::serve(Rc::clone(&durable), db_config.clone(), trace.clone())
+        });
+    }
+
+    let recorder = Recorder::new();
+    let slots: Rc<RefCell<Vec<WorkerSlot>>> = Rc::new(RefCell::new(
+        plan.workers.iter().map(|_| WorkerSlot::default()).collect(),
+    ));
+    let scope = Scope::new(SCOPE).expect("a valid scope");
+    let stop_at_true_us = duration.as_micros() as i64;
+    let unavailable_retry = Duration::from_millis(scenario.retry_interval_ms);
+    let unavailable_attempts_max =
+        u32::try_from((limit.as_millis() / unavailable_retry.as_millis().max(1)) / 2)
+            .unwrap_or(u32::MAX)
+            .max(1);
+    for (index, worker) in plan.workers.iter().enumerate() {
+        let worker = worker.clone();
+        let slots = Rc::clone(&slots);
+        let recorder = recorder.clone();
+        let trace = trace.clone();
+        let scope = scope.clone();
+        let scenario = scenario.clone();
+        let host_name = worker.name.clone();
+        sim.host(host_name.as_str(), move || {
+            let incarnation = {
+                let mut slots = slots.borrow_mut();
+                slots[index].incarnation += 1;
+                slots[index].finished = false;
+                slots[index].incarnation
+            };
+            let owner =
+                Owner::new(format!("{}#inc{incarnation}", worker.name)).expect("a short owner id");
+            let port = SimPort {
+                client: owner.to_string(),
+                request_timeout: Duration::from_millis(scenario.request_timeout_ms),
+                schema_retry: scenario.schema_retry,
+                unavailable_retry,
+                unavailable_attempts_max,
+                trace: trace.clone(),
+            };
+            let config = WorkerConfig {
+                worker: worker.name.clone(),
+                incarnation,
+                owner: owner.clone(),
+                scope: scope.clone(),
+                ttl,
+                cycles: u32::MAX,
+                cycles_per_grant: scenario.cycles_per_grant,
+                items_per_cycle: scenario.items_per_cycle,
+                work: Duration::from_millis(worker.work_ms),
+                retry_interval: Duration::from_millis(scenario.retry_interval_ms),
+                deadline_margin: Duration::from_millis(scenario.deadline_margin_ms),
+                unfenced: options.unfenced,
+                stop_at_true_us: Some(stop_at_true_us),
+                operations_max: 100_000,
+            };
+            let clocks = SimClocks {
+                clock: LocalClock {
+                    offset_us: worker.clock_offset_us,
+                    drift_ppm: worker.clock_drift_ppm,
+                },
+            };
+            let hooks = PauseHooks::new(
+                owner.to_string(),
+                scenario.faults.pause_probability,
+                scenario.faults.pause_ms,
+                worker
+                    .rng_seed
+                    .wrapping_add(incarnation.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                trace.clone(),
+            );
+            let start_delay = if incarnation == 1 {
+                Duration::from_millis(worker.start_delay_ms)
+            } else {
+                Duration::ZERO
+            };
+            let slots = Rc::clone(&slots);
+            let recorder = recorder.clone();
+            let trace = trace.clone();
+            async move {
+                if !start_delay.is_zero() {
+                    tokio::time::sleep(start_delay).await;
+                }
+                trace.line(Some(owner.as_str()), || {
+                    format!("{owner}: incarnation {incarnation} starts")
+                });
+                let summary = run_worker(&port, &config, &clocks, &hooks, &recorder).await;
+                trace.line(Some(owner.as_str()), || {
+                    format!("{owner}: finished {summary:?}")
+                });
+                let mut slots = slots.borrow_mut();
+                let slot = &mut slots[index];
+                slot.finished = true;
+                if incarnation == 1 {
+                    slot.first_summary = Some(summary);
+                } else if summary.schema_error.is_some() && slot.first_summary.is_some() {
+                    // A restarted incarnation that cannot start is reported too.
+                    slot.first_summary = Some(summary);
+                }
+                Ok(())
+            }
+        });
+    }
+
+    let mut expectation_failures = Vec::new();
+    let mut schedule = plan.schedule.iter().peekable();
+    let mut db_crashed = 0u32;
+    loop {
+        let now = sim.elapsed();
+        while let Some((at_ms, event)) = schedule.peek() {
+            if Duration::from_millis(*at_ms) > now {
+                break;
+            }
+            schedule.next();
+            apply(&mut sim, &plan, &trace, &slots, event, &mut db_crashed);
+        }
+        let all_finished = slots
+            .borrow()
+            .iter()
+            .all(|slot| slot.finished && slot.crashed == 0);
+        if all_finished && (schedule.peek().is_none() || now >= duration) {
+            break;
+        }
+        if now >= limit {
+            let slots = slots.borrow();
+            for (slot, worker) in slots.iter().zip(&plan.workers) {
+                if !slot.finished && slot.crashed == 0 {
+                    expectation_failures.push(format!(
+                        "{} (incarnation {}) still running {} after the scenario's end",
+                        worker.name,
+                        slot.incarnation,
+                        format_us((limit - duration).as_micros() as i64)
+                    ));
+                }
+            }
+            break;
+        }
+        if let Err(error) = sim.step() {
+            expectation_failures.push(format!("simulation error: {error}"));
+            break;
+        }
+    }
+    let simulated = sim.elapsed();
+    drop(sim);
+
+    let incarnations = slots
+        .borrow()
+        .iter()
+        .map(|slot| slot.incarnation as u32)
+        .sum();
+    for (slot, worker) in slots.borrow().iter().zip(&plan.workers) {
+        if let Some(error) = slot
+            .first_summary
+            .as_ref()
+            .and_then(|summary| summary.schema_error.as_ref())
+        {
+            expectation_failures.push(format!("{} failed to start: {error}", worker.name));
+        }
+    }
+
+    let rows = durable
+        .borrow()
+        .guarded
+        .rows()
+        .iter()
+        .map(|row| GuardedRow {
+            seq: u64::try_from(row.seq).expect("seq is positive"),
+            scope: row.scope.to_string(),
+            owner: row.owner.to_string(),
+            token: u64::try_from(row.token.0).expect("tokens are positive"),
+            cycle_id: u64::try_from(row.cycle_id).expect("cycle ids are positive"),
+            item: u32::try_from(row.item).expect("items are small"),
+            written_at_us: row.written_at.micros,
+        })
+        .collect();
+    recorder.set_guarded_rows(rows);
+    let history = recorder.snapshot();
+    let config = CheckConfig {
+        unfenced_workers: if options.unfenced {
+            plan.workers
+                .iter()
+                .map(|worker| worker.name.clone())
+                .collect()
+        } else {
+            BTreeSet::new()
+        },
+    };
+    let report = check(&history, &config);
+
+    let mut full_trace = header.clone();
+    if options.trace {
+        full_trace.extend(merge_trace(&trace, &history));
+        full_trace.push(format!("verdict: {}", report.to_string().trim_end()));
+        for failure in &expectation_failures {
+            full_trace.push(format!("expectation failed: {failure}"));
+        }
+    }
+    RunOutcome {
+        scenario: scenario.name.clone(),
+        seed,
+        options,
+        header,
+        report,
+        expectation_failures,
+        simulated,
+        incarnations,
+        trace: full_trace,
+        history,
+    }
+}
+
+fn apply(
+    sim: &mut turmoil::Sim<'_>,
+    plan: &FaultPlan,
+    trace: &Trace,
+    slots: &Rc<RefCell<Vec<WorkerSlot>>>,
+    event: &FaultEvent,
+    db_crashed: &mut u32,
+) {
+    let at_us = sim.elapsed().as_micros() as i64;
+    let mut applied = true;
+    let mut slots = slots.borrow_mut();
+    match event {
+        FaultEvent::CrashWorker(index) => {
+            let slot = &mut slots[*index];
+            if slot.finished && slot.crashed == 0 {
+                // Nothing left to crash; its restart must not run it again.
+                slot.restarts_skipped += 1;
+                applied = false;
+            } else {
+                if slot.crashed == 0 {
+                    sim.crash(plan.workers[*index].name.as_str());
+                } else {
+                    applied = false;
+                }
+                slot.crashed += 1;
+            }
+        }
+        FaultEvent::RestartWorker(index) => {
+            let slot = &mut slots[*index];
+            if slot.restarts_skipped > 0 {
+                slot.restarts_skipped -= 1;
+                applied = false;
+            } else {
+                slot.crashed -= 1;
+                if slot.crashed == 0 {
+                    sim.bounce(plan.workers[*index].name.as_str());
+                } else {
+                    applied = false;
+                }
+            }
+        }
+        FaultEvent::CrashDb => {
+            if *db_crashed == 0 {
+                sim.crash(DB_HOST);
+            } else {
+                applied = false;
+            }
+            *db_crashed += 1;
+        }
+        FaultEvent::RestartDb => {
+            *db_crashed -= 1;
+            if *db_crashed == 0 {
+                sim.bounce(DB_HOST);
+            } else {
+                applied = false;
+            }
+        }
+        FaultEvent::Partition(target) | FaultEvent::Repair(target) => {
+            let cut = matches!(event, FaultEvent::Partition(_));
+            let indices: Vec<usize> = match target {
+                Some(index) => vec![*index],
+                None => (0..plan.workers.len()).collect(),
+            };
+            for index in indices {
+                let slot = &mut slots[index];
+                let name = plan.workers[index].name.as_str();
+                if cut {
+                    slot.partitioned += 1;
+                    if slot.partitioned == 1 {
+                        sim.partition(name, DB_HOST);
+                    }
+                } else {
+                    slot.partitioned -= 1;
+                    if slot.partitioned == 0 {
+                        sim.repair(name, DB_HOST);
+                    }
+                }
+            }
+        }
+    }
+    trace.line_at(at_us, None, || {
+        format!(
+            "driver: {}{}",
+            plan.describe(event),
+            if applied { "" } else { " (no effect)" }
+        )
+    });
+}
+
+/// The trace lines merged with the history's events, by simulated time.
+fn merge_trace(trace: &Trace, history: &History) -> Vec<String> {
+    let mut merged: Vec<(i64, u8, usize, String)> = trace
+        .take_lines()
+        .into_iter()
+        .enumerate()
+        .map(|(order, (at_us, line))| (at_us, 1, order, line))
+        .collect();
+    for event in &history.events {
+        let what = match &event.kind {
+            EventKind::Invoke { op_id, op } => format!("invokes op {op_id}: {op:?}"),
+            EventKind::Complete { op_id, outcome } => match outcome {
+                Outcome::Ok { result } => format!("op {op_id} ok: {result:?}"),
+                Outcome::Fail { reason } => format!("op {op_id} FAILED: {reason:?}"),
+                Outcome::Unknown { reason } => format!("op {op_id} UNKNOWN: {reason}"),
+            },
+            EventKind::BeliefStart { scope, token } => {
+                format!("BELIEVES it holds {scope} under token {token}")
+            }
+            EventKind::BeliefEnd {
+                scope,
+                token,
+                reason,
+            } => format!("stops believing it holds {scope} token {token}: {reason}"),
+        };
+        merged.push((
+            event.true_time_us,
+            0,
+            event.index as usize,
+            format!(
+                "[sim {} | srv {} | local {}] {}#inc{} (event {}) {}",
+                format_us(event.true_time_us),
+                format_us(trace.server_us(event.true_time_us)),
+                format_us(event.local_time_us),
+                event.worker,
+                event.incarnation,
+                event.index,
+                what
+            ),
+        ));
+    }
+    merged.sort_by_key(|(at_us, rank, order, _)| (*at_us, *rank, *order));
+    merged.into_iter().map(|(_, _, _, line)| line).collect()
+}

@@ -1,0 +1,298 @@
+//! Sweeps over many seeds, and the regression seeds kept as files.
+//!
+//! Goal: run a scenario under a range of seeds — split across machines with a
+//! shard and across cores with OS threads — and sum up what the runs
+//! exercised and which seeds failed. Method: each seed is an independent
+//! single-threaded simulation; threads take seeds from a shared counter and
+//! results are folded in seed order, so a summary does not depend on thread
+//! timing (except its wall time).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::run::{run, RunOptions, RunOutcome};
+use crate::scenario::{scenarios_dir, Scenario};
+use crate::wall::Stopwatch;
+
+/// Which seeds a sweep runs and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SweepConfig {
+    /// Seeds `start..end`.
+    pub seeds: Range<u64>,
+    /// Run only the seeds `s` with `s % count == index`: `(index, count)`.
+    pub shard: Option<(u64, u64)>,
+    /// OS threads running seeds in parallel.
+    pub jobs: usize,
+    /// Every worker unfenced.
+    pub unfenced: bool,
+}
+
+impl SweepConfig {
+    /// The seeds this shard runs, ascending.
+    pub fn seeds(&self) -> Vec<u64> {
+        self.seeds
+            .clone()
+            .filter(|seed| {
+                self.shard
+                    .is_none_or(|(index, count)| count == 0 || seed % count == index)
+            })
+            .collect()
+    }
+}
+
+/// A seed whose run failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeedFailure {
+    /// The seed.
+    pub seed: u64,
+    /// Violations plus failed expectations.
+    pub problems: usize,
+    /// The first of them.
+    pub first_problem: String,
+    /// The invariant codes of the violations (`I3`, `B`, …), sorted, deduplicated.
+    pub codes: Vec<String>,
+}
+
+/// What a sweep of one scenario found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SweepSummary {
+    /// The scenario.
+    pub scenario: String,
+    /// Whether the workers were unfenced.
+    pub unfenced: bool,
+    /// Seeds run.
+    pub seeds_run: u64,
+    /// Failing seeds, ascending.
+    pub failures: Vec<SeedFailure>,
+    /// Violations over all runs.
+    pub violations: u64,
+    /// Failed expectations over all runs.
+    pub expectation_failures: u64,
+    /// Belief overlaps over all runs.
+    pub belief_overlaps: u64,
+    /// Takeovers over all runs.
+    pub takeovers: u64,
+    /// Ok commits over all runs.
+    pub commits: u64,
+    /// Commits the fence refused, over all runs.
+    pub refused_stale_commits: u64,
+    /// Operations with unknown outcomes, over all runs.
+    pub unknown_ops: u64,
+    /// Simulated time, summed over runs.
+    pub simulated: Duration,
+    /// Wall time of the sweep.
+    pub wall: Duration,
+    /// Threads used.
+    pub jobs: usize,
+}
+
+impl SweepSummary {
+    /// Simulated seconds per wall second per thread.
+    pub fn sim_seconds_per_wall_second_per_job(&self) -> f64 {
+        let wall = self.wall.as_secs_f64().max(1e-9);
+        self.simulated.as_secs_f64() / wall / self.jobs.max(1) as f64
+    }
+
+    /// The summary table's header line.
+    pub fn table_header() -> String {
+        format!(
+            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>12}",
+            "scenario",
+            "seeds",
+            "violations",
+            "overlaps",
+            "takeover",
+            "commits",
+            "refused",
+            "unknown",
+            "sim-s/wall-s"
+        )
+    }
+
+    /// This summary as a row of the table.
+    pub fn table_row(&self) -> String {
+        format!(
+            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>12.0}",
+            if self.unfenced {
+                format!("{}*", self.scenario)
+            } else {
+                self.scenario.clone()
+            },
+            self.seeds_run,
+            self.violations + self.expectation_failures,
+            self.belief_overlaps,
+            self.takeovers,
+            self.commits,
+            self.refused_stale_commits,
+            self.unknown_ops,
+            self.simulated.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
+        )
+    }
+
+    fn add(&mut self, seed: u64, outcome: &RunOutcome) {
+        let stats = &outcome.report.stats;
+        self.seeds_run += 1;
+        self.violations += outcome.report.violations.len() as u64;
+        self.expectation_failures += outcome.expectation_failures.len() as u64;
+        self.belief_overlaps += stats.belief_overlaps;
+        self.takeovers += stats.takeovers;
+        self.commits += stats.commits;
+        self.refused_stale_commits += stats.refused_stale_commits;
+        self.unknown_ops += stats.unknown_ops;
+        self.simulated += outcome.simulated;
+        if !outcome.is_ok() {
+            let mut codes: Vec<String> = outcome
+                .report
+                .violations
+                .iter()
+                .map(|violation| violation.invariant.code().to_string())
+                .collect();
+            codes.sort();
+            codes.dedup();
+            self.failures.push(SeedFailure {
+                seed,
+                problems: outcome.report.violations.len() + outcome.expectation_failures.len(),
+                first_problem: outcome.first_problem().unwrap_or_default(),
+                codes,
+            });
+        }
+    }
+}
+
+/// Runs `scenario` for every seed of `config`; `progress` is called after each
+/// run with the number of runs done so far.
+pub fn sweep(
+    scenario: &Scenario,
+    config: &SweepConfig,
+    progress: &(dyn Fn(u64) + Sync),
+) -> SweepSummary {
+    let stopwatch = Stopwatch::start();
+    let seeds = config.seeds();
+    let jobs = config.jobs.clamp(1, seeds.len().max(1));
+    let options = RunOptions {
+        unfenced: config.unfenced,
+        trace: false,
+    };
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let outcomes: Mutex<BTreeMap<u64, RunOutcome>> = Mutex::new(BTreeMap::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&seed) = seeds.get(index) else {
+                    break;
+                };
+                let mut outcome = run(scenario, seed, options);
+                // Keep memory flat: the summary needs only the verdict.
+                outcome.history = Default::default();
+                outcomes
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .insert(seed, outcome);
+                progress(done.fetch_add(1, Ordering::Relaxed) as u64 + 1);
+            });
+        }
+    });
+    let mut summary = SweepSummary {
+        scenario: scenario.name.clone(),
+        unfenced: config.unfenced,
+        jobs,
+        ..SweepSummary::default()
+    };
+    for (seed, outcome) in outcomes
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    {
+        summary.add(seed, &outcome);
+    }
+    summary.wall = stopwatch.elapsed();
+    summary
+}
+
+/// What a regression seed must show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegressionExpect {
+    /// No violation, every expectation met (a bug that was fixed stays fixed).
+    Clean,
+    /// At least one violation or failed expectation (the harness keeps its teeth).
+    Violation,
+}
+
+/// A seed that once failed, kept as `scenarios/regressions/*.toml`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Regression {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed.
+    pub seed: u64,
+    /// Run with every worker unfenced.
+    #[serde(default)]
+    pub unfenced: bool,
+    /// Override the scenario's `schema_retry`.
+    #[serde(default)]
+    pub schema_retry: Option<bool>,
+    /// What the run must show.
+    pub expect: RegressionExpect,
+    /// What it caught, and when.
+    pub note: String,
+}
+
+/// Every regression file, sorted by path.
+pub fn regressions() -> Result<Vec<(PathBuf, Regression)>, String> {
+    regressions_in(&scenarios_dir().join("regressions"))
+}
+
+fn regressions_in(dir: &Path) -> Result<Vec<(PathBuf, Regression)>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|error| format!("{}: {error}", path.display()))?;
+            let regression: Regression =
+                toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+            Ok((path, regression))
+        })
+        .collect()
+}
+
+/// Runs one regression seed; `Err` says how it broke its expectation.
+pub fn run_regression(regression: &Regression) -> Result<RunOutcome, String> {
+    let mut scenario = Scenario::load(&regression.scenario).map_err(|error| error.to_string())?;
+    if let Some(schema_retry) = regression.schema_retry {
+        scenario.schema_retry = schema_retry;
+    }
+    let options = RunOptions {
+        unfenced: regression.unfenced,
+        trace: false,
+    };
+    let outcome = run(&scenario, regression.seed, options);
+    match (regression.expect, outcome.is_ok()) {
+        (RegressionExpect::Clean, false) => Err(format!(
+            "{} seed {} failed again: {} (replay: {})",
+            regression.scenario,
+            regression.seed,
+            outcome.first_problem().unwrap_or_default(),
+            outcome.replay_command()
+        )),
+        (RegressionExpect::Violation, true) => Err(format!(
+            "{} seed {} no longer shows a violation: the harness lost its teeth ({})",
+            regression.scenario, regression.seed, regression.note
+        )),
+        _ => Ok(outcome),
+    }
+}
