@@ -6,7 +6,7 @@
 //! full 3-worker run is gated behind `LEASEPROOF_MODEL_FULL=1`.
 //! Invariant: every `always` holds, every `sometimes` is witnessed.
 
-use leaseproof_models::{check, CheckConfig, LeaseModel, ModelReport, Variant};
+use leaseproof_models::{check, CheckConfig, LeaseModel, ModelReport, Search, Variant};
 
 fn assert_every_property_good(report: &ModelReport) {
     assert!(report.complete);
@@ -22,4 +22,43 @@ fn reference_with_two_workers_keeps_every_property() {
     let report = check(&CheckConfig::new(LeaseModel::new(2, Variant::Reference)));
     assert_every_property_good(&report);
     assert_eq!(report.unique_states, 988_552);
+}
+
+fn symmetric(workers: usize, time_ticks_max: u8) -> ModelReport {
+    let mut model = LeaseModel::new(workers, Variant::Reference);
+    model.time_ticks_max = time_ticks_max;
+    check(&CheckConfig {
+        model,
+        search: Search::ExhaustiveSymmetric,
+    })
+}
+
+#[test]
+fn symmetry_reduction_keeps_the_verdicts_for_two_workers() {
+    let report = symmetric(2, 4);
+    assert_every_property_good(&report);
+    assert!(report.unique_states < 988_552);
+    assert_eq!(report.unique_states, SYMMETRIC_TWO_WORKERS_STATES);
+}
+
+const SYMMETRIC_TWO_WORKERS_STATES: usize = 494_428;
+
+#[test]
+fn reference_with_three_workers_and_a_short_clock_keeps_every_property() {
+    let report = symmetric(3, 2);
+    assert_every_property_good(&report);
+    assert_eq!(report.unique_states, 1_210_692);
+}
+
+/// The full 3-worker run (default bounds) takes ~20 s in release mode; run it
+/// with `LEASEPROOF_MODEL_FULL=1`.
+#[test]
+fn reference_with_three_workers_keeps_every_property() {
+    if std::env::var_os("LEASEPROOF_MODEL_FULL").is_none() {
+        eprintln!("skipping the full 3-worker model: set LEASEPROOF_MODEL_FULL=1 to run it");
+        return;
+    }
+    let report = symmetric(3, LeaseModel::new(3, Variant::Reference).time_ticks_max);
+    assert_every_property_good(&report);
+    assert_eq!(report.unique_states, 5_810_668);
 }

@@ -13,3 +13,44 @@ fn every_variant_name_parses_back_to_itself() {
     }
     assert!("no-such-variant".parse::<Variant>().is_err());
 }
+
+use leaseproof_models::{check, CheckConfig, LeaseModel};
+
+#[test]
+fn counterexample_renders_one_line_per_step() {
+    let report = check(&CheckConfig::new(LeaseModel::new(
+        2,
+        Variant::UnfencedCommit,
+    )));
+    let trace = report.counterexample.expect("a counterexample");
+    let rendered = trace.to_string();
+    let step_lines: Vec<&str> = rendered
+        .lines()
+        .filter(|line| line.contains("server="))
+        .collect();
+    assert_eq!(step_lines.len(), trace.steps.len());
+    for (index, step) in trace.steps.iter().enumerate() {
+        assert_eq!(step.number, index + 1);
+        assert!(step_lines[index]
+            .trim_start()
+            .starts_with(&format!("{}.", step.number)));
+    }
+    // The last step is the guarded write that committed without a current grant.
+    assert!(trace.last_state.ghost.stale_write_committed);
+    assert!(step_lines.last().expect("a step").contains("Commit"));
+    assert!(step_lines.iter().all(|line| line.contains("row:")));
+}
+
+#[test]
+fn every_variant_but_the_reference_names_a_property_it_breaks() {
+    let names: Vec<&str> = leaseproof_models::properties::all()
+        .iter()
+        .map(|property| property.name)
+        .collect();
+    for variant in Variant::ALL {
+        match variant.expected_violation() {
+            None => assert_eq!(variant, Variant::Reference),
+            Some(name) => assert!(names.contains(&name), "{name}"),
+        }
+    }
+}
