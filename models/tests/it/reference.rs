@@ -19,7 +19,10 @@ fn assert_every_property_good(report: &ModelReport) {
 
 #[test]
 fn reference_with_two_workers_keeps_every_property() {
-    let report = check(&CheckConfig::new(LeaseModel::new(2, Variant::Reference)));
+    let report = check(&CheckConfig {
+        model: LeaseModel::new(2, Variant::Reference),
+        search: Search::Exhaustive,
+    });
     assert_every_property_good(&report);
     assert_eq!(report.unique_states, 988_552);
 }
