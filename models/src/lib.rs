@@ -265,8 +265,50 @@ pub fn verify_all(workers: usize) -> Vec<ModelReport> {
         .collect()
 }
 
-/// Serves stateright's web explorer for `model` on `address` (e.g.
-/// `"localhost:3000"`). Blocks while the server runs.
-pub fn explore(model: LeaseModel, address: impl std::net::ToSocketAddrs) {
-    let _checker = model.checker().serve(address);
+/// Serves stateright's web explorer for `config.model` on `address` (e.g.
+/// `"localhost:3000"`). Blocks while the server runs; panics if the address
+/// cannot be bound (stateright's behaviour).
+pub fn explore(config: &CheckConfig, address: impl std::net::ToSocketAddrs) {
+    let _checker = config.model.checker().serve(address);
+}
+
+impl std::fmt::Display for ModelReport {
+    /// A summary for people: the configuration, the size and speed of the
+    /// search, every property's outcome, then the counterexample if any.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let model = &self.config.model;
+        writeln!(
+            formatter,
+            "model {} ({}), {} workers, ttl {} ticks, clock to {} ticks, skew up to {} ticks, drift period {} ticks, {} crash(es), {} grants",
+            model.variant.name(),
+            model.variant.description(),
+            model.workers,
+            model.ttl_ticks,
+            model.time_ticks_max,
+            model.skew_ticks_max,
+            model.drift_period_ticks,
+            model.crashes_max,
+            model.grants_max,
+        )?;
+        writeln!(
+            formatter,
+            "search {:?}: {} unique states in {:.2?} ({:.0} states/s){}",
+            self.config.search,
+            self.unique_states,
+            self.elapsed,
+            self.states_per_second,
+            if self.complete {
+                ", complete"
+            } else {
+                ", stopped at the first violation"
+            }
+        )?;
+        for (name, outcome) in &self.properties {
+            writeln!(formatter, "  {name:<40} {outcome:?}")?;
+        }
+        match &self.counterexample {
+            Some(trace) => write!(formatter, "counterexample: {trace}"),
+            None => Ok(()),
+        }
+    }
 }

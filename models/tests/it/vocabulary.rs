@@ -54,3 +54,18 @@ fn every_variant_but_the_reference_names_a_property_it_breaks() {
         }
     }
 }
+
+#[test]
+fn report_renders_every_property_and_the_counterexample() {
+    let report = check(&CheckConfig::new(LeaseModel::new(
+        2,
+        Variant::SchemaNoRetry,
+    )));
+    let rendered = report.to_string();
+    for property in leaseproof_models::properties::all() {
+        assert!(rendered.contains(property.name), "{}", property.name);
+    }
+    assert!(rendered.contains("schema-no-retry"));
+    assert!(rendered.contains("counterexample: 4 steps to decide every-worker-starts"));
+    assert!(rendered.contains("SchemaUnblocked -> Failed"));
+}
