@@ -171,6 +171,29 @@ fn run_search(config: &CheckConfig, target_max_depth: Option<usize>) -> SearchRe
     }
 }
 
+/// The shortest path (fewest steps) to a state that decides `property`: a
+/// counterexample for an `always`, a witness for a `sometimes`. `None` when
+/// no reachable state decides it. Breadth-first, without symmetry reduction.
+pub fn shortest_path(model: &LeaseModel, property: &'static str) -> Option<Trace> {
+    let search = |target_max_depth: Option<usize>| {
+        let mut builder = model
+            .checker()
+            .finish_when(HasDiscoveries::AnyOf(BTreeSet::from([property])));
+        if let Some(depth) = target_max_depth {
+            builder = builder.target_max_depth(depth);
+        }
+        builder.spawn_bfs().join().discovery(property)
+    };
+    let found = search(None)?;
+    // See `check`: one more search, a step shorter, settles minimality.
+    let steps = path_steps(&found);
+    let path = match steps {
+        0 => found,
+        _ => search(Some(steps + 1)).unwrap_or(found),
+    };
+    Some(Trace::from_path(model, property, &path))
+}
+
 fn collect(checker: impl Checker<LeaseModel>) -> SearchResult {
     SearchResult {
         unique_states: checker.unique_state_count(),

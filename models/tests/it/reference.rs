@@ -65,3 +65,62 @@ fn reference_with_three_workers_keeps_every_property() {
     assert_every_property_good(&report);
     assert_eq!(report.unique_states, 5_810_668);
 }
+
+mod witnesses {
+    //! The `sometimes` witnesses are the stories they claim to be.
+
+    use leaseproof_models::{properties, shortest_path, LeaseModel, Step, Trace, Variant};
+
+    fn witness(property: &'static str) -> Trace {
+        shortest_path(&LeaseModel::new(2, Variant::Reference), property).expect("a witness")
+    }
+
+    fn steps_of(trace: &Trace) -> Vec<String> {
+        trace.steps.iter().map(|step| step.action.clone()).collect()
+    }
+
+    #[test]
+    fn a_commit_after_the_holder_crashed_needs_a_crash_then_a_rivals_commit() {
+        let trace = witness(properties::COMMIT_AFTER_HOLDER_CRASH);
+        let actions = steps_of(&trace);
+        let crash = actions
+            .iter()
+            .position(|action| action.starts_with(&format!("{:?}", Step::Crash)))
+            .expect("a crash");
+        let last = trace.steps.last().expect("a step");
+        assert!(last.action.starts_with("Commit"));
+        assert!(crash < trace.steps.len() - 1);
+        assert!(trace.last_state.ghost.takeover_after_expiry);
+        assert!(!trace.last_state.ghost.stale_write_committed);
+        assert_eq!(trace.steps.len(), 10);
+    }
+
+    #[test]
+    fn a_stale_commit_is_refused_after_a_takeover_or_expiry() {
+        let trace = witness(properties::STALE_COMMIT_REFUSED);
+        let last = trace.steps.last().expect("a step");
+        assert!(last.action.starts_with("Commit -> Idle"), "{}", last.action);
+        assert!(!trace.last_state.ghost.stale_write_committed);
+        assert_eq!(trace.steps.len(), 7);
+    }
+
+    #[test]
+    fn a_takeover_after_expiry_needs_time_to_pass() {
+        let trace = witness(properties::TAKEOVER_AFTER_EXPIRY);
+        let ticks = trace
+            .steps
+            .iter()
+            .filter(|step| step.actor.is_none())
+            .count();
+        assert!(ticks >= 2, "ttl is 2 ticks");
+        assert_eq!(trace.steps.len(), 7);
+    }
+
+    #[test]
+    fn beliefs_overlap_without_breaking_any_invariant() {
+        let trace = witness(properties::BELIEFS_OVERLAP);
+        assert!(!trace.last_state.ghost.grants_overlapped);
+        assert!(!trace.last_state.ghost.stale_write_committed);
+        assert_eq!(trace.steps.len(), 9);
+    }
+}
