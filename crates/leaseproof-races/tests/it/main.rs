@@ -4,4 +4,6 @@
 //! server they print a loud skip line, and fail instead under
 //! `LEASEPROOF_REQUIRE_PG=1`.
 
+mod pause_takeover;
+mod support;
 mod task_races;

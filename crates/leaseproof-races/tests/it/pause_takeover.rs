@@ -1,0 +1,308 @@
+//! Takeover under a pause: the holder stalls past expiry, a rival takes over.
+//!
+//! Goal: show the fence is what keeps a stalled holder's writes out, and that
+//! the checker catches the damage when it is missing. Method: the shared worker
+//! loop with a 150 ms TTL; the holder pauses 450 ms between its belief check
+//! and its commit (the GC pause), the rival starts 40 ms late, waits out the
+//! expiry and commits. Fenced, the stale commit is refused; through the
+//! test-only unfenced path (`commit_unfenced`) the same scene writes the stale
+//! rows after the rival's, and the checker must flag it. A hand-driven scene
+//! shows the refused holder's writes, already sent inside its transaction, are
+//! rolled back. Invariant: I3 fenced writes (a write lies inside its grant,
+//! tokens never go backwards in the table) and I4 (refused writes are absent).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseproof_history::{FailReason, Invariant, Outcome, Recorder};
+use leaseproof_postgres::{sql, HarnessPort};
+use leaseproof_protocol::{GuardedCycle, LeasePort as _, Owner, Scope, Ttl};
+use leaseproof_races::clock::RunClock;
+use leaseproof_races::hooks::PauseOnce;
+use leaseproof_races::race::{harness_port, judge, run_racers, unique_scope, Racer};
+use leaseproof_races::RaceConfig;
+use leaseproof_worker::Step;
+
+use crate::support::{commit_op, SceneWorker};
+
+const TTL_MS: i64 = 150;
+const HOLDER_PAUSE_MS: u64 = 450;
+const RIVAL_DELAY_MS: u64 = 40;
+
+struct Scene {
+    report: leaseproof_history::CheckReport,
+    history: leaseproof_history::History,
+    holder_owner: String,
+    holder_refused: u32,
+    holder_commits: u32,
+}
+
+async fn paused_holder_scene(port: &HarnessPort, unfenced: bool) -> Scene {
+    let scope_name = unique_scope("pause");
+    let scope = Scope::new(scope_name.clone()).unwrap();
+    let race = RaceConfig {
+        ttl_ms: TTL_MS,
+        ..RaceConfig::default()
+    };
+    let holder_owner = Owner::generate();
+    let mut holder = race
+        .worker_config(
+            "holder".into(),
+            holder_owner.clone(),
+            scope.clone(),
+            5_000_000,
+        )
+        .unwrap();
+    holder.cycles = 1;
+    holder.cycles_per_grant = 1;
+    holder.unfenced = unfenced;
+    let mut rival = race
+        .worker_config("rival".into(), Owner::generate(), scope, 5_000_000)
+        .unwrap();
+    rival.cycles = 2;
+    let holder_hooks = Arc::new(PauseOnce::at(
+        Step::Commit,
+        Duration::from_millis(HOLDER_PAUSE_MS),
+    ));
+    let racers = vec![
+        Racer {
+            config: holder,
+            hooks: Arc::clone(&holder_hooks),
+        },
+        Racer {
+            config: rival,
+            hooks: Arc::new(PauseOnce::at(
+                Step::Acquire,
+                Duration::from_millis(RIVAL_DELAY_MS),
+            )),
+        },
+    ];
+    let recorder = Recorder::new();
+    let summaries = run_racers(port, racers, RunClock::start(), &recorder).await;
+    assert!(holder_hooks.fired(), "the holder was paused");
+    let unfenced_workers: BTreeSet<String> = if unfenced {
+        ["holder".to_string()].into()
+    } else {
+        BTreeSet::new()
+    };
+    let (history, report) = judge(port, &scope_name, &recorder, unfenced_workers)
+        .await
+        .unwrap();
+    eprint!("{report}");
+    let holder_summary = &summaries[0].1;
+    Scene {
+        report,
+        history,
+        holder_owner: holder_owner.to_string(),
+        holder_refused: holder_summary.commits_refused,
+        holder_commits: holder_summary.commits,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_holder_commit_is_refused_after_takeover() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let port = harness_port(&database.url, &RaceConfig::default())
+        .await
+        .unwrap();
+    let scene = paused_holder_scene(&port, false).await;
+    assert!(scene.report.is_ok(), "{}", scene.report);
+    assert_eq!(scene.holder_refused, 1, "the stale commit was refused");
+    assert_eq!(scene.report.stats.refused_stale_commits, 1);
+    assert!(scene.report.stats.takeovers >= 1, "the rival took over");
+    // The holder believed it held while the rival did: the fence was needed.
+    assert!(scene.report.stats.belief_overlaps >= 1);
+    // Negative space: no row carries the holder's first (stale) token.
+    let holder_rows: Vec<_> = scene
+        .history
+        .guarded_rows
+        .iter()
+        .filter(|row| row.owner == scene.holder_owner)
+        .collect();
+    assert!(
+        holder_rows.iter().all(|row| row.token > 1),
+        "{holder_rows:?}"
+    );
+    // Tokens never go backwards in commit order.
+    let tokens: Vec<u64> = scene
+        .history
+        .guarded_rows
+        .iter()
+        .map(|row| row.token)
+        .collect();
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{tokens:?}"
+    );
+    assert!(scene
+        .history
+        .guarded_rows
+        .iter()
+        .any(|row| row.owner != scene.holder_owner));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unfenced_stale_holder_corrupts_the_table_and_the_checker_flags_it() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let port = harness_port(&database.url, &RaceConfig::default())
+        .await
+        .unwrap();
+    let scene = paused_holder_scene(&port, true).await;
+    assert_eq!(
+        scene.holder_refused, 0,
+        "nothing refuses an unfenced commit"
+    );
+    assert_eq!(scene.holder_commits, 1);
+    // The table is corrupted: the stale token-1 rows follow the rival's token-2 rows.
+    let tokens: Vec<u64> = scene
+        .history
+        .guarded_rows
+        .iter()
+        .map(|row| row.token)
+        .collect();
+    assert!(
+        tokens.windows(2).any(|pair| pair[0] > pair[1]),
+        "the stale rows come after the rival's: {tokens:?}"
+    );
+    assert!(!scene.report.is_ok());
+    assert!(
+        !scene
+            .report
+            .violations_of(Invariant::FencedWrites)
+            .is_empty(),
+        "{}",
+        scene.report
+    );
+    assert!(
+        !scene
+            .report
+            .violations_of(Invariant::BeliefOverlap)
+            .is_empty(),
+        "{}",
+        scene.report
+    );
+    // Nothing else is wrong: grants stayed exclusive and ordered.
+    assert!(scene
+        .report
+        .violations_of(Invariant::MutualExclusion)
+        .is_empty());
+    assert!(scene.report.violations_of(Invariant::TokenOrder).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_holder_writes_inside_its_transaction_are_rolled_back() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let port = harness_port(&database.url, &RaceConfig::default())
+        .await
+        .unwrap();
+    port.ensure_schema().await.unwrap();
+    let leases = &port.leases;
+    let scope_name = unique_scope("rollback");
+    let scope = Scope::new(scope_name.clone()).unwrap();
+    let ttl = Ttl::from_millis(TTL_MS).unwrap();
+    let recorder = Recorder::new();
+    let clock = RunClock::start();
+    let holder = SceneWorker {
+        name: "holder",
+        recorder: &recorder,
+        clock,
+    };
+    let rival = SceneWorker {
+        name: "rival",
+        recorder: &recorder,
+        clock,
+    };
+    let holder_owner = Owner::generate();
+    let rival_owner = Owner::generate();
+
+    let op = holder.invoke(SceneWorker::acquire_op(
+        &scope_name,
+        holder_owner.as_str(),
+        ttl.as_micros(),
+    ));
+    let acquired = leases.acquire(&scope, &holder_owner, ttl).await;
+    holder.complete_acquire(op, &acquired);
+    let stale = acquired.unwrap();
+    holder.belief(&stale, true);
+
+    // The holder writes first and fences last, inside one transaction.
+    let commit = holder.invoke(commit_op(&stale, 1, 3));
+    let mut transaction = leases.begin().await.unwrap();
+    let written: Vec<i64> = sqlx::query_scalar(sql::INSERT_GUARDED)
+        .bind(scope.as_str())
+        .bind(holder_owner.as_str())
+        .bind(stale.token.0)
+        .bind(1_i64)
+        .bind(3_i32)
+        .fetch_all(transaction.connection())
+        .await
+        .unwrap();
+    assert_eq!(written.len(), 3);
+
+    // The stall: the grant expires, the rival takes over and commits.
+    tokio::time::sleep(Duration::from_millis(u64::try_from(TTL_MS).unwrap() + 100)).await;
+    let op = rival.invoke(SceneWorker::acquire_op(
+        &scope_name,
+        rival_owner.as_str(),
+        ttl.as_micros(),
+    ));
+    let taken = leases.acquire(&scope, &rival_owner, ttl).await;
+    rival.complete_acquire(op, &taken);
+    let current = taken.unwrap();
+    assert_eq!(
+        current.token,
+        stale.token.next(),
+        "a takeover gets the next token"
+    );
+    rival.belief(&current, true);
+    let op = rival.invoke(commit_op(&current, 1, 2));
+    let receipt = port
+        .commit(
+            &current,
+            GuardedCycle {
+                cycle_id: 1,
+                items: 2,
+            },
+        )
+        .await
+        .unwrap();
+    rival.complete(
+        op,
+        Outcome::Ok {
+            result: leaseproof_history::OpResult::Committed {
+                committed_at_us: receipt.fenced_at.micros,
+            },
+        },
+    );
+
+    // The holder wakes, fences: refused; its writes roll back with the transaction.
+    let fenced = leases.fence(&mut transaction, &stale).await.unwrap();
+    assert_eq!(fenced, None, "the fence refuses the stale token");
+    transaction.rollback().await.unwrap();
+    holder.complete(
+        commit,
+        Outcome::Fail {
+            reason: FailReason::Stale,
+        },
+    );
+    holder.belief(&stale, false);
+
+    let (history, report) = judge(&port, &scope_name, &recorder, BTreeSet::new())
+        .await
+        .unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.refused_stale_commits, 1);
+    assert_eq!(report.stats.takeovers, 1);
+    assert_eq!(history.guarded_rows.len(), 2, "only the rival's rows exist");
+    assert!(history
+        .guarded_rows
+        .iter()
+        .all(|row| row.owner == rival_owner.as_str() && row.token == 2));
+}

@@ -1,0 +1,99 @@
+//! Helpers for scenes the tests drive by hand: recording operations made
+//! directly through `PostgresLeases` into a history, so the checker judges
+//! hand-made scenes exactly like worker-loop races.
+
+use leaseproof_history::{EventKind, FailReason, Op, OpResult, Outcome, Recorder, Stamp};
+use leaseproof_protocol::{Lease, LeaseError};
+use leaseproof_races::clock::RunClock;
+
+/// Records one hand-driven worker's operations.
+pub struct SceneWorker<'a> {
+    pub name: &'static str,
+    pub recorder: &'a Recorder,
+    pub clock: RunClock,
+}
+
+impl SceneWorker<'_> {
+    fn stamp(&self) -> Stamp<'_> {
+        let now = self.clock.elapsed_us();
+        Stamp {
+            worker: self.name,
+            incarnation: 0,
+            true_time_us: now,
+            local_time_us: now,
+        }
+    }
+
+    pub fn invoke(&self, op: Op) -> u64 {
+        self.recorder.invoke(self.stamp(), op)
+    }
+
+    pub fn complete(&self, op_id: u64, outcome: Outcome) {
+        self.recorder.complete(self.stamp(), op_id, outcome);
+    }
+
+    pub fn belief(&self, lease: &Lease, start: bool) {
+        let scope = lease.scope.to_string();
+        let token = token(lease);
+        let kind = if start {
+            EventKind::BeliefStart { scope, token }
+        } else {
+            EventKind::BeliefEnd {
+                scope,
+                token,
+                reason: "scene".into(),
+            }
+        };
+        self.recorder.record(self.stamp(), kind);
+    }
+
+    /// Records an acquisition's invoke and its outcome.
+    pub fn acquire_op(lease_scope: &str, owner: &str, ttl_us: i64) -> Op {
+        Op::Acquire {
+            scope: lease_scope.to_string(),
+            owner: owner.to_string(),
+            ttl_us,
+        }
+    }
+
+    pub fn complete_acquire(&self, op_id: u64, result: &Result<Lease, LeaseError>) {
+        let outcome = match result {
+            Ok(lease) => Outcome::Ok {
+                result: lease_result(lease),
+            },
+            Err(LeaseError::Held { .. }) => Outcome::Fail {
+                reason: FailReason::Held,
+            },
+            Err(error) if error.is_outcome_unknown() => Outcome::Unknown {
+                reason: error.to_string(),
+            },
+            Err(error) => Outcome::Fail {
+                reason: FailReason::Error(error.to_string()),
+            },
+        };
+        self.complete(op_id, outcome);
+    }
+}
+
+pub fn token(lease: &Lease) -> u64 {
+    u64::try_from(lease.token.0).expect("tokens are positive")
+}
+
+pub fn lease_result(lease: &Lease) -> OpResult {
+    OpResult::Lease {
+        token: token(lease),
+        owner: lease.owner.to_string(),
+        granted_at_us: lease.granted_at.micros,
+        expires_at_us: lease.expires_at.micros,
+    }
+}
+
+pub fn commit_op(lease: &Lease, cycle_id: u64, items: u32) -> Op {
+    Op::Commit {
+        scope: lease.scope.to_string(),
+        owner: lease.owner.to_string(),
+        token: token(lease),
+        cycle_id,
+        items,
+    }
+}
