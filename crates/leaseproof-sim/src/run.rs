@@ -463,6 +463,9 @@ fn apply(
 ) {
     let at_us = sim.elapsed().as_micros() as i64;
     let mut applied = true;
+    // The host factory borrows the slots when a worker restarts: bounce after
+    // the borrow ends.
+    let mut bounce_worker = None;
     let mut slots = slots.borrow_mut();
     match event {
         FaultEvent::CrashWorker(index) => {
@@ -488,7 +491,7 @@ fn apply(
             } else {
                 slot.crashed -= 1;
                 if slot.crashed == 0 {
-                    sim.bounce(plan.workers[*index].name.as_str());
+                    bounce_worker = Some(plan.workers[*index].name.as_str());
                 } else {
                     applied = false;
                 }
@@ -532,6 +535,10 @@ fn apply(
                 }
             }
         }
+    }
+    drop(slots);
+    if let Some(name) = bounce_worker {
+        sim.bounce(name);
     }
     trace.line_at(at_us, None, || {
         format!(

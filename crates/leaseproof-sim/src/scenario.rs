@@ -123,7 +123,7 @@ impl Default for Faults {
 
 mod defaults {
     pub fn tick_ms() -> u64 {
-        10
+        20
     }
     pub fn cycles_per_grant() -> u32 {
         3
