@@ -5,5 +5,6 @@
 //! `LEASEPROOF_REQUIRE_PG=1`.
 
 mod pause_takeover;
+mod schema;
 mod support;
 mod task_races;
