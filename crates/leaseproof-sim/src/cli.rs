@@ -68,6 +68,9 @@ pub struct ReplayArgs {
     /// Where to write the trace (default `leaseproof-replay-<scenario>-<seed>.trace`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write the trace file only; print just the verdict.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
@@ -253,10 +256,10 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
     };
     let outcome = run(&scenario, args.seed, options);
     let text = outcome.trace.join("\n") + "\n";
-    let stdout = std::io::stdout();
-    let mut stdout = stdout.lock();
-    // A closed pipe (`| head`) is not an error worth a panic.
-    let _ = stdout.write_all(text.as_bytes());
+    if !args.quiet {
+        // A closed pipe (`| head`) is not an error worth a panic.
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    }
     let path = args.out.unwrap_or_else(|| {
         PathBuf::from(format!(
             "leaseproof-replay-{}-{}.trace",

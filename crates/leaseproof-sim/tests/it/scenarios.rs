@@ -1,0 +1,69 @@
+//! Goal: scenarios are data that load, validate, and draw faults within
+//! their ranges. Method: load every default scenario, reject bad files, and
+//! check the drawn plan against the ranges.
+
+use leaseproof_sim::{FaultEvent, FaultPlan, Scenario};
+
+#[test]
+fn every_default_scenario_loads_from_file_and_embedded_alike() {
+    let names: Vec<&str> = leaseproof_sim::EMBEDDED
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    for required in [
+        "skewed-clocks",
+        "crash-mid-cycle",
+        "gc-pause",
+        "partition",
+        "lost-replies",
+        "concurrent-schema",
+        "chaos",
+    ] {
+        assert!(names.contains(&required), "{required} missing");
+        let from_file = Scenario::load(required).expect("loads");
+        let embedded = Scenario::embedded(required).expect("embedded");
+        assert_eq!(from_file, embedded);
+        assert_eq!(from_file.name, required);
+    }
+}
+
+#[test]
+fn misspelt_or_inverted_fields_are_rejected() {
+    let base = leaseproof_sim::EMBEDDED[0].1;
+    let misspelt = format!("{base}\nworkerz = 3\n");
+    assert!(Scenario::parse(&misspelt, "test").is_err());
+    let inverted = base.replace("work_ms = [1200, 2600]", "work_ms = [2600, 1200]");
+    assert_ne!(inverted, base);
+    assert!(Scenario::parse(&inverted, "test").is_err());
+    assert!(Scenario::load("no-such-scenario").is_err());
+}
+
+#[test]
+fn drawn_faults_stay_within_the_scenario_ranges() {
+    let scenario = Scenario::load("chaos").expect("chaos loads");
+    let faults = &scenario.faults;
+    for seed in 0..50 {
+        let plan = FaultPlan::draw(&scenario, seed);
+        assert_eq!(
+            plan,
+            FaultPlan::draw(&scenario, seed),
+            "drawing is deterministic"
+        );
+        assert_eq!(plan.workers.len() as u32, scenario.workers);
+        for worker in &plan.workers {
+            let offset_ms = worker.clock_offset_us / 1_000;
+            assert!((faults.clock_offset_ms[0]..=faults.clock_offset_ms[1]).contains(&offset_ms));
+            assert!((faults.clock_drift_ppm[0]..=faults.clock_drift_ppm[1])
+                .contains(&worker.clock_drift_ppm));
+        }
+        let crashes = plan
+            .schedule
+            .iter()
+            .filter(|(_, event)| matches!(event, FaultEvent::CrashDb))
+            .count() as u32;
+        assert!(crashes <= faults.db_crashes[1]);
+        assert!(plan.schedule.windows(2).all(|pair| pair[0].0 <= pair[1].0));
+        let header = plan.header(&scenario, false);
+        assert!(header[0].starts_with(&format!("SEED={seed} scenario=chaos")));
+    }
+}
