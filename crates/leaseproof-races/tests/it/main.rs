@@ -4,6 +4,7 @@
 //! server they print a loud skip line, and fail instead under
 //! `LEASEPROOF_REQUIRE_PG=1`.
 
+mod faults;
 mod pause_takeover;
 mod schema;
 mod support;
