@@ -5,6 +5,7 @@
 //! `LEASEPROOF_REQUIRE_PG=1`.
 
 mod faults;
+mod lost_reply;
 mod pause_takeover;
 mod schema;
 mod support;

@@ -1,0 +1,154 @@
+//! Ambiguous outcome: the reply to an acquisition is lost after the server committed it.
+//!
+//! Goal: show the worker treats a lost reply as unknown (not as a failure), that
+//! its retry with the same owner is idempotent, and that the history stays
+//! valid. Method: a loopback TCP proxy ([`LostReplyProxy`]) between the
+//! worker's pool and the server; armed just before the worker's first
+//! acquisition, it forwards the statement, drops the server's reply once the
+//! statement completed and closes the connection. Before the retry the test
+//! reads the lease row directly: the lost acquisition did commit. A rival on
+//! its own pool races for the same scope meanwhile. Invariant: the acquisition
+//! is recorded unknown; the retry returns the same token (1), not the next;
+//! the checker finds no violation.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leaseproof_history::{EventKind, OpResult, Outcome, Recorder};
+use leaseproof_postgres::{HarnessPort, PostgresLeases};
+use leaseproof_protocol::semantics::LeaseRow;
+use leaseproof_protocol::{LeasePort as _, Owner, Scope};
+use leaseproof_races::clock::RunClock;
+use leaseproof_races::hooks::PauseOnce;
+use leaseproof_races::proxy::LostReplyProxy;
+use leaseproof_races::race::{connect_pool_with, harness_port, judge, unique_scope};
+use leaseproof_races::RaceConfig;
+use leaseproof_worker::{run_worker, Hooks, Step};
+
+const RIVAL_DELAY_MS: u64 = 150;
+
+/// Arms the proxy before the first acquisition; before the second, reads the
+/// lease row on a direct connection to see what the lost one did.
+struct LoseFirstAcquisitionReply {
+    proxy: Arc<LostReplyProxy>,
+    direct: PostgresLeases,
+    scope: Scope,
+    acquisitions: AtomicU32,
+    row_before_retry: Mutex<Option<LeaseRow>>,
+}
+
+impl Hooks for LoseFirstAcquisitionReply {
+    async fn before(&self, step: Step) {
+        if step != Step::Acquire {
+            return;
+        }
+        match self.acquisitions.fetch_add(1, Ordering::SeqCst) {
+            0 => self.proxy.arm(),
+            1 => {
+                let row = self.direct.row(&self.scope).await.unwrap();
+                *self.row_before_retry.lock().unwrap() = row;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_acquisition_reply_is_unknown_and_the_retry_is_idempotent() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let race = RaceConfig {
+        ttl_ms: 300,
+        ..RaceConfig::default()
+    };
+    let direct = harness_port(&database.url, &race).await.unwrap();
+    direct.ensure_schema().await.unwrap();
+    let (proxy, through_proxy) = LostReplyProxy::in_front_of(&database.url).await.unwrap();
+    let proxy = Arc::new(proxy);
+    let pool = connect_pool_with(through_proxy, 1, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let proxied = HarnessPort::new(PostgresLeases::new(pool));
+
+    let scope_name = unique_scope("lost-reply");
+    let scope = Scope::new(scope_name.clone()).unwrap();
+    let owner = Owner::generate();
+    let mut worker = race
+        .worker_config("proxied".into(), owner.clone(), scope.clone(), 10_000_000)
+        .unwrap();
+    worker.cycles = 3;
+    worker.cycles_per_grant = 3;
+    let mut rival = race
+        .worker_config("rival".into(), Owner::generate(), scope.clone(), 10_000_000)
+        .unwrap();
+    rival.cycles = 2;
+    let hooks = LoseFirstAcquisitionReply {
+        proxy: Arc::clone(&proxy),
+        direct: direct.leases.clone(),
+        scope: scope.clone(),
+        acquisitions: AtomicU32::new(0),
+        row_before_retry: Mutex::new(None),
+    };
+    // The rival starts once the proxied worker holds the scope: a refusal's
+    // reply lost instead would prove nothing about a committed acquisition.
+    let rival_hooks = PauseOnce::at(Step::Acquire, Duration::from_millis(RIVAL_DELAY_MS));
+    let recorder = Recorder::new();
+    let clock = RunClock::start();
+    let (summary, rival_summary) = tokio::join!(
+        run_worker(&proxied, &worker, &clock, &hooks, &recorder),
+        run_worker(&direct, &rival, &clock, &rival_hooks, &recorder),
+    );
+
+    assert_eq!(proxy.replies_dropped(), 1, "exactly one reply was lost");
+    assert_eq!(summary.unknown, 1, "the lost reply is an unknown outcome");
+    assert_eq!(summary.commits, 3);
+    assert_eq!(rival_summary.commits, 2);
+    // The lost acquisition committed: the row was ours before we retried.
+    let row = hooks
+        .row_before_retry
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the lost acquisition created the row");
+    assert_eq!(row.owner, owner);
+    assert_eq!(row.token.0, 1);
+
+    let (history, report) = judge(&direct, &scope_name, &recorder, Default::default())
+        .await
+        .unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.unknown_ops, 1);
+    assert!(report.stats.takeovers >= 1, "the rival raced for real");
+    // The retry right after the unknown outcome got the same token and grant.
+    let proxied_outcomes: Vec<&Outcome> = history
+        .events
+        .iter()
+        .filter(|event| event.worker == "proxied")
+        .filter_map(|event| match &event.kind {
+            EventKind::Complete { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(proxied_outcomes[0], Outcome::Unknown { .. }),
+        "{proxied_outcomes:?}"
+    );
+    let Outcome::Ok {
+        result:
+            OpResult::Lease {
+                token,
+                granted_at_us,
+                ..
+            },
+    } = proxied_outcomes[1]
+    else {
+        panic!("the retry succeeded: {proxied_outcomes:?}");
+    };
+    assert_eq!(*token, 1, "idempotent: same token, not the next");
+    assert_eq!(
+        *granted_at_us, row.granted_at.micros,
+        "idempotent: same grant"
+    );
+}
