@@ -7,6 +7,7 @@
 mod faults;
 mod lost_reply;
 mod pause_takeover;
+mod processes;
 mod schema;
 mod support;
 mod task_races;
