@@ -58,7 +58,13 @@ impl RaceArgs {
 /// Runs the race the arguments describe and prints the summary; success only
 /// for a clean, real race.
 pub async fn run_race(args: RaceArgs) -> ExitCode {
-    match race(&args).await {
+    run_race_with(args, None).await
+}
+
+/// [`run_race`] with another way to start worker processes than this
+/// executable's `race-worker` subcommand (tests use their own entry point).
+pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> ExitCode {
+    match race(&args, launcher).await {
         Ok(outcome) => {
             let summary = outcome.summary();
             print!("{summary}");
@@ -75,7 +81,7 @@ pub async fn run_race(args: RaceArgs) -> ExitCode {
     }
 }
 
-async fn race(args: &RaceArgs) -> Result<RaceOutcome, RaceError> {
+async fn race(args: &RaceArgs, launcher: Option<WorkerLauncher>) -> Result<RaceOutcome, RaceError> {
     // The fresh database lives as long as the race.
     let mut _database = None;
     let url = match &args.database_url {
@@ -90,7 +96,10 @@ async fn race(args: &RaceArgs) -> Result<RaceOutcome, RaceError> {
     };
     let config = args.race_config();
     if args.processes > 0 {
-        let launcher = WorkerLauncher::current_exe(&[WORKER_SUBCOMMAND])?;
+        let launcher = match launcher {
+            Some(launcher) => launcher,
+            None => WorkerLauncher::current_exe(&[WORKER_SUBCOMMAND])?,
+        };
         process_race(&url, args.processes, &config, &launcher).await
     } else {
         task_race(&url, &config).await

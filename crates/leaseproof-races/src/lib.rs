@@ -28,6 +28,6 @@ pub mod process;
 pub mod proxy;
 pub mod race;
 
-pub use cli::{run_race, verify_race, RaceArgs};
+pub use cli::{run_race, run_race_with, verify_race, RaceArgs};
 pub use process::{process_race, run_worker_process, WorkerLauncher, WORKER_CONFIG_ENV};
 pub use race::{task_race, RaceConfig, RaceError, RaceOutcome, Summary};

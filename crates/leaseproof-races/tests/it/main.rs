@@ -4,6 +4,7 @@
 //! server they print a loud skip line, and fail instead under
 //! `LEASEPROOF_REQUIRE_PG=1`.
 
+mod cli;
 mod faults;
 mod lost_reply;
 mod pause_takeover;
