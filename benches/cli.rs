@@ -1,0 +1,336 @@
+//! `leaseproof bench`: every workload beside its baselines, in one table.
+//!
+//! Goal: one command that answers "what does acquisition under contention
+//! cost here?" as ratios to `SELECT 1` (the round-trip limit) and to
+//! `pg_try_advisory_xact_lock`, both measured in the same run at the same
+//! contention, and says where the project's goals stand.
+//! Method: rows are measured grouped by contention level, baselines first, so
+//! a row and its baselines are taken close together in time; the transaction
+//! count per attempt comes from `pg_stat_database`.
+//! Invariant: the goals are reported as measured — "met" or "NOT met" — and a
+//! run with a wrong outcome (a loser granted, a fence lost) fails the command.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::measure::{measure, transactions_per_operation, Measurement};
+use crate::workload::Workload;
+use crate::BenchError;
+
+/// Arguments of `leaseproof bench`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct BenchArgs {
+    /// Short run: 0.5 s per row at 1 and 8 contenders (finishes in under 30 s).
+    #[arg(long)]
+    pub quick: bool,
+    /// Seconds each row is measured for [default: 3, or 0.5 with --quick].
+    #[arg(long, value_name = "SECONDS")]
+    pub seconds: Option<f64>,
+    /// Measure in this database (the lease and guarded tables are created in
+    /// it, under scope names unique to the run). Default: a fresh database on
+    /// `DATABASE_URL`'s server, else on a throwaway cluster.
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+}
+
+/// What one run measures.
+#[derive(Debug, Clone)]
+struct Plan {
+    seconds_per_row: f64,
+    contention_levels: Vec<usize>,
+    lifecycle_levels: Vec<usize>,
+}
+
+impl Plan {
+    fn from_args(args: &BenchArgs) -> Plan {
+        let seconds_per_row = args
+            .seconds
+            .unwrap_or(if args.quick { 0.5 } else { 3.0 })
+            .max(0.05);
+        let contention_levels = if args.quick {
+            vec![1, 8]
+        } else {
+            vec![1, 2, 8, 32]
+        };
+        Plan {
+            seconds_per_row,
+            contention_levels,
+            lifecycle_levels: vec![1, 8],
+        }
+    }
+
+    /// (workload, contenders) in measuring order, baselines first per level.
+    fn rows(&self) -> Vec<(Workload, usize)> {
+        let mut rows = Vec::new();
+        for &contenders in &self.contention_levels {
+            for workload in [
+                Workload::SelectOne,
+                Workload::AdvisoryXactLock,
+                Workload::AcquireHeld,
+                Workload::AcquireHeldUnguarded,
+                Workload::AcquireHeldViaLibrary,
+                Workload::AcquireTakeover,
+                Workload::AcquireUncontended,
+            ] {
+                rows.push((workload, contenders));
+            }
+            if self.lifecycle_levels.contains(&contenders) {
+                for workload in [
+                    Workload::Renew,
+                    Workload::ReleaseReacquire,
+                    Workload::UnfencedWrite,
+                    Workload::FencedCommit,
+                ] {
+                    rows.push((workload, contenders));
+                }
+            }
+        }
+        rows.push((Workload::TakeoverLatency, 8));
+        rows
+    }
+}
+
+/// The transaction counts per attempt, for the goals.
+#[derive(Debug, Clone, Copy)]
+struct TransactionCounts {
+    loser: f64,
+    takeover: f64,
+}
+
+/// Runs the benchmark on the server the arguments name and prints the table.
+/// `FAILURE` when no server is available or a run's outcome was wrong; a goal
+/// not met is reported, not a failure.
+pub async fn run_bench(args: BenchArgs) -> ExitCode {
+    let plan = Plan::from_args(&args);
+    // Keeps the fresh database alive for the run (dropped on a DATABASE_URL server).
+    let mut _fresh = None;
+    let url = match &args.database_url {
+        Some(url) => url.clone(),
+        None => match leaseproof_pgcluster::shared_server().await {
+            Ok(server) => match server.fresh_database().await {
+                Ok(database) => {
+                    let url = database.url.clone();
+                    _fresh = Some(database);
+                    url
+                }
+                Err(error) => {
+                    eprintln!("leaseproof bench: creating a database: {error}");
+                    return ExitCode::FAILURE;
+                }
+            },
+            Err(unavailable) => {
+                eprintln!("{}", leaseproof_pgcluster::skip_line(&unavailable));
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    match run_plan(&url, &plan).await {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("leaseproof bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_plan(url: &str, plan: &Plan) -> Result<String, BenchError> {
+    let duration = Duration::from_secs_f64(plan.seconds_per_row);
+    let rows = plan.rows();
+    eprintln!(
+        "leaseproof bench: {} rows x {:.2} s, contenders {:?}",
+        rows.len(),
+        plan.seconds_per_row,
+        plan.contention_levels
+    );
+    let mut measurements = Vec::with_capacity(rows.len());
+    for (workload, contenders) in rows {
+        let measurement = measure(url, workload, contenders, duration).await?;
+        eprintln!(
+            "  {:<28} x{:<3} {:>10.0}/s",
+            workload.name(),
+            contenders,
+            measurement.throughput_per_second
+        );
+        measurements.push(measurement);
+    }
+    let contenders = 8;
+    let counts = TransactionCounts {
+        loser: transactions_per_operation(url, Workload::AcquireHeld, contenders, 100, 600).await?,
+        takeover: transactions_per_operation(url, Workload::AcquireTakeover, contenders, 100, 600)
+            .await?,
+    };
+    Ok(report(plan, &measurements, counts))
+}
+
+fn format_duration(duration: Duration) -> String {
+    let micros = duration.as_secs_f64() * 1e6;
+    if micros >= 10_000.0 {
+        format!("{:.1} ms", micros / 1000.0)
+    } else {
+        format!("{micros:.0} µs")
+    }
+}
+
+fn ratio(value: f64, baseline: Option<f64>) -> String {
+    match baseline {
+        Some(baseline) if baseline > 0.0 => format!("{:.2}x", value / baseline),
+        _ => "-".to_string(),
+    }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+fn report(plan: &Plan, measurements: &[Measurement], counts: TransactionCounts) -> String {
+    let by_key: BTreeMap<(usize, &'static str), &Measurement> = measurements
+        .iter()
+        .map(|m| ((m.contenders, m.workload.name()), m))
+        .collect();
+    let throughput = |workload: Workload, contenders: usize| {
+        by_key
+            .get(&(contenders, workload.name()))
+            .map(|m| m.throughput_per_second)
+    };
+    let p50 = |workload: Workload, contenders: usize| {
+        by_key
+            .get(&(contenders, workload.name()))
+            .map(|m| m.p50.as_secs_f64())
+    };
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "leaseproof bench: {:.2} s per row; ratios are throughput / the baseline's at the same contenders, this run",
+        plan.seconds_per_row
+    );
+    let _ = writeln!(
+        out,
+        "{:<28} {:>4} {:>11} {:>9} {:>9} {:>9} {:>9}  note",
+        "operation", "n", "ops/s", "p50", "p99", "/select1", "/advisory"
+    );
+    for m in measurements {
+        let mut note = String::new();
+        if m.workload.is_acquisition() {
+            note = format!("granted {}", m.granted);
+        }
+        if m.workload == Workload::FencedCommit {
+            if let Some(unfenced) = throughput(Workload::UnfencedWrite, m.contenders) {
+                note = format!(
+                    "fence costs {:.2}x unfenced",
+                    unfenced / m.throughput_per_second
+                );
+            }
+        }
+        if let Some(takeover) = m.takeover {
+            note = format!(
+                "{note}; takeover after expiry p50/p99: server {}/{}, client {}/{}",
+                format_duration(takeover.server_p50),
+                format_duration(takeover.server_p99),
+                format_duration(takeover.client_p50),
+                format_duration(takeover.client_p99),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{:<28} {:>4} {:>11.0} {:>9} {:>9} {:>9} {:>9}  {}",
+            m.workload.name(),
+            m.contenders,
+            m.throughput_per_second,
+            format_duration(m.p50),
+            format_duration(m.p99),
+            ratio(
+                m.throughput_per_second,
+                throughput(Workload::SelectOne, m.contenders)
+            ),
+            ratio(
+                m.throughput_per_second,
+                throughput(Workload::AdvisoryXactLock, m.contenders)
+            ),
+            note
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<28} {:>4} {:>11}  (pg_stat_database; loser {:.2}, takeover workload {:.2})",
+        "transactions per attempt",
+        8,
+        format!("{:.2}", counts.loser.max(counts.takeover)),
+        counts.loser,
+        counts.takeover
+    );
+
+    let _ = writeln!(out, "goals:");
+    let loser = throughput(Workload::AcquireHeld, 8);
+    let select_one = throughput(Workload::SelectOne, 8);
+    let advisory = throughput(Workload::AdvisoryXactLock, 8);
+    if let (Some(loser), Some(select_one), Some(advisory)) = (loser, select_one, advisory) {
+        let to_select = loser / select_one;
+        let to_advisory = loser / advisory;
+        let _ = writeln!(
+            out,
+            "  losing acquisitions, 8-way, / SELECT 1:         {to_select:.2}x  (goal >= 0.80x) {}",
+            verdict(to_select >= 0.80)
+        );
+        let _ = writeln!(
+            out,
+            "  losing acquisitions, 8-way, / advisory lock:    {to_advisory:.2}x  (goal >= 0.90x) {}",
+            verdict(to_advisory >= 0.90)
+        );
+        if let Some(unguarded) = throughput(Workload::AcquireHeldUnguarded, 8) {
+            let _ = writeln!(
+                out,
+                "  (the seed's bare upsert, 8-way, / SELECT 1:     {:.2}x)",
+                unguarded / select_one
+            );
+        }
+    }
+    let one_transaction = (counts.loser - 1.0).abs() < 0.05 && (counts.takeover - 1.0).abs() < 0.05;
+    let latency_parity = match (p50(Workload::AcquireHeld, 1), p50(Workload::SelectOne, 1)) {
+        (Some(acquire), Some(select_one)) => acquire / select_one,
+        _ => f64::NAN,
+    };
+    let via_pool = match (
+        p50(Workload::AcquireHeldViaLibrary, 1),
+        p50(Workload::SelectOne, 1),
+    ) {
+        (Some(library), Some(select_one)) => library / select_one,
+        _ => f64::NAN,
+    };
+    let _ = writeln!(
+        out,
+        "  one round trip per attempt: {:.2} / {:.2} transactions per losing / takeover attempt; \
+         p50 at 1 contender {latency_parity:.2}x SELECT 1 on a connection, {via_pool:.2}x through \
+         PostgresLeases on a default sqlx pool  {}",
+        counts.loser,
+        counts.takeover,
+        verdict(one_transaction && latency_parity < 1.5)
+    );
+    for writers in &plan.lifecycle_levels {
+        if let (Some(fenced), Some(unfenced)) = (
+            p50(Workload::FencedCommit, *writers),
+            p50(Workload::UnfencedWrite, *writers),
+        ) {
+            let cost = fenced / unfenced;
+            let throughput_cost = throughput(Workload::UnfencedWrite, *writers)
+                .zip(throughput(Workload::FencedCommit, *writers))
+                .map_or(f64::NAN, |(unfenced, fenced)| unfenced / fenced);
+            let _ = writeln!(
+                out,
+                "  fenced commit, {writers} writer(s) on one lease: p50 {cost:.2}x, throughput cost \
+                 {throughput_cost:.2}x the unfenced write  (goal <= 1.30x) {}",
+                verdict(cost <= 1.30 && throughput_cost <= 1.30)
+            );
+        }
+    }
+    out
+}

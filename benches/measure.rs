@@ -1,0 +1,231 @@
+//! Measurements: throughput and latency percentiles of one run, takeover
+//! latency from the grants it saw, and the server's transaction count.
+//!
+//! Goal: the numbers of one (workload, contenders) run, computed one way for
+//! the CLI table, the criterion benches and the test.
+//! Method: every operation's latency goes into a per-contender `Vec`; the run
+//! sorts the union once (a run of a few seconds is at most a few hundred
+//! thousand samples). Takeover latency pairs consecutive tokens of one scope.
+//! Invariant: grants of one scope never overlap (I1), asserted on every run:
+//! the benchmark is also a race test that happens to time itself.
+
+use std::time::Duration;
+
+use sqlx::{Connection as _, PgConnection};
+
+use crate::rig::{Grant, Rig};
+use crate::workload::Workload;
+use crate::BenchError;
+
+/// One contender's counts and latencies.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) operations: u64,
+    pub(crate) granted: u64,
+    pub(crate) latencies_ns: Vec<u64>,
+}
+
+impl Tally {
+    pub(crate) fn record(&mut self, latency: Duration, granted: bool) {
+        self.operations += 1;
+        self.granted += u64::from(granted);
+        self.latencies_ns
+            .push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+    }
+}
+
+/// Delay from a grant's `expires_at` to the next grant of the same scope.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TakeoverLatency {
+    /// Consecutive grant pairs measured.
+    pub takeovers: u64,
+    /// Median of `next.granted_at − previous.expires_at`, server time.
+    pub server_p50: Duration,
+    /// 99th percentile of the same.
+    pub server_p99: Duration,
+    /// Mean of the same.
+    pub server_mean: Duration,
+    /// Median of (reply received, client wall clock) − `previous.expires_at`:
+    /// what a waiting worker observes. Client and server share this host's
+    /// clock when the server is local; against a remote server it includes
+    /// the clocks' offset.
+    pub client_p50: Duration,
+    /// 99th percentile of the same.
+    pub client_p99: Duration,
+}
+
+/// The result of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measurement {
+    /// What ran.
+    pub workload: Workload,
+    /// How many contenders ran it concurrently.
+    pub contenders: usize,
+    /// Operations completed, all contenders together.
+    pub operations: u64,
+    /// Operations that were granted a lease.
+    pub granted: u64,
+    /// Wall time of the run, from the first start to the last contender's end.
+    pub elapsed: Duration,
+    /// `operations / elapsed`.
+    pub throughput_per_second: f64,
+    /// Median latency of one operation.
+    pub p50: Duration,
+    /// 99th-percentile latency of one operation.
+    pub p99: Duration,
+    /// For runs that saw consecutive grants of one scope: the takeover delays.
+    pub takeover: Option<TakeoverLatency>,
+}
+
+/// The `q`-quantile (0..=1) of sorted nanoseconds, nearest rank.
+fn quantile(sorted_ns: &[u64], q: f64) -> Duration {
+    if sorted_ns.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((sorted_ns.len() as f64) * q).ceil() as usize;
+    let index = rank.clamp(1, sorted_ns.len()) - 1;
+    Duration::from_nanos(sorted_ns[index])
+}
+
+/// Takeover delays from the grants of one scope; asserts I1 on the way.
+fn takeover_latency(mut grants: Vec<Grant>) -> Option<TakeoverLatency> {
+    grants.sort_by_key(|grant| grant.token);
+    grants.dedup_by_key(|grant| grant.token);
+    let mut server_us = Vec::new();
+    let mut client_us = Vec::new();
+    for pair in grants.windows(2) {
+        let (previous, next) = (pair[0], pair[1]);
+        assert!(next.token > previous.token);
+        // I1: grant intervals of one scope never overlap.
+        assert!(
+            next.granted_at_us >= previous.expires_at_us,
+            "grant {} at {} overlaps grant {} expiring at {}",
+            next.token,
+            next.granted_at_us,
+            previous.token,
+            previous.expires_at_us
+        );
+        if next.token != previous.token + 1 {
+            continue; // a grant in between was not seen (warm-up): not a pair
+        }
+        server_us.push(next.granted_at_us - previous.expires_at_us);
+        client_us.push((next.received_at_us - previous.expires_at_us).max(0));
+    }
+    if server_us.is_empty() {
+        return None;
+    }
+    let to_sorted_ns = |values: Vec<i64>| {
+        let mut ns: Vec<u64> = values
+            .into_iter()
+            .map(|us| u64::try_from(us).unwrap_or(0) * 1_000)
+            .collect();
+        ns.sort_unstable();
+        ns
+    };
+    let (server, client) = (to_sorted_ns(server_us), to_sorted_ns(client_us));
+    let server_mean_ns = server.iter().sum::<u64>() / server.len() as u64;
+    Some(TakeoverLatency {
+        takeovers: server.len() as u64,
+        server_p50: quantile(&server, 0.50),
+        server_p99: quantile(&server, 0.99),
+        server_mean: Duration::from_nanos(server_mean_ns),
+        client_p50: quantile(&client, 0.50),
+        client_p99: quantile(&client, 0.99),
+    })
+}
+
+impl Measurement {
+    pub(crate) fn from_run(
+        workload: Workload,
+        contenders: usize,
+        elapsed: Duration,
+        tallies: Vec<Tally>,
+        grants: Vec<Grant>,
+    ) -> Measurement {
+        let operations: u64 = tallies.iter().map(|tally| tally.operations).sum();
+        let granted: u64 = tallies.iter().map(|tally| tally.granted).sum();
+        assert!(granted <= operations);
+        assert_eq!(grants.len() as u64, granted, "every grant is recorded once");
+        let mut latencies_ns: Vec<u64> = tallies
+            .into_iter()
+            .flat_map(|tally| tally.latencies_ns)
+            .collect();
+        latencies_ns.sort_unstable();
+        let takeover = match workload {
+            Workload::AcquireTakeover | Workload::TakeoverLatency => takeover_latency(grants),
+            _ => None,
+        };
+        Measurement {
+            workload,
+            contenders,
+            operations,
+            granted,
+            elapsed,
+            throughput_per_second: operations as f64 / elapsed.as_secs_f64().max(1e-9),
+            p50: quantile(&latencies_ns, 0.50),
+            p99: quantile(&latencies_ns, 0.99),
+            takeover,
+        }
+    }
+}
+
+/// Runs `workload` with `contenders` concurrent contenders, each on its own
+/// connection to `url`, for `duration`, after setup and warm-up (not timed).
+pub async fn measure(
+    url: &str,
+    workload: Workload,
+    contenders: usize,
+    duration: Duration,
+) -> Result<Measurement, BenchError> {
+    let rig = Rig::prepare(url, workload, contenders).await?;
+    let measurement = rig.run_for(duration).await;
+    rig.close().await;
+    measurement
+}
+
+/// Committed plus rolled-back transactions of the current database, as the
+/// statistics system has them now (a fresh snapshot).
+async fn transactions_so_far(url: &str) -> Result<i64, BenchError> {
+    // Backends report their counts when they exit (or after a second idle);
+    // give the closed contenders' backends a moment to exit.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let mut connection = PgConnection::connect(url).await?;
+    let transactions: i64 = sqlx::query_scalar(
+        "SELECT (xact_commit + xact_rollback)::int8 FROM pg_stat_database \
+         WHERE datname = current_database()",
+    )
+    .fetch_one(&mut connection)
+    .await?;
+    let _ = connection.close().await;
+    Ok(transactions)
+}
+
+/// Server transactions per operation of `workload`, from `pg_stat_database`:
+/// the evidence that an acquisition is one autocommit statement.
+///
+/// Two runs of `operations_small` and `operations_large` operations per
+/// contender, each on freshly prepared (and then closed) connections; the
+/// difference of their transaction counts divided by the difference of their
+/// operations cancels everything the runs share (connecting, preparing
+/// statements, warm-up, setup, the count's own query). Other sessions on the
+/// same database during the count would inflate it.
+pub async fn transactions_per_operation(
+    url: &str,
+    workload: Workload,
+    contenders: usize,
+    operations_small: u64,
+    operations_large: u64,
+) -> Result<f64, BenchError> {
+    assert!(operations_large > operations_small);
+    let mut deltas = Vec::with_capacity(2);
+    for per_contender in [operations_small, operations_large] {
+        let before = transactions_so_far(url).await?;
+        let rig = Rig::prepare(url, workload, contenders).await?;
+        rig.run_count(per_contender * contenders as u64).await?;
+        rig.close().await;
+        let after = transactions_so_far(url).await?;
+        deltas.push(after - before);
+    }
+    let operations = (operations_large - operations_small) * contenders as u64;
+    Ok((deltas[1] - deltas[0]) as f64 / operations as f64)
+}

@@ -1,0 +1,548 @@
+//! The contenders: one connection each, looping one workload's operation.
+//!
+//! Goal: a load generator the criterion benches and `leaseproof bench` share.
+//! Method: [`Rig::prepare`] opens one connection per contender, creates the
+//! lease and guarded tables, sets up what the workload contends on (a held
+//! lease, one lease per contender, ...) under names unique to this rig, and runs
+//! two warm-up operations per contender so every statement is prepared (sqlx
+//! caches prepared statements per connection) before anything is timed. Then
+//! [`Rig::run_for`] or [`Rig::run_count`] moves each contender into its own
+//! tokio task and times every operation.
+//! Invariant: a run's outcomes are checked, not just timed — a loser on a held
+//! lease that was granted, a renewal or fence that found its lease gone, or a
+//! takeover whose grant overlaps its predecessor's is an error, never a figure.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use leaseproof_postgres::{sql, PostgresLeases};
+use leaseproof_protocol::{LeaseError, Owner, Scope, Ttl};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection as _, PgConnection};
+
+use crate::measure::{Measurement, Tally};
+use crate::workload::{Workload, HELD_TTL, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL};
+use crate::BenchError;
+
+/// One grant observed by a contender: the server's times and when the reply
+/// reached the client (wall clock of this host, µs since the epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The grant's fencing token.
+    pub token: i64,
+    /// Server time of the grant, µs since the epoch.
+    pub granted_at_us: i64,
+    /// Server time the grant expires, µs since the epoch.
+    pub expires_at_us: i64,
+    /// Client wall time when the granting reply arrived, µs since the epoch.
+    pub received_at_us: i64,
+}
+
+enum Link {
+    Connection(PgConnection),
+    Library(PostgresLeases),
+}
+
+struct Contender {
+    workload: Workload,
+    link: Link,
+    /// The scope this contender acts on (shared or its own).
+    scope: Scope,
+    /// The owner it acquires as; a new incarnation after each takeover win.
+    owner: Owner,
+    owner_prefix: String,
+    incarnation: u64,
+    /// Token of the lease it renews, releases, or writes under.
+    token: i64,
+    /// The owner of the lease the guarded writes run under.
+    writer_owner: Owner,
+    advisory_key: i64,
+    cycle_id: i64,
+    grants: Vec<Grant>,
+}
+
+/// A prepared set of contenders for one workload, reusable across runs.
+#[derive(Debug)]
+pub struct Rig {
+    workload: Workload,
+    contenders_count: usize,
+    contenders: tokio::sync::Mutex<Vec<Contender>>,
+}
+
+impl std::fmt::Debug for Contender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Contender")
+            .field("workload", &self.workload)
+            .field("scope", &self.scope)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+static RIG_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn wall_time_us() -> i64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the wall clock is after 1970");
+    i64::try_from(since_epoch.as_micros()).expect("µs since the epoch fit in i64")
+}
+
+fn ttl_of(duration: Duration) -> Ttl {
+    Ttl::from_duration(duration).expect("the benchmark's TTLs are valid")
+}
+
+fn ttl_for(workload: Workload) -> Ttl {
+    match workload {
+        Workload::AcquireTakeover => ttl_of(TAKEOVER_TTL),
+        Workload::TakeoverLatency => ttl_of(TAKEOVER_LATENCY_TTL),
+        _ => ttl_of(HELD_TTL),
+    }
+}
+
+fn name(text: String) -> Result<Scope, BenchError> {
+    Scope::new(text).map_err(|error| BenchError::Setup(error.to_string()))
+}
+
+fn owner(text: String) -> Result<Owner, BenchError> {
+    Owner::new(text).map_err(|error| BenchError::Setup(error.to_string()))
+}
+
+async fn create_table(connection: &mut PgConnection, ddl: &str) -> Result<(), BenchError> {
+    // Two rigs preparing at once on a fresh database race on `pg_type`
+    // (DESIGN.md); the retry finds the table.
+    if sqlx::query(ddl).execute(&mut *connection).await.is_err() {
+        sqlx::query(ddl).execute(&mut *connection).await?;
+    }
+    Ok(())
+}
+
+/// One acquisition statement on a connection; the grant when a row came back.
+async fn acquire_on(
+    connection: &mut PgConnection,
+    statement: &'static str,
+    scope: &Scope,
+    owner: &Owner,
+    ttl: Ttl,
+) -> Result<Option<Grant>, sqlx::Error> {
+    let row: Option<(i64, i64, i64)> = sqlx::query_as(statement)
+        .bind(scope.as_str())
+        .bind(owner.as_str())
+        .bind(ttl.as_micros())
+        .fetch_optional(connection)
+        .await?;
+    let received_at_us = wall_time_us();
+    Ok(row.map(|(token, granted_at_us, expires_at_us)| Grant {
+        token,
+        granted_at_us,
+        expires_at_us,
+        received_at_us,
+    }))
+}
+
+impl Contender {
+    fn connection(&mut self) -> &mut PgConnection {
+        match &mut self.link {
+            Link::Connection(connection) => connection,
+            Link::Library(_) => unreachable!("only the library workload has no connection"),
+        }
+    }
+
+    fn next_incarnation(&mut self) -> Result<(), BenchError> {
+        self.incarnation += 1;
+        self.owner = owner(format!("{}/{}", self.owner_prefix, self.incarnation))?;
+        Ok(())
+    }
+
+    /// Records a grant; asserts what every grant must satisfy.
+    fn granted(&mut self, grant: Grant) {
+        assert!(grant.token >= 1);
+        assert!(grant.expires_at_us > grant.granted_at_us);
+        self.grants.push(grant);
+    }
+
+    /// One operation. Returns whether it was granted a lease.
+    async fn operate(&mut self) -> Result<bool, BenchError> {
+        let workload = self.workload;
+        let ttl = ttl_for(workload);
+        match workload {
+            Workload::SelectOne => {
+                let one: i32 = sqlx::query_scalar("SELECT 1")
+                    .fetch_one(self.connection())
+                    .await?;
+                assert_eq!(one, 1);
+                Ok(false)
+            }
+            Workload::AdvisoryXactLock => {
+                let key = self.advisory_key;
+                let _locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+                    .bind(key)
+                    .fetch_one(self.connection())
+                    .await?;
+                Ok(false)
+            }
+            Workload::AcquireHeld
+            | Workload::AcquireHeldUnguarded
+            | Workload::AcquireTakeover
+            | Workload::AcquireUncontended
+            | Workload::TakeoverLatency => {
+                let statement = if workload == Workload::AcquireHeldUnguarded {
+                    sql::ACQUIRE_UNGUARDED
+                } else {
+                    sql::ACQUIRE
+                };
+                let (scope, owner) = (self.scope.clone(), self.owner.clone());
+                let grant = acquire_on(self.connection(), statement, &scope, &owner, ttl).await?;
+                let Some(grant) = grant else {
+                    return Ok(false);
+                };
+                self.granted(grant);
+                if matches!(
+                    workload,
+                    Workload::AcquireTakeover | Workload::TakeoverLatency
+                ) {
+                    // The winner "crashes": it never renews, and goes on as a
+                    // new incarnation, so its next win is a takeover too.
+                    self.next_incarnation()?;
+                }
+                Ok(true)
+            }
+            Workload::AcquireHeldViaLibrary => {
+                let Link::Library(leases) = &self.link else {
+                    unreachable!("the library workload has a pool");
+                };
+                match leases.acquire(&self.scope, &self.owner, ttl).await {
+                    Ok(lease) => {
+                        let grant = Grant {
+                            token: lease.token.0,
+                            granted_at_us: lease.granted_at.micros,
+                            expires_at_us: lease.expires_at.micros,
+                            received_at_us: wall_time_us(),
+                        };
+                        self.granted(grant);
+                        Ok(true)
+                    }
+                    Err(LeaseError::Held { .. }) => Ok(false),
+                    Err(error) => Err(error.into()),
+                }
+            }
+            Workload::Renew => {
+                let (scope, owner, token) = (self.scope.clone(), self.owner.clone(), self.token);
+                let row: Option<(i64, i64)> = sqlx::query_as(sql::RENEW)
+                    .bind(scope.as_str())
+                    .bind(owner.as_str())
+                    .bind(token)
+                    .bind(ttl.as_micros())
+                    .fetch_optional(self.connection())
+                    .await?;
+                if row.is_none() {
+                    return Err(BenchError::Outcome(format!(
+                        "renewal of {scope} token {token} found the lease gone"
+                    )));
+                }
+                Ok(false)
+            }
+            Workload::ReleaseReacquire => {
+                let (scope, owner, token) = (self.scope.clone(), self.owner.clone(), self.token);
+                let released: Option<(i64,)> = sqlx::query_as(sql::RELEASE)
+                    .bind(scope.as_str())
+                    .bind(owner.as_str())
+                    .bind(token)
+                    .fetch_optional(self.connection())
+                    .await?;
+                if released.is_none() {
+                    return Err(BenchError::Outcome(format!(
+                        "release of {scope} token {token} found the lease gone"
+                    )));
+                }
+                let grant = acquire_on(self.connection(), sql::ACQUIRE, &scope, &owner, ttl)
+                    .await?
+                    .ok_or_else(|| {
+                        BenchError::Outcome(format!("re-acquiring released {scope} was refused"))
+                    })?;
+                assert!(grant.token > token, "a new grant gets a greater token");
+                self.token = grant.token;
+                self.granted(grant);
+                Ok(true)
+            }
+            Workload::FencedCommit | Workload::UnfencedWrite => {
+                self.cycle_id += 1;
+                let (scope, writer, token, cycle_id) = (
+                    self.scope.clone(),
+                    self.writer_owner.clone(),
+                    self.token,
+                    self.cycle_id,
+                );
+                let mut transaction = self.connection().begin().await?;
+                if workload == Workload::FencedCommit {
+                    let fenced_at: Option<i64> = sqlx::query_scalar(sql::HOLD_FOR_UPDATE)
+                        .bind(scope.as_str())
+                        .bind(writer.as_str())
+                        .bind(token)
+                        .fetch_optional(&mut *transaction)
+                        .await?;
+                    if fenced_at.is_none() {
+                        return Err(BenchError::Outcome(format!(
+                            "the fence found {scope} token {token} lost"
+                        )));
+                    }
+                }
+                sqlx::query(sql::INSERT_GUARDED)
+                    .bind(scope.as_str())
+                    .bind(writer.as_str())
+                    .bind(token)
+                    .bind(cycle_id)
+                    .bind(1_i32)
+                    .execute(&mut *transaction)
+                    .await?;
+                transaction.commit().await?;
+                Ok(false)
+            }
+        }
+    }
+}
+
+/// When a contender stops.
+#[derive(Debug, Clone)]
+enum Stop {
+    Deadline(Instant),
+    Operations(u64),
+    /// When all contenders together have been granted this many leases.
+    Grants(u64, Arc<AtomicU64>),
+}
+
+async fn run_contender(
+    mut contender: Contender,
+    stop: Stop,
+) -> (Contender, Result<Tally, BenchError>) {
+    let mut tally = Tally::default();
+    loop {
+        match &stop {
+            Stop::Deadline(deadline) if Instant::now() >= *deadline => break,
+            Stop::Operations(operations) if tally.operations >= *operations => break,
+            Stop::Grants(grants, seen) if seen.load(Ordering::SeqCst) >= *grants => break,
+            _ => {}
+        }
+        let started = Instant::now();
+        let granted = match contender.operate().await {
+            Ok(granted) => granted,
+            Err(error) => return (contender, Err(error)),
+        };
+        tally.record(started.elapsed(), granted);
+        if let (Stop::Grants(_, seen), true) = (&stop, granted) {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    (contender, Ok(tally))
+}
+
+impl Rig {
+    /// Opens `contenders` connections to `url` (a pool of that size for
+    /// [`Workload::AcquireHeldViaLibrary`]), creates the tables, sets up what
+    /// the workload contends on, and warms every contender up.
+    pub async fn prepare(
+        url: &str,
+        workload: Workload,
+        contenders: usize,
+    ) -> Result<Rig, BenchError> {
+        assert!(contenders >= 1, "a run needs at least one contender");
+        let run_id = format!(
+            "{pid}-{counter}-{nanos}",
+            pid = std::process::id(),
+            counter = RIG_COUNTER.fetch_add(1, Ordering::Relaxed),
+            nanos = wall_time_us()
+        );
+        let mut setup = PgConnection::connect(url).await?;
+        create_table(&mut setup, sql::CREATE_LEASES).await?;
+        create_table(&mut setup, sql::CREATE_GUARDED).await?;
+
+        let shared_scope = name(format!("bench/{run_id}/shared"))?;
+        let holder = owner(format!("bench/{run_id}/holder"))?;
+        let mut holder_token = 0;
+        if matches!(
+            workload,
+            Workload::AcquireHeld
+                | Workload::AcquireHeldUnguarded
+                | Workload::AcquireHeldViaLibrary
+                | Workload::FencedCommit
+                | Workload::UnfencedWrite
+        ) {
+            let grant = acquire_on(
+                &mut setup,
+                sql::ACQUIRE,
+                &shared_scope,
+                &holder,
+                ttl_of(HELD_TTL),
+            )
+            .await?
+            .ok_or_else(|| BenchError::Setup(format!("{shared_scope} was not free")))?;
+            holder_token = grant.token;
+        }
+        let library = if workload == Workload::AcquireHeldViaLibrary {
+            let pool = PgPoolOptions::new()
+                .max_connections(u32::try_from(contenders).expect("contenders fit in u32"))
+                .min_connections(u32::try_from(contenders).expect("contenders fit in u32"))
+                .connect(url)
+                .await?;
+            Some(PostgresLeases::new(pool))
+        } else {
+            None
+        };
+
+        let mut prepared = Vec::with_capacity(contenders);
+        for index in 0..contenders {
+            let own_scope = matches!(
+                workload,
+                Workload::AcquireUncontended | Workload::Renew | Workload::ReleaseReacquire
+            );
+            let scope = if own_scope {
+                name(format!("bench/{run_id}/c{index}"))?
+            } else {
+                shared_scope.clone()
+            };
+            let owner_prefix = format!("bench/{run_id}/c{index}");
+            let link = match &library {
+                Some(leases) => Link::Library(leases.clone()),
+                None => Link::Connection(PgConnection::connect(url).await?),
+            };
+            let mut contender = Contender {
+                workload,
+                link,
+                scope,
+                owner: owner(format!("{owner_prefix}/0"))?,
+                owner_prefix,
+                incarnation: 0,
+                token: holder_token,
+                writer_owner: holder.clone(),
+                advisory_key: 0x6c65_6173_6570, // one key: all contenders contend on it
+                cycle_id: i64::try_from(index).expect("index fits") * 1_000_000_000,
+                grants: Vec::new(),
+            };
+            if matches!(workload, Workload::Renew | Workload::ReleaseReacquire) {
+                let (scope, owner) = (contender.scope.clone(), contender.owner.clone());
+                let grant = acquire_on(
+                    contender.connection(),
+                    sql::ACQUIRE,
+                    &scope,
+                    &owner,
+                    ttl_of(HELD_TTL),
+                )
+                .await?
+                .ok_or_else(|| BenchError::Setup(format!("{scope} was not free")))?;
+                contender.token = grant.token;
+            }
+            prepared.push(contender);
+        }
+        let _ = setup.close().await;
+
+        let rig = Rig {
+            workload,
+            contenders_count: contenders,
+            contenders: tokio::sync::Mutex::new(prepared),
+        };
+        // Warm-up: prepares every statement on every connection.
+        rig.run(Stop::Operations(2)).await?;
+        Ok(rig)
+    }
+
+    /// The workload this rig runs.
+    pub fn workload(&self) -> Workload {
+        self.workload
+    }
+
+    /// How many contenders run concurrently.
+    pub fn contenders(&self) -> usize {
+        self.contenders_count
+    }
+
+    /// Every contender loops its operation until `duration` has passed.
+    pub async fn run_for(&self, duration: Duration) -> Result<Measurement, BenchError> {
+        let deadline = Instant::now() + duration;
+        self.run(Stop::Deadline(deadline)).await
+    }
+
+    /// `operations` operations in total, spread evenly over the contenders,
+    /// all running concurrently; the wall time they took (criterion's
+    /// `iter_custom`).
+    pub async fn run_count(&self, operations: u64) -> Result<Duration, BenchError> {
+        let per_contender = operations.div_ceil(self.contenders_count as u64).max(1);
+        Ok(self.run(Stop::Operations(per_contender)).await?.elapsed)
+    }
+
+    /// Runs until the contenders together were granted `grants` leases (for
+    /// the takeover workloads; others would never stop).
+    pub async fn run_until_grants(&self, grants: u64) -> Result<Measurement, BenchError> {
+        assert!(
+            matches!(
+                self.workload,
+                Workload::AcquireTakeover | Workload::TakeoverLatency
+            ),
+            "only takeover workloads keep being granted"
+        );
+        self.run(Stop::Grants(grants, Arc::new(AtomicU64::new(0))))
+            .await
+    }
+
+    async fn run(&self, stop: Stop) -> Result<Measurement, BenchError> {
+        let mut contenders = self.contenders.lock().await;
+        let started = Instant::now();
+        let tasks: Vec<_> = contenders
+            .drain(..)
+            .map(|contender| tokio::spawn(run_contender(contender, stop.clone())))
+            .collect();
+        let mut tallies = Vec::with_capacity(tasks.len());
+        let mut first_error = None;
+        for task in tasks {
+            let (contender, tally) = task.await.expect("a contender task panicked");
+            contenders.push(contender);
+            match tally {
+                Ok(tally) => tallies.push(tally),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        let elapsed = started.elapsed();
+        if let Some(error) = first_error {
+            return Err(error);
+        }
+        let grants: Vec<Grant> = contenders
+            .iter_mut()
+            .flat_map(|contender| contender.grants.drain(..))
+            .collect();
+        let measurement = Measurement::from_run(
+            self.workload,
+            self.contenders_count,
+            elapsed,
+            tallies,
+            grants,
+        );
+        if matches!(
+            self.workload,
+            Workload::AcquireHeld
+                | Workload::AcquireHeldUnguarded
+                | Workload::AcquireHeldViaLibrary
+        ) && measurement.granted != 0
+        {
+            return Err(BenchError::Outcome(format!(
+                "{}: {} losers on a held lease were granted it",
+                self.workload, measurement.granted
+            )));
+        }
+        Ok(measurement)
+    }
+
+    /// Closes every connection (politely, so the server counts their
+    /// statistics at once).
+    pub async fn close(self) {
+        for contender in self.contenders.into_inner() {
+            match contender.link {
+                Link::Connection(connection) => {
+                    let _ = connection.close().await;
+                }
+                Link::Library(leases) => leases.pool().close().await,
+            }
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! The load generator's own tests: one binary, a module per topic.
+
+mod load;
