@@ -250,11 +250,22 @@ pub async fn process_race(
     let deadline = Duration::from_millis(
         config.duration_max_ms + CHILD_GRACE_MS + u64::try_from(START_DELAY_MS).unwrap_or(0),
     );
-    let outputs = tokio::time::timeout(deadline, join_all_outputs(children))
-        .await
-        .map_err(|_| {
-            RaceError::Process(format!("worker processes still running after {deadline:?}"))
-        })?;
+    // Each child is awaited on its own task; on timeout the tasks are aborted,
+    // which drops the children and so kills them (`kill_on_drop`).
+    let waits: Vec<_> = children
+        .into_iter()
+        .map(|child| tokio::spawn(child.wait_with_output()))
+        .collect();
+    let abort_handles: Vec<_> = waits.iter().map(|wait| wait.abort_handle()).collect();
+    let outputs = match tokio::time::timeout(deadline, join_all_outputs(waits)).await {
+        Ok(outputs) => outputs,
+        Err(_) => {
+            abort_handles.iter().for_each(|handle| handle.abort());
+            return Err(RaceError::Process(format!(
+                "worker processes still running after {deadline:?}; killed"
+            )));
+        }
+    };
     let mut histories = Vec::with_capacity(processes);
     let mut summaries = Vec::with_capacity(processes);
     for (worker_config, output) in configs.iter().zip(outputs) {
@@ -306,12 +317,8 @@ pub async fn process_race(
 }
 
 async fn join_all_outputs(
-    children: Vec<tokio::process::Child>,
+    waits: Vec<tokio::task::JoinHandle<std::io::Result<std::process::Output>>>,
 ) -> Vec<std::io::Result<std::process::Output>> {
-    let waits: Vec<_> = children
-        .into_iter()
-        .map(|child| tokio::spawn(child.wait_with_output()))
-        .collect();
     let mut outputs = Vec::with_capacity(waits.len());
     for wait in waits {
         outputs.push(wait.await.unwrap_or_else(|error| {
