@@ -27,6 +27,7 @@ use crate::support::{commit_op, SceneWorker};
 const TTL_MS: i64 = 200;
 const RETRY_INTERVAL_MS: u64 = 10;
 const DOWNTIME_MS: u64 = 600;
+const SCHEDULING_MARGIN_MS: i64 = 200;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() {
@@ -135,10 +136,12 @@ async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() 
         taken.granted_at >= lease.expires_at,
         "no takeover before expiry"
     );
-    // Taken over within TTL plus one retry interval (and a scheduling margin).
+    // Taken over within TTL plus one retry interval, plus a margin for one
+    // round trip and scheduling on a loaded 2-core machine (I5's bound).
     let late_us = taken.granted_at.micros - lease.expires_at.micros;
+    eprintln!("takeover {late_us} µs after the killed holder's expiry");
     assert!(
-        late_us <= (RETRY_INTERVAL_MS as i64 + 50) * 1_000,
+        late_us <= (RETRY_INTERVAL_MS as i64 + SCHEDULING_MARGIN_MS) * 1_000,
         "takeover {late_us} µs after expiry"
     );
     rival.belief(&taken, true);

@@ -3,7 +3,7 @@
 //! Goal: show the fence is what keeps a stalled holder's writes out, and that
 //! the checker catches the damage when it is missing. Method: the shared worker
 //! loop with a 150 ms TTL; the holder pauses 450 ms between its belief check
-//! and its commit (the GC pause), the rival starts 40 ms late, waits out the
+//! and its commit (the GC pause), the rival starts 100 ms late, waits out the
 //! expiry and commits. Fenced, the stale commit is refused; through the
 //! test-only unfenced path (`commit_unfenced`) the same scene writes the stale
 //! rows after the rival's, and the checker must flag it. A hand-driven scene
@@ -28,7 +28,7 @@ use crate::support::{commit_op, SceneWorker};
 
 const TTL_MS: i64 = 150;
 const HOLDER_PAUSE_MS: u64 = 450;
-const RIVAL_DELAY_MS: u64 = 40;
+const RIVAL_DELAY_MS: u64 = 100;
 
 struct Scene {
     report: leaseproof_history::CheckReport,
