@@ -363,8 +363,8 @@ pub async fn read_guarded_rows(
                 rows.retain(|row| row.scope == scope);
                 return Ok(rows);
             }
-            Err(error) if attempt < ATTEMPTS_MAX => {
-                let _ = error;
+            // Only the reading is retried: the rows are what they are.
+            Err(_) if attempt < ATTEMPTS_MAX => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(error) => return Err(error.into()),
