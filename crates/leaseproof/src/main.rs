@@ -5,6 +5,7 @@
 //! and says what it checked. The other subcommands run one stage with its
 //! knobs exposed, or replay a failure.
 
+mod model;
 mod verify;
 
 use std::process::ExitCode;
@@ -26,6 +27,17 @@ struct Cli {
 enum Command {
     /// Run every check on the embedded default and report what was verified.
     Verify(verify::VerifyArgs),
+    /// Check the stateright model of the protocol and its broken variants.
+    Model(model::ModelArgs),
+    /// Sweep simulation scenarios over seeds (deterministic, turmoil).
+    Sim(leaseproof_sim::cli::SimArgs),
+    /// Replay one simulation seed and print (and save) its whole trace.
+    Replay(leaseproof_sim::cli::ReplayArgs),
+    /// Race workers (tasks or OS processes) on a real PostgreSQL server.
+    Race(leaseproof_races::cli::RaceArgs),
+    /// One worker process of `race --processes` (internal).
+    #[command(name = "race-worker", hide = true)]
+    RaceWorker,
     /// Start a throwaway PostgreSQL cluster, print its DATABASE_URL, and keep it
     /// until standard input closes (for running the tests against one server).
     Pg,
@@ -35,6 +47,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Verify(args) => verify::run(args),
+        Command::Model(args) => model::run(args),
+        Command::Sim(args) => leaseproof_sim::cli::run_sim(args),
+        Command::Replay(args) => leaseproof_sim::cli::run_replay(args),
+        Command::Race(args) => runtime().block_on(leaseproof_races::cli::run_race(args)),
+        Command::RaceWorker => match std::env::var(leaseproof_races::WORKER_CONFIG_ENV) {
+            Ok(config_json) => {
+                runtime().block_on(leaseproof_races::run_worker_process(&config_json))
+            }
+            Err(_) => {
+                eprintln!("leaseproof race-worker: {} is not set; this subcommand is run by `race --processes`", leaseproof_races::WORKER_CONFIG_ENV);
+                ExitCode::from(2)
+            }
+        },
         Command::Pg => {
             runtime().block_on(leaseproof_pgcluster::serve_throwaway_until_stdin_closes())
         }

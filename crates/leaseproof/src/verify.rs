@@ -16,12 +16,15 @@ pub struct VerifyArgs {
     /// Seed for the seeded stages (the differential script).
     #[arg(long, default_value_t = 0x1ea5e)]
     pub seed: u64,
+    /// Simulation seeds per scenario.
+    #[arg(long, default_value_t = 200)]
+    pub sim_seeds: u64,
 }
 
 /// The verdict of one check.
 struct Check {
     stage: &'static str,
-    name: &'static str,
+    name: String,
     passed: bool,
     detail: String,
     seconds: f64,
@@ -36,11 +39,21 @@ impl Report {
     fn record(
         &mut self,
         stage: &'static str,
-        name: &'static str,
+        name: impl Into<String>,
         started: Instant,
         outcome: Result<String, String>,
     ) {
-        let seconds = started.elapsed().as_secs_f64();
+        self.record_seconds(stage, name, started.elapsed().as_secs_f64(), outcome);
+    }
+
+    fn record_seconds(
+        &mut self,
+        stage: &'static str,
+        name: impl Into<String>,
+        seconds: f64,
+        outcome: Result<String, String>,
+    ) {
+        let name = name.into();
         let (passed, detail) = match outcome {
             Ok(detail) => (true, detail),
             Err(detail) => (false, detail),
@@ -89,7 +102,10 @@ pub fn run(args: VerifyArgs) -> ExitCode {
         .build()
         .expect("tokio runtime");
     let mut report = Report::default();
+    model_stage(&mut report);
+    simulation_stage(&args, &mut report);
     runtime.block_on(postgres_stage(&args, &mut report));
+    runtime.block_on(race_stage(&mut report));
     report.finish()
 }
 
@@ -207,6 +223,96 @@ async fn postgres_stage(args: &VerifyArgs, report: &mut Report) {
     report.record(
         STAGE,
         "the fence makes a takeover wait for the commit",
+        started,
+        outcome,
+    );
+}
+
+/// The reference model exhausted (2 workers) and every broken variant refuted.
+fn model_stage(report: &mut Report) {
+    const STAGE: &str = "model";
+    for variant in leaseproof_models::Variant::ALL {
+        let started = Instant::now();
+        let config =
+            leaseproof_models::CheckConfig::new(leaseproof_models::LeaseModel::new(2, variant));
+        let result = leaseproof_models::check(&config);
+        let outcome = match (variant.expected_violation(), result.as_expected()) {
+            (None, true) => Ok(format!(
+                "every property holds over {} states (exhaustive)",
+                result.unique_states
+            )),
+            (None, false) => Err(format!("the reference model failed a property:\n{result}")),
+            (Some(property), true) => Ok(format!(
+                "refuted: {property} fails in {} steps",
+                result
+                    .counterexample
+                    .as_ref()
+                    .map_or(0, |trace| trace.steps.len())
+            )),
+            (Some(property), false) => Err(format!(
+                "variant {variant} was NOT refuted (expected {property} to fail)"
+            )),
+        };
+        let name = if variant == leaseproof_models::Variant::Reference {
+            "reference protocol (2 workers)".to_string()
+        } else {
+            format!("variant {}", variant.name())
+        };
+        report.record(STAGE, name, started, outcome);
+    }
+}
+
+/// Every simulation scenario swept over the default seeds, fenced: clean.
+fn simulation_stage(args: &VerifyArgs, report: &mut Report) {
+    const STAGE: &str = "simulation";
+    for summary in leaseproof_sim::cli::verify_sweep(0..args.sim_seeds) {
+        let outcome = if summary.failures.is_empty() {
+            Ok(format!(
+                "{} seeds clean: {} takeovers, {} commits, {} stale commits refused, {} unknown outcomes, {} belief overlaps",
+                summary.seeds_run,
+                summary.takeovers,
+                summary.commits,
+                summary.refused_stale_commits,
+                summary.unknown_ops,
+                summary.belief_overlaps
+            ))
+        } else {
+            let first = &summary.failures[0];
+            Err(format!(
+                "{} of {} seeds failed; replay the first: cargo run --release -- replay {} --seed {}",
+                summary.failures.len(),
+                summary.seeds_run,
+                summary.scenario,
+                first.seed
+            ))
+        };
+        report.record_seconds(
+            STAGE,
+            format!("scenario {}", summary.scenario),
+            summary.wall.as_secs_f64(),
+            outcome,
+        );
+    }
+}
+
+/// A short task race on the real server, judged by the checker.
+async fn race_stage(report: &mut Report) {
+    const STAGE: &str = "race";
+    let started = Instant::now();
+    let outcome = match leaseproof_races::cli::verify_race().await {
+        Ok(summary) => Ok(format!(
+            "{} workers: {} grants, {} commits, {} refused, {} events, checker clean",
+            summary.workers,
+            summary.totals.grants,
+            summary.totals.commits,
+            summary.totals.commits_refused,
+            summary.events
+        )),
+        Err(error) => Err(error.to_string()),
+    };
+    report.record(
+        STAGE,
+        "tasks racing on one scope (real server)",
         started,
         outcome,
     );

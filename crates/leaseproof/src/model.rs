@@ -1,0 +1,77 @@
+//! `leaseproof model`: the stateright model of the protocol and its broken variants.
+
+use std::process::ExitCode;
+
+use leaseproof_models::{check, explore, CheckConfig, LeaseModel, ModelReport, Search, Variant};
+
+/// Arguments of `leaseproof model`.
+#[derive(clap::Args, Debug)]
+pub struct ModelArgs {
+    /// Workers in the model (2 or 3 are exhausted in seconds; more grows fast).
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// `reference`, a broken variant's name, or `all`.
+    #[arg(long, default_value = "all")]
+    pub variant: String,
+    /// Serve stateright's web explorer on this address (e.g. 127.0.0.1:3000) instead of checking.
+    #[arg(long)]
+    pub explore: Option<String>,
+    /// Exhaust the reference with symmetry reduction (fewer states, longer witnesses).
+    #[arg(long)]
+    pub symmetric: bool,
+}
+
+/// Runs `leaseproof model`.
+pub fn run(args: ModelArgs) -> ExitCode {
+    let variants: Vec<Variant> = if args.variant == "all" {
+        Variant::ALL.to_vec()
+    } else {
+        match args.variant.parse() {
+            Ok(variant) => vec![variant],
+            Err(error) => {
+                eprintln!("leaseproof model: {error}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+    if let Some(address) = args.explore {
+        let variant = variants[0];
+        println!(
+            "serving the explorer for {variant} with {} workers on http://{address}",
+            args.workers
+        );
+        explore(
+            &CheckConfig::new(LeaseModel::new(args.workers, variant)),
+            address,
+        );
+        return ExitCode::SUCCESS;
+    }
+    let mut all_as_expected = true;
+    for variant in variants {
+        let mut config = CheckConfig::new(LeaseModel::new(args.workers, variant));
+        if args.symmetric && variant == Variant::Reference {
+            config.search = Search::ExhaustiveSymmetric;
+        }
+        let report = check(&config);
+        print_report(&report);
+        all_as_expected &= report.as_expected();
+    }
+    if all_as_expected {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// One line of verdict, then the report (properties and the counterexample trace).
+pub fn print_report(report: &ModelReport) {
+    let variant = report.config.model.variant;
+    let verdict = match (variant.expected_violation(), report.as_expected()) {
+        (None, true) => "reference: every property holds".to_string(),
+        (None, false) => "reference: PROPERTY FAILED".to_string(),
+        (Some(name), true) => format!("refuted as expected ({name})"),
+        (Some(name), false) => format!("NOT refuted: expected {name} to fail"),
+    };
+    println!("== model {variant}: {verdict}");
+    println!("{report}");
+}
