@@ -208,7 +208,7 @@ impl Contender {
                 }
                 Ok(true)
             }
-            Workload::AcquireHeldViaLibrary => {
+            Workload::AcquireHeldViaLibrary | Workload::AcquireHeldViaLibraryNoPing => {
                 let Link::Library(leases) = &self.link else {
                     unreachable!("the library workload has a pool");
                 };
@@ -365,6 +365,7 @@ impl Rig {
             Workload::AcquireHeld
                 | Workload::AcquireHeldUnguarded
                 | Workload::AcquireHeldViaLibrary
+                | Workload::AcquireHeldViaLibraryNoPing
                 | Workload::FencedCommit
                 | Workload::UnfencedWrite
         ) {
@@ -379,8 +380,12 @@ impl Rig {
             .ok_or_else(|| BenchError::Setup(format!("{shared_scope} was not free")))?;
             holder_token = grant.token;
         }
-        let library = if workload == Workload::AcquireHeldViaLibrary {
+        let library = if matches!(
+            workload,
+            Workload::AcquireHeldViaLibrary | Workload::AcquireHeldViaLibraryNoPing
+        ) {
             let pool = PgPoolOptions::new()
+                .test_before_acquire(workload == Workload::AcquireHeldViaLibrary)
                 .max_connections(u32::try_from(contenders).expect("contenders fit in u32"))
                 .min_connections(u32::try_from(contenders).expect("contenders fit in u32"))
                 .connect(url)
@@ -523,6 +528,7 @@ impl Rig {
             Workload::AcquireHeld
                 | Workload::AcquireHeldUnguarded
                 | Workload::AcquireHeldViaLibrary
+                | Workload::AcquireHeldViaLibraryNoPing
         ) && measurement.granted != 0
         {
             return Err(BenchError::Outcome(format!(

@@ -29,6 +29,10 @@ pub enum Workload {
     /// `PostgresLeases::acquire` on a default sqlx pool of `contenders`
     /// connections: what a user calling the API gets.
     AcquireHeldViaLibrary,
+    /// [`AcquireHeldViaLibrary`](Workload::AcquireHeldViaLibrary) on a pool
+    /// with `test_before_acquire(false)`: without sqlx's default ping (one
+    /// extra round trip) on every checkout.
+    AcquireHeldViaLibraryNoPing,
     /// The guarded acquire on one scope with the shortest TTL
     /// ([`TAKEOVER_TTL`]): the lease keeps expiring and being taken over. A
     /// winner continues as a new owner (a new incarnation), so every grant is
@@ -68,12 +72,13 @@ pub const HELD_TTL: Duration = Duration::from_secs(3600);
 
 impl Workload {
     /// Every workload, baselines first.
-    pub const ALL: [Workload; 12] = [
+    pub const ALL: [Workload; 13] = [
         Workload::SelectOne,
         Workload::AdvisoryXactLock,
         Workload::AcquireHeld,
         Workload::AcquireHeldUnguarded,
         Workload::AcquireHeldViaLibrary,
+        Workload::AcquireHeldViaLibraryNoPing,
         Workload::AcquireTakeover,
         Workload::AcquireUncontended,
         Workload::Renew,
@@ -91,6 +96,7 @@ impl Workload {
             Workload::AcquireHeld => "acquire, held (losers)",
             Workload::AcquireHeldUnguarded => "acquire unguarded, held",
             Workload::AcquireHeldViaLibrary => "acquire, held, via pool",
+            Workload::AcquireHeldViaLibraryNoPing => "acquire, held, pool no ping",
             Workload::AcquireTakeover => "acquire, takeover ttl=1ms",
             Workload::AcquireUncontended => "acquire, uncontended",
             Workload::Renew => "renew",
@@ -129,6 +135,7 @@ impl Workload {
             Workload::AcquireHeld
                 | Workload::AcquireHeldUnguarded
                 | Workload::AcquireHeldViaLibrary
+                | Workload::AcquireHeldViaLibraryNoPing
                 | Workload::AcquireTakeover
                 | Workload::AcquireUncontended
                 | Workload::TakeoverLatency

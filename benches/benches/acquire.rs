@@ -27,6 +27,7 @@ fn main() {
             Workload::AcquireHeld,
             Workload::AcquireHeldUnguarded,
             Workload::AcquireHeldViaLibrary,
+            Workload::AcquireHeldViaLibraryNoPing,
             Workload::AcquireTakeover,
         ] {
             support::bench_workload(&mut group, &runtime, &database.url, workload, contenders);

@@ -40,7 +40,8 @@ async fn every_workload_completes_operations_with_the_right_outcomes() {
             match workload {
                 Workload::AcquireHeld
                 | Workload::AcquireHeldUnguarded
-                | Workload::AcquireHeldViaLibrary => {
+                | Workload::AcquireHeldViaLibrary
+                | Workload::AcquireHeldViaLibraryNoPing => {
                     assert_eq!(measurement.granted, 0, "{workload}: a loser was granted");
                 }
                 Workload::AcquireUncontended | Workload::ReleaseReacquire => {
