@@ -38,7 +38,7 @@ fn replay_reproduces_a_failing_unfenced_seed() {
         "{first_line}"
     );
     assert!(written.contains("PAUSE"), "the trace shows the pause");
-    assert!(written.contains(&failure.first_problem.split(" (events").next().unwrap_or("")));
+    assert!(written.contains(failure.first_problem.split(" (events").next().unwrap_or("")));
 
     let outcome = run(
         &scenario,
