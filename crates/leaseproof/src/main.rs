@@ -35,6 +35,8 @@ enum Command {
     Replay(leaseproof_sim::cli::ReplayArgs),
     /// Race workers (tasks or OS processes) on a real PostgreSQL server.
     Race(leaseproof_races::cli::RaceArgs),
+    /// Measure acquisition under contention beside SELECT 1 and an advisory lock.
+    Bench(leaseproof_benches::BenchArgs),
     /// One worker process of `race --processes` (internal).
     #[command(name = "race-worker", hide = true)]
     RaceWorker,
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => leaseproof_sim::cli::run_sim(args),
         Command::Replay(args) => leaseproof_sim::cli::run_replay(args),
         Command::Race(args) => runtime().block_on(leaseproof_races::cli::run_race(args)),
+        Command::Bench(args) => runtime().block_on(leaseproof_benches::run_bench(args)),
         Command::RaceWorker => match std::env::var(leaseproof_races::WORKER_CONFIG_ENV) {
             Ok(config_json) => {
                 runtime().block_on(leaseproof_races::run_worker_process(&config_json))

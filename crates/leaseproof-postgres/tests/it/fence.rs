@@ -182,3 +182,76 @@ async fn fence_refuses_outside_a_transaction_and_in_another_domain() {
         .await
         .unwrap());
 }
+
+#[tokio::test]
+async fn commit_under_an_older_token_of_the_same_owner_is_refused() {
+    // The fence must match the token, not just the owner: an owner that lost
+    // its grant and was granted again holds a new token; work begun under the
+    // old one is stale.
+    let Some((_database, leases)) = fresh(3).await else {
+        return;
+    };
+    create_results_table(&leases).await;
+    let scope = Scope::new("job").unwrap();
+    let owner = Owner::generate();
+    let ttl = Ttl::from_millis(60_000).unwrap();
+    let old = leases.acquire(&scope, &owner, ttl).await.unwrap();
+    assert!(leases.force_expire(&scope).await.unwrap());
+    let new = leases.acquire(&scope, &owner, ttl).await.unwrap();
+    assert_eq!(new.token, old.token.next());
+    let refused = leases
+        .commit_cycle(&old, |connection: &mut PgConnection| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO results VALUES (1, 1)")
+                    .execute(connection)
+                    .await
+                    .map(drop)
+            })
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(CycleError::Lease(LeaseError::Lost { .. }))),
+        "{refused:?}"
+    );
+    assert!(results(&leases).await.is_empty());
+}
+
+#[tokio::test]
+async fn commit_after_expiry_is_refused_even_before_any_takeover() {
+    // The fence checks expiry too: nobody has taken over yet, but the grant
+    // is over, and a rival may take over at any moment.
+    let Some((_database, leases)) = fresh(3).await else {
+        return;
+    };
+    create_results_table(&leases).await;
+    let scope = Scope::new("job").unwrap();
+    let lease = leases
+        .acquire(
+            &scope,
+            &Owner::generate(),
+            Ttl::from_millis(60_000).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(leases.force_expire(&scope).await.unwrap());
+    let refused = leases
+        .commit_cycle(&lease, |connection: &mut PgConnection| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO results VALUES (1, 1)")
+                    .execute(connection)
+                    .await
+                    .map(drop)
+            })
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(CycleError::Lease(LeaseError::Lost { .. }))),
+        "{refused:?}"
+    );
+    assert!(results(&leases).await.is_empty());
+    assert_eq!(
+        leases.row(&scope).await.unwrap().unwrap().token,
+        lease.token,
+        "no takeover happened"
+    );
+}
