@@ -104,6 +104,7 @@ pub fn run(args: VerifyArgs) -> ExitCode {
     let mut report = Report::default();
     model_stage(&mut report);
     simulation_stage(&args, &mut report);
+    simulation_teeth(&mut report);
     runtime.block_on(postgres_stage(&args, &mut report));
     runtime.block_on(race_stage(&mut report));
     report.finish()
@@ -293,6 +294,53 @@ fn simulation_stage(args: &VerifyArgs, report: &mut Report) {
             outcome,
         );
     }
+}
+
+/// Teeth: the same sweep with every worker unfenced must find violations, and
+/// only the kinds the fence prevents (stale writes, belief overlaps).
+fn simulation_teeth(report: &mut Report) {
+    const STAGE: &str = "simulation";
+    let started = Instant::now();
+    let outcome = (|| {
+        let scenario =
+            leaseproof_sim::Scenario::embedded("gc-pause").map_err(|error| error.to_string())?;
+        let config = leaseproof_sim::SweepConfig {
+            seeds: 0..50,
+            shard: None,
+            jobs: 2,
+            unfenced: true,
+        };
+        let summary = leaseproof_sim::sweep(&scenario, &config, &|_| {});
+        let codes: std::collections::BTreeSet<&str> = summary
+            .failures
+            .iter()
+            .flat_map(|failure| failure.codes.iter().map(String::as_str))
+            .collect();
+        if summary.failures.is_empty() {
+            return Err(
+                "50 unfenced gc-pause seeds found no violation: the harness has no teeth"
+                    .to_string(),
+            );
+        }
+        if codes.iter().any(|code| !matches!(*code, "I3" | "B")) {
+            return Err(format!(
+                "unfenced workers broke more than the fence protects: {codes:?}"
+            ));
+        }
+        Ok(format!(
+            "unfenced workers caught in {} of {} gc-pause seeds ({} violations, kinds {codes:?}); first: cargo run --release -- replay gc-pause --seed {} --unfenced",
+            summary.failures.len(),
+            summary.seeds_run,
+            summary.violations,
+            summary.failures[0].seed
+        ))
+    })();
+    report.record(
+        STAGE,
+        "teeth: unfenced workers are caught",
+        started,
+        outcome,
+    );
 }
 
 /// A short task race on the real server, judged by the checker.
