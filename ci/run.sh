@@ -18,10 +18,27 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test (the README's test command)"
-cargo test --workspace --locked
+test_log="$(mktemp)"
+trap 'rm -f "$test_log"' EXIT
+cargo test --workspace --locked 2>&1 | tee "$test_log"
+test_status=${PIPESTATUS[0]}
+if [ "$test_status" -ne 0 ]; then
+    exit "$test_status"
+fi
+# One closing line for the whole suite (cargo prints one per test binary, and
+# the last of those is usually an empty doc-test run).
+tests_passed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^passed/) sum += $i } END { print sum + 0 }' "$test_log")
+tests_failed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^failed/) sum += $i } END { print sum + 0 }' "$test_log")
+if [ "$tests_passed" -eq 0 ]; then
+    echo "cargo test ran no test" >&2
+    exit 1
+fi
 
 echo "== cargo bench --no-run (benches must build, they are not run in CI)"
 cargo bench --workspace --no-run --locked
 
 echo "== leaseproof verify (the product's main job, on its embedded default)"
 cargo run --release --locked -- verify
+
+echo
+echo "tests: ${tests_passed} passed, ${tests_failed} failed"

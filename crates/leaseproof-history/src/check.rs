@@ -18,7 +18,14 @@
 //! - I4 nothing lost: ok commits are whole in the table, failed ones absent,
 //!   unknown ones whole or absent — never partial;
 //!
-//! It also counts belief overlaps, a violation only for workers configured unfenced.
+//! It also counts belief overlaps, a violation only for workers configured unfenced,
+//! and measures takeovers of dead holders (I5, the bounded part): for each
+//! grant whose holder died (crashed and restarted, or never heard from again)
+//! the delay from its `expires_at` to the next grant of the scope, in server
+//! time. With a [`TakeoverBound`] ([`check_with_takeover_bound`]) a delay
+//! beyond the bound is a violation when a rival was provably waiting for the
+//! scope through the whole window (see [`TakeoverBound`] for the soundness
+//! conditions).
 //!
 //! Server times are compared only with server times, true times only with true
 //! times: the worker clocks may be skewed and never enter a verdict.
@@ -50,19 +57,23 @@ pub enum Invariant {
     NothingLost,
     /// Two workers believed they held one scope at once, one of them unfenced.
     BeliefOverlap,
+    /// I5: a dead holder's scope was taken over later than the bound allows
+    /// although a live rival was waiting for it.
+    BoundedTakeover,
     /// The history itself is inconsistent (a completion without invoke, a
     /// duplicated op id, a result of the wrong kind).
     WellFormed,
 }
 
 impl Invariant {
-    /// The short code used in reports: `I1`…`I4`, `B` or `H`.
+    /// The short code used in reports: `I1`…`I5`, `B` or `H`.
     pub fn code(self) -> &'static str {
         match self {
             Invariant::MutualExclusion => "I1",
             Invariant::TokenOrder => "I2",
             Invariant::FencedWrites => "I3",
             Invariant::NothingLost => "I4",
+            Invariant::BoundedTakeover => "I5",
             Invariant::BeliefOverlap => "B",
             Invariant::WellFormed => "H",
         }
@@ -76,6 +87,7 @@ impl fmt::Display for Invariant {
             Invariant::TokenOrder => "token order",
             Invariant::FencedWrites => "fenced writes",
             Invariant::NothingLost => "nothing lost",
+            Invariant::BoundedTakeover => "bounded takeover",
             Invariant::BeliefOverlap => "belief overlap",
             Invariant::WellFormed => "well-formed history",
         };
@@ -137,6 +149,41 @@ pub struct Stats {
     pub belief_overlaps: u64,
     /// Distinct owners that were granted a lease.
     pub distinct_holders: u64,
+    /// Server-time delays from a dead holder's `expires_at` to the next grant
+    /// of its scope, ascending, in µs. Only judged grants count: the holder
+    /// released nothing, no unknown renewal or re-acquire of its may have
+    /// extended the grant, and the next token is known (no unseen grant between).
+    pub dead_holder_takeover_delays_us: Vec<i64>,
+}
+
+impl Stats {
+    /// The largest delay in [`Stats::dead_holder_takeover_delays_us`], if any.
+    pub fn dead_holder_takeover_delay_us_max(&self) -> Option<i64> {
+        self.dead_holder_takeover_delays_us.last().copied()
+    }
+}
+
+/// The bounded-takeover check (I5): how late a dead holder's scope may be taken
+/// over while a rival waits for it.
+///
+/// Soundness: a rival counts as waiting only if, at the dead grant's
+/// `expires_at` (server time `E`), its last event was an acquisition of the
+/// scope (invoked, or refused / unknown), every event of it up to `E + slack`
+/// is again an acquisition that did not succeed, and it has an event after
+/// `E + slack` (it was alive and running through the whole window). Such a
+/// rival retries by itself, so a free scope must go to someone within one
+/// retry interval plus a round trip. To place worker events (stamped in true
+/// time) on the server's clock the check needs the server clock as a fixed
+/// offset from true time — exact in the simulation, unknown against a real
+/// server, where only the delays are reported. Apply the bound only where the
+/// faults cannot legitimately stall a waiting rival (worker crashes alone; not
+/// partitions, pauses, lost replies or database crashes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TakeoverBound {
+    /// How long after the dead grant's `expires_at` the next grant may come, µs.
+    pub slack_us: i64,
+    /// Server time minus true time (constant): `server = true + this`.
+    pub server_minus_true_us: i64,
 }
 
 /// The checker's verdict.
@@ -169,7 +216,8 @@ impl fmt::Display for CheckReport {
         writeln!(
             formatter,
             "{} violation(s); grants={} renewals={} releases={} takeovers={} commits={} \
-             refused_stale_commits={} unknown_ops={} belief_overlaps={} distinct_holders={}",
+             refused_stale_commits={} unknown_ops={} belief_overlaps={} distinct_holders={} \
+             dead_holder_takeovers={} dead_holder_takeover_delay_us_max={}",
             self.violations.len(),
             stats.grants,
             stats.renewals,
@@ -179,7 +227,11 @@ impl fmt::Display for CheckReport {
             stats.refused_stale_commits,
             stats.unknown_ops,
             stats.belief_overlaps,
-            stats.distinct_holders
+            stats.distinct_holders,
+            stats.dead_holder_takeover_delays_us.len(),
+            stats
+                .dead_holder_takeover_delay_us_max()
+                .map_or("-".to_string(), |delay_us| delay_us.to_string())
         )?;
         for violation in &self.violations {
             writeln!(formatter, "  {violation}")?;
@@ -254,6 +306,26 @@ struct Checker<'h> {
 
 /// Judges `history`: every invariant, every count.
 pub fn check(history: &History, config: &CheckConfig) -> CheckReport {
+    check_inner(history, config, None)
+}
+
+/// Like [`check`], and also judges dead holders' takeovers against `bound` (I5).
+/// The bound is beside [`CheckConfig`] rather than in it so callers that spell
+/// the config out field by field keep compiling.
+pub fn check_with_takeover_bound(
+    history: &History,
+    config: &CheckConfig,
+    bound: &TakeoverBound,
+) -> CheckReport {
+    assert!(bound.slack_us >= 0, "a takeover bound is not negative");
+    check_inner(history, config, Some(bound))
+}
+
+fn check_inner(
+    history: &History,
+    config: &CheckConfig,
+    bound: Option<&TakeoverBound>,
+) -> CheckReport {
     let mut checker = Checker {
         history,
         config,
@@ -267,6 +339,7 @@ pub fn check(history: &History, config: &CheckConfig) -> CheckReport {
     checker.check_guarded_rows();
     checker.check_commits();
     checker.check_beliefs();
+    checker.check_takeovers(bound);
     checker.count_operations();
     let report = checker.report;
     // Postconditions: every verdict carries evidence, and the counts agree.
@@ -278,6 +351,10 @@ pub fn check(history: &History, config: &CheckConfig) -> CheckReport {
     }
     assert!(report.stats.takeovers <= report.stats.grants);
     assert!(report.stats.distinct_holders <= report.stats.grants);
+    assert!(report.stats.dead_holder_takeover_delays_us.len() as u64 <= report.stats.grants);
+    if bound.is_none() {
+        assert!(report.violations_of(Invariant::BoundedTakeover).is_empty());
+    }
     report
 }
 
@@ -1037,6 +1114,153 @@ impl<'h> Checker<'h> {
         }
         for (scope, events, message) in violations {
             self.violation(Invariant::BeliefOverlap, &scope, events, vec![], message);
+        }
+    }
+
+    /// I5's bounded part: dead holders' grants against the next grant of their scope.
+    fn check_takeovers(&mut self, bound: Option<&TakeoverBound>) {
+        type Incarnation<'a> = (&'a str, u64);
+        let events = &self.history.events;
+        let event_at = |index: u64| events.get(index as usize);
+        // Which incarnation each owner is, from the events that invoked its ops.
+        let mut incarnation_of: BTreeMap<&str, Incarnation<'_>> = BTreeMap::new();
+        for record in self.ops.values() {
+            if let Some(event) = event_at(record.invoke_event) {
+                incarnation_of
+                    .entry(record.op.owner())
+                    .or_insert((&event.worker, event.incarnation));
+            }
+        }
+        // Each incarnation's events in order, and each worker's last incarnation.
+        let mut events_of: BTreeMap<Incarnation<'_>, Vec<u64>> = BTreeMap::new();
+        let mut incarnation_max: BTreeMap<&str, u64> = BTreeMap::new();
+        for event in events {
+            events_of
+                .entry((&event.worker, event.incarnation))
+                .or_default()
+                .push(event.index);
+            let highest = incarnation_max.entry(&event.worker).or_insert(0);
+            *highest = (*highest).max(event.incarnation);
+        }
+        // Who may have extended a grant no ok outcome shows (as in I3).
+        let mut extendable: BTreeSet<(&str, &str, Option<u64>)> = BTreeSet::new();
+        for record in self.ops.values().filter(|record| record.is_unknown()) {
+            match record.op {
+                Op::Acquire { scope, owner, .. } => {
+                    extendable.insert((scope, owner, None));
+                }
+                Op::Renew {
+                    scope,
+                    owner,
+                    token,
+                    ..
+                } => {
+                    extendable.insert((scope, owner, Some(*token)));
+                }
+                Op::Release { .. } | Op::Commit { .. } => {}
+            }
+        }
+        let ops = &self.ops;
+        // An event that leaves its worker in the acquisition loop for `scope`:
+        // an acquisition invoked, or one that completed without a grant.
+        let acquiring = |index: u64, scope: &str| -> bool {
+            let Some(event) = event_at(index) else {
+                return false;
+            };
+            let op_id = match &event.kind {
+                EventKind::Invoke { op_id, .. } => op_id,
+                EventKind::Complete { op_id, outcome } => {
+                    if matches!(outcome, Outcome::Ok { .. }) {
+                        return false;
+                    }
+                    op_id
+                }
+                EventKind::BeliefStart { .. } | EventKind::BeliefEnd { .. } => return false,
+            };
+            ops.get(op_id).is_some_and(
+                |record| matches!(record.op, Op::Acquire { scope: wanted, .. } if wanted == scope),
+            )
+        };
+
+        let mut delays_us = Vec::new();
+        let mut violations = Vec::new();
+        for (scope, scope_grants) in &self.grants {
+            for grant in scope_grants.values() {
+                if grant.released.is_some()
+                    || extendable.contains(&(scope, &grant.owner, None))
+                    || extendable.contains(&(scope, &grant.owner, Some(grant.token)))
+                {
+                    continue;
+                }
+                let Some(&holder) = incarnation_of.get(grant.owner.as_str()) else {
+                    continue;
+                };
+                let holder_events = &events_of[&holder];
+                let last_event = *holder_events.last().expect("an owner has events");
+                let restarted = incarnation_max[holder.0] > holder.1;
+                let died_mid_operation = event_at(last_event).is_some_and(|event| {
+                    matches!(&event.kind, EventKind::Invoke { op_id, .. }
+                        if ops.get(op_id).is_some_and(|record| record.completion.is_none()))
+                });
+                let silent_after_grant = last_event <= grant.expires_event;
+                if !(restarted || died_mid_operation || silent_after_grant) {
+                    continue;
+                }
+                // The next grant must be the next token: a gap is a grant no ok
+                // outcome reported, which may have held the scope meanwhile.
+                let Some(next) = scope_grants.get(&(grant.token + 1)) else {
+                    continue;
+                };
+                let expired_at_us = grant.expires_at_us_max;
+                let delay_us = next.granted_at_us - expired_at_us;
+                if delay_us < 0 {
+                    // An overlap: I1's business.
+                    continue;
+                }
+                delays_us.push(delay_us);
+                let Some(bound) = bound else {
+                    continue;
+                };
+                if delay_us <= bound.slack_us {
+                    continue;
+                }
+                let window_end_us = expired_at_us + bound.slack_us;
+                let server_us = |index: u64| {
+                    event_at(index).map_or(i64::MAX, |event| {
+                        event.true_time_us + bound.server_minus_true_us
+                    })
+                };
+                let waiting_rival = events_of.iter().find_map(|(rival, rival_events)| {
+                    if *rival == holder {
+                        return None;
+                    }
+                    let split = rival_events.partition_point(|index| server_us(*index) <= expired_at_us);
+                    let at_expiry = *rival_events.get(split.checked_sub(1)?)?;
+                    let window_split = rival_events.partition_point(|index| server_us(*index) <= window_end_us);
+                    let alive_after = *rival_events.get(window_split)?;
+                    let waited = std::iter::once(at_expiry)
+                        .chain(rival_events[split..window_split].iter().copied())
+                        .all(|index| acquiring(index, scope));
+                    waited.then_some((*rival, at_expiry, alive_after))
+                });
+                if let Some(((rival_worker, rival_incarnation), at_expiry, alive_after)) = waiting_rival {
+                    violations.push((
+                        scope.clone(),
+                        vec![grant.expires_event, next.first_event, at_expiry, alive_after],
+                        format!(
+                            "{} (token {}) died holding a grant that expired at {}; the next grant (token {} to {}) came at {}, {} us later, \
+                             beyond the bound of {} us, while {rival_worker}#{rival_incarnation} was waiting for the scope (server us)",
+                            grant.owner, grant.token, expired_at_us, next.token, next.owner, next.granted_at_us,
+                            delay_us, bound.slack_us
+                        ),
+                    ));
+                }
+            }
+        }
+        delays_us.sort_unstable();
+        self.report.stats.dead_holder_takeover_delays_us = delays_us;
+        for (scope, events, message) in violations {
+            self.violation(Invariant::BoundedTakeover, &scope, events, vec![], message);
         }
     }
 

@@ -3,7 +3,8 @@
 //! Goal: decide whether a run — a turmoil simulation, a real-PostgreSQL race
 //! between tasks or OS processes, a file on disk — kept the lease invariants
 //! I1 (mutual exclusion), I2 (token order), I3 (fenced writes) and I4 (nothing
-//! lost), and count belief overlaps.
+//! lost), count belief overlaps, measure how soon dead holders are taken over
+//! and, given a [`TakeoverBound`], judge that delay (I5's bounded part).
 //!
 //! Method: workers record Jepsen-style events ([`Event`]: invoke / complete
 //! with ok, fail or unknown outcomes, and belief start / end) through a
@@ -48,7 +49,10 @@ mod event;
 mod history;
 mod recorder;
 
-pub use check::{check, CheckConfig, CheckReport, Invariant, Stats, Violation};
+pub use check::{
+    check, check_with_takeover_bound, CheckConfig, CheckReport, Invariant, Stats, TakeoverBound,
+    Violation,
+};
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome};
 pub use history::{History, HistoryError};
 pub use recorder::{Recorder, Stamp};

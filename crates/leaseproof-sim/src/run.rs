@@ -20,7 +20,8 @@ use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
 
 use leaseproof_history::{
-    check, CheckConfig, CheckReport, EventKind, GuardedRow, History, Outcome, Recorder,
+    check, check_with_takeover_bound, CheckConfig, CheckReport, EventKind, GuardedRow, History,
+    Outcome, Recorder, TakeoverBound,
 };
 use leaseproof_protocol::{Owner, Scope, Ttl};
 use leaseproof_worker::{run_worker, Clocks, Hooks, Step, WorkerConfig, WorkerSummary};
@@ -429,7 +430,18 @@ pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> RunOutcome {
             BTreeSet::new()
         },
     };
-    let report = check(&history, &config);
+    let report = match scenario.takeover_bound_ms {
+        // The simulated server's clock is true time plus the drawn offset,
+        // exactly: the checker may place worker events on it.
+        Some(bound_ms) => {
+            let bound = TakeoverBound {
+                slack_us: i64::try_from(bound_ms * 1_000).expect("a bound of sane size"),
+                server_minus_true_us: plan.server_offset_us,
+            };
+            check_with_takeover_bound(&history, &config, &bound)
+        }
+        None => check(&history, &config),
+    };
 
     let mut full_trace = header.clone();
     if options.trace {

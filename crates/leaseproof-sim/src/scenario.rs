@@ -60,6 +60,13 @@ pub struct Scenario {
     /// `false` shows the concurrent-schema race is caught.
     #[serde(default = "defaults::yes")]
     pub schema_retry: bool,
+    /// I5's bound: how long after a dead holder's `expires_at` (server time)
+    /// the next grant may come while a rival waits for the scope. `None`
+    /// (the default) only measures the delays. Set it only where the faults
+    /// are worker crashes alone: partitions, pauses, lost replies and
+    /// database crashes stall rivals legitimately.
+    #[serde(default)]
+    pub takeover_bound_ms: Option<u64>,
     /// The fault ranges.
     #[serde(default)]
     pub faults: Faults,
@@ -338,6 +345,17 @@ impl Scenario {
         }
         span("schema_create_ms", &faults.schema_create_ms)?;
         span("start_spread_ms", &faults.start_spread_ms)?;
+        // I5's bound is sound only where nothing but worker crashes can keep a
+        // waiting rival from the free scope.
+        let stalling_faults = faults.partitions[1] > 0
+            || faults.db_crashes[1] > 0
+            || faults.pause_probability > 0.0
+            || faults.lost_reply_probability[1] > 0.0;
+        if self.takeover_bound_ms.is_some() && stalling_faults {
+            return Err("takeover_bound_ms needs faults of worker crashes alone \
+                        (no partitions, database crashes, pauses or lost replies)"
+                .into());
+        }
         Ok(())
     }
 }

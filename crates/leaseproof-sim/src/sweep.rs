@@ -84,6 +84,9 @@ pub struct SweepSummary {
     pub refused_stale_commits: u64,
     /// Operations with unknown outcomes, over all runs.
     pub unknown_ops: u64,
+    /// Server-time delays from a dead holder's expiry to the next grant, over
+    /// all runs, ascending, in µs (see `Stats::dead_holder_takeover_delays_us`).
+    pub dead_holder_takeover_delays_us: Vec<i64>,
     /// Simulated time, summed over runs.
     pub simulated: Duration,
     /// Wall time of the sweep.
@@ -93,6 +96,23 @@ pub struct SweepSummary {
 }
 
 impl SweepSummary {
+    /// The largest dead-holder takeover delay of the sweep, µs.
+    pub fn dead_holder_takeover_delay_us_max(&self) -> Option<i64> {
+        self.dead_holder_takeover_delays_us.last().copied()
+    }
+
+    /// The `percent`th percentile (nearest rank) of the dead-holder takeover
+    /// delays, µs.
+    pub fn dead_holder_takeover_delay_us_percentile(&self, percent: u32) -> Option<i64> {
+        assert!((1..=100).contains(&percent));
+        let delays = &self.dead_holder_takeover_delays_us;
+        if delays.is_empty() {
+            return None;
+        }
+        let rank = (delays.len() * percent as usize).div_ceil(100);
+        Some(delays[rank.max(1) - 1])
+    }
+
     /// Simulated seconds per wall second per thread.
     pub fn sim_seconds_per_wall_second_per_job(&self) -> f64 {
         let wall = self.wall.as_secs_f64().max(1e-9);
@@ -102,7 +122,7 @@ impl SweepSummary {
     /// The summary table's header line.
     pub fn table_header() -> String {
         format!(
-            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>12}",
+            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>15} {:>12}",
             "scenario",
             "seeds",
             "violations",
@@ -111,6 +131,7 @@ impl SweepSummary {
             "commits",
             "refused",
             "unknown",
+            "dead-p99/max-ms",
             "sim-s/wall-s"
         )
     }
@@ -118,7 +139,7 @@ impl SweepSummary {
     /// This summary as a row of the table.
     pub fn table_row(&self) -> String {
         format!(
-            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>12.0}",
+            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>15} {:>12.0}",
             if self.unfenced {
                 format!("{}*", self.scenario)
             } else {
@@ -131,6 +152,13 @@ impl SweepSummary {
             self.commits,
             self.refused_stale_commits,
             self.unknown_ops,
+            match (
+                self.dead_holder_takeover_delay_us_percentile(99),
+                self.dead_holder_takeover_delay_us_max()
+            ) {
+                (Some(p99_us), Some(max_us)) => format!("{}/{}", p99_us / 1_000, max_us / 1_000),
+                _ => "-".to_string(),
+            },
             self.simulated.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
         )
     }
@@ -145,6 +173,8 @@ impl SweepSummary {
         self.commits += stats.commits;
         self.refused_stale_commits += stats.refused_stale_commits;
         self.unknown_ops += stats.unknown_ops;
+        self.dead_holder_takeover_delays_us
+            .extend(&stats.dead_holder_takeover_delays_us);
         self.simulated += outcome.simulated;
         if !outcome.is_ok() {
             let mut codes: Vec<String> = outcome
@@ -212,6 +242,7 @@ pub fn sweep(
     {
         summary.add(seed, &outcome);
     }
+    summary.dead_holder_takeover_delays_us.sort_unstable();
     summary.wall = stopwatch.elapsed();
     summary
 }
