@@ -1234,16 +1234,20 @@ impl<'h> Checker<'h> {
                     if *rival == holder {
                         return None;
                     }
-                    let split = rival_events.partition_point(|index| server_us(*index) <= expired_at_us);
+                    let split =
+                        rival_events.partition_point(|index| server_us(*index) <= expired_at_us);
                     let at_expiry = *rival_events.get(split.checked_sub(1)?)?;
-                    let window_split = rival_events.partition_point(|index| server_us(*index) <= window_end_us);
+                    let window_split =
+                        rival_events.partition_point(|index| server_us(*index) <= window_end_us);
                     let alive_after = *rival_events.get(window_split)?;
                     let waited = std::iter::once(at_expiry)
                         .chain(rival_events[split..window_split].iter().copied())
                         .all(|index| acquiring(index, scope));
                     waited.then_some((*rival, at_expiry, alive_after))
                 });
-                if let Some(((rival_worker, rival_incarnation), at_expiry, alive_after)) = waiting_rival {
+                if let Some(((rival_worker, rival_incarnation), at_expiry, alive_after)) =
+                    waiting_rival
+                {
                     violations.push((
                         scope.clone(),
                         vec![grant.expires_event, next.first_event, at_expiry, alive_after],

@@ -43,6 +43,13 @@ impl Builder {
         self
     }
 
+    /// Moves the true clock: the next event happens at `true_time_us`.
+    pub fn at(&mut self, true_time_us: i64) -> &mut Builder {
+        assert!(true_time_us > self.true_time_us, "true time only advances");
+        self.true_time_us = true_time_us - 1;
+        self
+    }
+
     fn push(&mut self, worker: &str, kind: EventKind) -> u64 {
         self.true_time_us += 1;
         let time_us = self.true_time_us;

@@ -11,5 +11,6 @@ mod format;
 mod mutual_exclusion;
 mod nothing_lost;
 mod simulated;
+mod takeover;
 mod token_order;
 mod well_formed;

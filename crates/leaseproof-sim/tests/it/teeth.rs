@@ -96,3 +96,40 @@ fn schema_without_retry_is_caught_when_workers_start_together() {
     // One worker created the table; every other one raced it.
     assert_eq!(failures.len() as u32, scenario.workers - 1, "{failures:?}");
 }
+
+#[test]
+fn survivors_retrying_slower_than_the_ttl_break_the_takeover_bound() {
+    // Rivals that wait 5 s after a refusal leave a crashed holder's scope idle
+    // far beyond crash-mid-cycle's 400 ms bound: I5 must say so, and nothing
+    // else may break (the lease stays safe, only slow).
+    let mut scenario = Scenario::load("crash-mid-cycle").expect("the scenario loads");
+    scenario.retry_interval_ms = 5_000;
+    let config = SweepConfig {
+        seeds: 0..20,
+        shard: None,
+        jobs: 1,
+        unfenced: false,
+    };
+    let summary = sweep(&scenario, &config, &|_| {});
+    let codes: BTreeSet<&str> = summary
+        .failures
+        .iter()
+        .flat_map(|failure| failure.codes.iter().map(String::as_str))
+        .collect();
+    assert_eq!(
+        codes,
+        ["I5"].into_iter().collect(),
+        "{:?}",
+        summary.failures
+    );
+    assert_eq!(summary.expectation_failures, 0);
+    println!(
+        "slow retry: {} of {} seeds break I5, first {:?}",
+        summary.failures.len(),
+        summary.seeds_run,
+        summary
+            .failures
+            .first()
+            .map(|failure| &failure.first_problem)
+    );
+}
