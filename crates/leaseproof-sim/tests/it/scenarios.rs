@@ -67,3 +67,22 @@ fn drawn_faults_stay_within_the_scenario_ranges() {
         assert!(header[0].starts_with(&format!("SEED={seed} scenario=chaos")));
     }
 }
+
+#[test]
+fn takeover_bound_is_refused_where_faults_may_stall_a_waiting_rival() {
+    let crash_only = "name = \"t\"\ndescription = \"d\"\nworkers = 2\nttl_ms = 2000\n\
+                      duration_s = 5\ntakeover_bound_ms = 400\n";
+    assert!(Scenario::parse(crash_only, "test").is_ok());
+    for stalling in [
+        "partitions = [1, 1]",
+        "db_crashes = [0, 1]",
+        "pause_probability = 0.1",
+        "lost_reply_probability = [0.0, 0.1]",
+    ] {
+        let text = format!("{crash_only}[faults]\n{stalling}\n");
+        let error = Scenario::parse(&text, "test").expect_err(stalling);
+        assert!(error.to_string().contains("takeover_bound_ms"), "{error}");
+    }
+    let scenario = Scenario::load("crash-mid-cycle").expect("the scenario loads");
+    assert_eq!(scenario.takeover_bound_ms, Some(400));
+}
