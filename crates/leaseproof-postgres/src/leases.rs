@@ -6,6 +6,7 @@ use std::sync::Arc;
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::semantics::LeaseRow;
 use leaseproof_protocol::{FencingToken, Lease, LeaseError, Owner, Scope, ServerTime, Ttl};
+use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 
 use crate::errors::{after_send, connection_lost, sqlstate, unavailable};
@@ -116,6 +117,28 @@ impl PostgresLeases {
             pool,
             domain: Arc::new(Domain),
         }
+    }
+
+    /// Pool options the lease works best with: no ping when a connection is
+    /// handed out (sqlx's default `test_before_acquire` costs every acquisition
+    /// a second round trip; a dead connection still surfaces as an error on
+    /// use, which the lease maps to `Unavailable` or `OutcomeUnknown`), and a
+    /// finite acquire timeout so an exhausted pool is an error, never a hang.
+    pub fn pool_options() -> PgPoolOptions {
+        PgPoolOptions::new()
+            .test_before_acquire(false)
+            .acquire_timeout(std::time::Duration::from_secs(5))
+    }
+
+    /// Connects a pool of at most `connections` with [`Self::pool_options`].
+    /// Connecting fails with `Unavailable`; no statement is sent.
+    pub async fn connect(url: &str, connections: u32) -> Result<PostgresLeases, LeaseError> {
+        let pool = Self::pool_options()
+            .max_connections(connections.max(1))
+            .connect(url)
+            .await
+            .map_err(unavailable)?;
+        Ok(PostgresLeases::new(pool))
     }
 
     /// The pool this lease speaks through, and so its transaction domain. Public

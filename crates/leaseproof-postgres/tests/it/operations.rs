@@ -255,3 +255,26 @@ async fn losing_acquisition_writes_nothing_while_the_bare_upsert_does() {
     );
     assert!(leases.holds(&holder).await.unwrap());
 }
+
+#[tokio::test]
+async fn connect_builds_a_working_pool_and_reports_an_absent_server_as_unavailable() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let leases = leaseproof_postgres::PostgresLeases::connect(&database.url, 2)
+        .await
+        .unwrap();
+    leases.ensure_schema().await.unwrap();
+    let scope = Scope::new("job").unwrap();
+    let lease = leases
+        .acquire(&scope, &Owner::generate(), ttl_ms(1_000))
+        .await
+        .unwrap();
+    assert!(leases.holds(&lease).await.unwrap());
+    let absent =
+        leaseproof_postgres::PostgresLeases::connect("postgres://nobody@127.0.0.1:1/none", 1).await;
+    assert!(
+        matches!(absent, Err(LeaseError::Unavailable { .. })),
+        "{absent:?}"
+    );
+}
