@@ -30,15 +30,20 @@ pub(crate) fn after_send(operation: &'static str, error: sqlx::Error) -> LeaseEr
 }
 
 /// True when the connection broke under the statement: an IO error, a protocol
-/// desynchronisation, or the server ending the session (SQLSTATE class 57,
-/// operator intervention: `pg_terminate_backend`, shutdown; class 08,
-/// connection exception). Whether the statement committed is then unknown.
+/// desynchronisation, or the server ending the session — `57P01`
+/// admin_shutdown (`pg_terminate_backend`, shutdown), `57P02`
+/// crash_shutdown, `57P03` cannot_connect_now, and class `08`, connection
+/// exception. Whether the statement committed is then unknown.
+///
+/// Not the rest of class 57: `57014` query_canceled (a `statement_timeout` or
+/// a cancel request) leaves the session alive and the statement certainly
+/// not committed — a definite failure.
 pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(database) => database
-            .code()
-            .is_some_and(|code| code.starts_with("57") || code.starts_with("08")),
+        sqlx::Error::Database(database) => database.code().is_some_and(|code| {
+            matches!(code.as_ref(), "57P01" | "57P02" | "57P03") || code.starts_with("08")
+        }),
         _ => false,
     }
 }

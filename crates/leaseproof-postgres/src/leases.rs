@@ -403,7 +403,10 @@ impl PostgresLeases {
 
     /// The fenced commit cycle: begins a transaction on the lease pool, fences,
     /// runs `work` on the same connection, commits. All or nothing: a lost
-    /// lease (`CycleError::Lease(Lost)`) or a failing `work` rolls back.
+    /// lease (`CycleError::Lease(Lost)`) or a failing `work` rolls back, and so
+    /// does a `work` that swallowed a failed statement (the aborted transaction
+    /// is detected before `COMMIT`, which PostgreSQL would silently turn into
+    /// `ROLLBACK`: `CycleError::Lease(Database)`, SQLSTATE 25P02).
     ///
     /// ```no_run
     /// # async fn example(leases: leaseproof_postgres::PostgresLeases, lease: leaseproof_protocol::Lease) {
@@ -439,6 +442,23 @@ impl PostgresLeases {
                 return Err(CycleError::Work(error));
             }
         };
+        // A `work` that swallowed a failed statement leaves the transaction
+        // aborted, and PostgreSQL answers its COMMIT with ROLLBACK and no error:
+        // a cycle reported committed would be missing (I4). One cheap probe
+        // tells an aborted transaction (25P02) from a live one.
+        if let Err(error) = sqlx::query("SELECT 1")
+            .execute(transaction.connection())
+            .await
+        {
+            let _ = transaction.rollback().await;
+            return Err(CycleError::Lease(if connection_lost(&error) {
+                unavailable(error)
+            } else {
+                LeaseError::Database {
+                    source: Box::new(error),
+                }
+            }));
+        }
         transaction.commit().await.map_err(CycleError::Lease)?;
         Ok(value)
     }

@@ -106,10 +106,13 @@ impl LeasePort for HarnessPort {
                 token: lease.token,
             });
         };
-        let seq_first = match insert_guarded(transaction.connection(), lease, cycle).await {
-            Ok(seq_first) => seq_first,
-            Err(error) => return Err(after_send("commit", error)),
-        };
+        // A failed insert, even over a lost connection, is a definite failure:
+        // COMMIT was never sent, so the transaction rolled back.
+        let seq_first = insert_guarded(transaction.connection(), lease, cycle)
+            .await
+            .map_err(|error| LeaseError::Database {
+                source: Box::new(error),
+            })?;
         transaction.commit().await?;
         Ok(CommitReceipt {
             seq_first,
@@ -125,7 +128,9 @@ impl LeasePort for HarnessPort {
         let mut transaction = self.leases.begin().await?;
         let seq_first = insert_guarded(transaction.connection(), lease, cycle)
             .await
-            .map_err(|error| after_send("commit", error))?;
+            .map_err(|error| LeaseError::Database {
+                source: Box::new(error),
+            })?;
         transaction.commit().await?;
         Ok(CommitReceipt {
             seq_first,

@@ -255,3 +255,49 @@ async fn commit_after_expiry_is_refused_even_before_any_takeover() {
         "no takeover happened"
     );
 }
+
+#[tokio::test]
+async fn commit_cycle_whose_work_swallowed_an_error_is_not_reported_committed() {
+    // PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK and no
+    // error; a cycle reported committed would then be missing (I4).
+    let Some((_database, leases)) = fresh(3).await else {
+        return;
+    };
+    create_results_table(&leases).await;
+    let scope = Scope::new("job").unwrap();
+    let lease = leases
+        .acquire(
+            &scope,
+            &Owner::generate(),
+            Ttl::from_millis(60_000).unwrap(),
+        )
+        .await
+        .unwrap();
+    let outcome = leases
+        .commit_cycle(&lease, |connection: &mut PgConnection| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO results VALUES (1, 1)")
+                    .execute(&mut *connection)
+                    .await?;
+                // A failing statement whose error the caller ignores.
+                let _ = sqlx::query("INSERT INTO no_such_table VALUES (1)")
+                    .execute(&mut *connection)
+                    .await;
+                Ok::<(), sqlx::Error>(())
+            })
+        })
+        .await;
+    let error = match outcome {
+        Err(CycleError::Lease(error)) => error,
+        other => panic!("an aborted cycle was reported as {other:?}"),
+    };
+    assert_eq!(
+        PostgresLeases::sqlstate(&error).as_deref(),
+        Some("25P02"),
+        "{error}"
+    );
+    assert!(
+        results(&leases).await.is_empty(),
+        "nothing of the aborted cycle committed"
+    );
+}

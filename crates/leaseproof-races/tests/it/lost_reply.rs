@@ -69,7 +69,11 @@ async fn lost_acquisition_reply_is_unknown_and_the_retry_is_idempotent() {
         Ok(proxy) => proxy,
         // A DATABASE_URL server elsewhere: the proxy relays loopback traffic only.
         Err(error) if std::env::var_os("DATABASE_URL").is_some() => {
-            eprintln!("LEASEPROOF SKIP: lost-reply proxy needs a loopback server: {error}");
+            let reason = format!("lost-reply proxy needs a loopback server: {error}");
+            leaseproof_pgcluster::skip_or_panic(
+                &leaseproof_pgcluster::PgUnavailable { reason },
+                leaseproof_pgcluster::require_pg(),
+            );
             return;
         }
         Err(error) => panic!("starting the proxy: {error}"),
