@@ -12,6 +12,7 @@ fn main() {
         leaseproof_sim::RunOptions {
             unfenced,
             trace: true,
+            no_schema_retry: false,
         },
     );
     for line in &outcome.trace {

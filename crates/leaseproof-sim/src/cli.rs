@@ -134,6 +134,7 @@ fn print_failures(scenario: &Scenario, summary: &SweepSummary) {
         let options = RunOptions {
             unfenced: summary.unfenced,
             trace: true,
+            no_schema_retry: false,
         };
         let outcome = run(scenario, failure.seed, options);
         println!();
@@ -253,6 +254,7 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
     let options = RunOptions {
         unfenced: args.unfenced,
         trace: true,
+        no_schema_retry: args.no_schema_retry,
     };
     let outcome = run(&scenario, args.seed, options);
     let text = outcome.trace.join("\n") + "\n";

@@ -14,14 +14,14 @@
 //! inputs give the same trace, byte for byte.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
 
 use leaseproof_history::{
-    check, check_with_takeover_bound, CheckConfig, CheckReport, EventKind, GuardedRow, History,
-    Outcome, Recorder, TakeoverBound,
+    check, check_with_takeover_bound, CheckConfig, CheckReport, EventKind, GuardedRow, History, Op,
+    OpResult, Outcome, Recorder, TakeoverBound,
 };
 use leaseproof_protocol::{Owner, Scope, Ttl};
 use leaseproof_worker::{run_worker, Clocks, Hooks, Step, WorkerConfig, WorkerSummary};
@@ -44,6 +44,10 @@ pub struct RunOptions {
     pub unfenced: bool,
     /// Record the full trace (replay, determinism tests, failure excerpts).
     pub trace: bool,
+    /// Disable the port's one retry of `ensure_schema`, whatever the scenario
+    /// says. A run's [`RunOutcome::options`] has it set whenever the run went
+    /// without the retry, so its replay line reproduces it.
+    pub no_schema_retry: bool,
 }
 
 /// What one run produced.
@@ -80,15 +84,29 @@ impl RunOutcome {
     /// The one line that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -- replay {} --seed {}{}",
+            "cargo run --release -- replay {} --seed {}{}{}",
             self.scenario,
             self.seed,
             if self.options.unfenced {
                 " --unfenced"
             } else {
                 ""
+            },
+            if self.options.no_schema_retry {
+                " --no-schema-retry"
+            } else {
+                ""
             }
         )
+    }
+
+    /// Ok commits made under a grant that followed a crashed holder's grant:
+    /// the commit of token `t` came after the grant of `t - 1` went to an
+    /// incarnation that later restarted (it crashed), never released `t - 1`,
+    /// and had no event left when `t` was granted. DESIGN's "a commit after a
+    /// holder's crash is reachable", counted from the judged history.
+    pub fn commits_after_crashed_holder(&self) -> u64 {
+        commits_after_crashed_holder(&self.history)
     }
 
     /// The first problem, as one line (`None` when the run passed).
@@ -212,7 +230,15 @@ struct WorkerSlot {
 }
 
 /// Runs `scenario` under `seed`.
-pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> RunOutcome {
+pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcome {
+    let mut scenario = scenario.clone();
+    if options.no_schema_retry {
+        scenario.schema_retry = false;
+    }
+    // Recorded as run, however the retry was turned off: the replay line must
+    // reproduce it.
+    options.no_schema_retry = !scenario.schema_retry;
+    let scenario = &scenario;
     let plan = FaultPlan::draw(scenario, seed);
     let header = plan.header(scenario, options.unfenced);
     let trace = Trace::new(options.trace, &plan);
@@ -604,4 +630,96 @@ fn merge_trace(trace: &Trace, history: &History) -> Vec<String> {
     }
     merged.sort_by_key(|(at_us, rank, order, _)| (*at_us, *rank, *order));
     merged.into_iter().map(|(_, _, _, line)| line).collect()
+}
+
+/// See [`RunOutcome::commits_after_crashed_holder`].
+fn commits_after_crashed_holder(history: &History) -> u64 {
+    type Incarnation<'a> = (&'a str, u64);
+    let mut ops: BTreeMap<u64, &Op> = BTreeMap::new();
+    let mut incarnation_of: BTreeMap<&str, Incarnation<'_>> = BTreeMap::new();
+    let mut last_event_us: BTreeMap<Incarnation<'_>, i64> = BTreeMap::new();
+    let mut incarnation_max: BTreeMap<&str, u64> = BTreeMap::new();
+    for event in &history.events {
+        let incarnation = (event.worker.as_str(), event.incarnation);
+        let last_us = last_event_us.entry(incarnation).or_insert(i64::MIN);
+        *last_us = (*last_us).max(event.true_time_us);
+        let highest = incarnation_max.entry(&event.worker).or_insert(0);
+        *highest = (*highest).max(event.incarnation);
+        if let EventKind::Invoke { op_id, op } = &event.kind {
+            ops.insert(*op_id, op);
+            incarnation_of.entry(op.owner()).or_insert(incarnation);
+        }
+    }
+    // (scope, token) -> (owner, true time of the first ok reply granting it).
+    let mut grants: BTreeMap<(&str, u64), (&str, i64)> = BTreeMap::new();
+    let mut released: BTreeSet<(&str, &str, u64)> = BTreeSet::new();
+    let mut commits: Vec<(&str, &str, u64)> = Vec::new();
+    for event in &history.events {
+        let EventKind::Complete {
+            op_id,
+            outcome: Outcome::Ok { result },
+        } = &event.kind
+        else {
+            continue;
+        };
+        let Some(op) = ops.get(op_id) else {
+            continue;
+        };
+        match (op, result) {
+            (
+                Op::Acquire { scope, .. } | Op::Renew { scope, .. },
+                OpResult::Lease { token, owner, .. },
+            ) => {
+                grants
+                    .entry((scope.as_str(), *token))
+                    .or_insert((owner.as_str(), event.true_time_us));
+            }
+            (
+                Op::Release {
+                    scope,
+                    owner,
+                    token,
+                },
+                OpResult::Released { .. },
+            ) => {
+                released.insert((scope.as_str(), owner.as_str(), *token));
+            }
+            (
+                Op::Commit {
+                    scope,
+                    owner,
+                    token,
+                    ..
+                },
+                OpResult::Committed { .. },
+            ) => {
+                commits.push((scope.as_str(), owner.as_str(), *token));
+            }
+            _ => {}
+        }
+    }
+    let crashed_before = |owner: &str, granted_us: i64| -> bool {
+        let Some(&incarnation) = incarnation_of.get(owner) else {
+            return false;
+        };
+        incarnation_max[incarnation.0] > incarnation.1 && last_event_us[&incarnation] < granted_us
+    };
+    commits
+        .into_iter()
+        .filter(|&(scope, owner, token)| {
+            let Some(&(holder, granted_us)) = grants.get(&(scope, token)) else {
+                return false;
+            };
+            let Some(&(previous, _)) = token
+                .checked_sub(1)
+                .and_then(|previous_token| grants.get(&(scope, previous_token)))
+            else {
+                return false;
+            };
+            holder == owner
+                && previous != owner
+                && !released.contains(&(scope, previous, token - 1))
+                && crashed_before(previous, granted_us)
+        })
+        .count() as u64
 }

@@ -7,7 +7,7 @@
 //! results are folded in seed order, so a summary does not depend on thread
 //! timing (except its wall time).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -84,6 +84,9 @@ pub struct SweepSummary {
     pub refused_stale_commits: u64,
     /// Operations with unknown outcomes, over all runs.
     pub unknown_ops: u64,
+    /// Ok commits under a grant that followed a crashed holder's grant, over
+    /// all runs (see [`RunOutcome::commits_after_crashed_holder`]).
+    pub commits_after_crashed_holder: u64,
     /// Server-time delays from a dead holder's expiry to the next grant, over
     /// all runs, ascending, in µs (see `Stats::dead_holder_takeover_delays_us`).
     pub dead_holder_takeover_delays_us: Vec<i64>,
@@ -163,9 +166,10 @@ impl SweepSummary {
         )
     }
 
-    fn add(&mut self, seed: u64, outcome: &RunOutcome) {
+    fn add(&mut self, seed: u64, outcome: &RunOutcome, commits_after_crashed_holder: u64) {
         let stats = &outcome.report.stats;
         self.seeds_run += 1;
+        self.commits_after_crashed_holder += commits_after_crashed_holder;
         self.violations += outcome.report.violations.len() as u64;
         self.expectation_failures += outcome.expectation_failures.len() as u64;
         self.belief_overlaps += stats.belief_overlaps;
@@ -208,10 +212,11 @@ pub fn sweep(
     let options = RunOptions {
         unfenced: config.unfenced,
         trace: false,
+        no_schema_retry: false,
     };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let outcomes: Mutex<BTreeMap<u64, RunOutcome>> = Mutex::new(BTreeMap::new());
+    let outcomes: Mutex<BTreeMap<u64, (RunOutcome, u64)>> = Mutex::new(BTreeMap::new());
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
@@ -220,12 +225,13 @@ pub fn sweep(
                     break;
                 };
                 let mut outcome = run(scenario, seed, options);
+                let after_crash = outcome.commits_after_crashed_holder();
                 // Keep memory flat: the summary needs only the verdict.
                 outcome.history = Default::default();
                 outcomes
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .insert(seed, outcome);
+                    .insert(seed, (outcome, after_crash));
                 progress(done.fetch_add(1, Ordering::Relaxed) as u64 + 1);
             });
         }
@@ -236,11 +242,11 @@ pub fn sweep(
         jobs,
         ..SweepSummary::default()
     };
-    for (seed, outcome) in outcomes
+    for (seed, (outcome, after_crash)) in outcomes
         .into_inner()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
     {
-        summary.add(seed, &outcome);
+        summary.add(seed, &outcome, after_crash);
     }
     summary.dead_holder_takeover_delays_us.sort_unstable();
     summary.wall = stopwatch.elapsed();
@@ -273,6 +279,10 @@ pub struct Regression {
     pub schema_retry: Option<bool>,
     /// What the run must show.
     pub expect: RegressionExpect,
+    /// Invariant codes (`I3`, `B`, …) the run's violations must include:
+    /// a `violation` regression must keep showing these, not just any failure.
+    #[serde(default)]
+    pub codes: Vec<String>,
     /// What it caught, and when.
     pub note: String,
 }
@@ -310,6 +320,7 @@ pub fn run_regression(regression: &Regression) -> Result<RunOutcome, String> {
     let options = RunOptions {
         unfenced: regression.unfenced,
         trace: false,
+        no_schema_retry: false,
     };
     let outcome = run(&scenario, regression.seed, options);
     match (regression.expect, outcome.is_ok()) {
@@ -324,6 +335,30 @@ pub fn run_regression(regression: &Regression) -> Result<RunOutcome, String> {
             "{} seed {} no longer shows a violation: the harness lost its teeth ({})",
             regression.scenario, regression.seed, regression.note
         )),
-        _ => Ok(outcome),
+        _ => {
+            let found: BTreeSet<&str> = outcome
+                .report
+                .violations
+                .iter()
+                .map(|violation| violation.invariant.code())
+                .collect();
+            let missing: Vec<&str> = regression
+                .codes
+                .iter()
+                .map(String::as_str)
+                .filter(|code| !found.contains(code))
+                .collect();
+            if missing.is_empty() {
+                Ok(outcome)
+            } else {
+                Err(format!(
+                    "{} seed {} no longer shows {missing:?} (it shows {found:?}; {}; replay: {})",
+                    regression.scenario,
+                    regression.seed,
+                    regression.note,
+                    outcome.replay_command()
+                ))
+            }
+        }
     }
 }

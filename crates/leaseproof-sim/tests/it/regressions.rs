@@ -1,6 +1,7 @@
 //! Goal: seeds that once failed keep being checked. Method: every file in
 //! `scenarios/regressions/` names a scenario, a seed, its options and what
-//! the run must show (clean, or a violation the harness must keep finding).
+//! the run must show (clean, or a violation the harness must keep finding,
+//! with the invariant codes recorded in the file).
 
 #[test]
 fn every_regression_seed_behaves_as_recorded() {
@@ -13,4 +14,19 @@ fn every_regression_seed_behaves_as_recorded() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_violation_regression_must_show_its_recorded_codes() {
+    let regressions = leaseproof_sim::regressions().expect("the regression files parse");
+    let (_, gc_pause) = regressions
+        .iter()
+        .find(|(path, _)| path.ends_with("gc-pause-unfenced-0.toml"))
+        .expect("the gc-pause regression exists");
+    assert!(gc_pause.codes.iter().any(|code| code == "I3"));
+    // Any failure is not enough: a code the run does not show is refused.
+    let mut other = gc_pause.clone();
+    other.codes = vec!["I3".to_string(), "I1".to_string()];
+    let problem = leaseproof_sim::run_regression(&other).expect_err("the run shows no I1");
+    assert!(problem.contains("[\"I1\"]"), "{problem}");
 }

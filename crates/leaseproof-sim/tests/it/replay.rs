@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 
+use clap::Parser as _;
 use leaseproof_sim::cli::{run_replay, ReplayArgs};
 use leaseproof_sim::{run, sweep, RunOptions, Scenario, SweepConfig};
 
@@ -46,6 +47,7 @@ fn replay_reproduces_a_failing_unfenced_seed() {
         RunOptions {
             unfenced: true,
             trace: true,
+            no_schema_retry: false,
         },
     );
     assert_eq!(written, outcome.trace.join("\n") + "\n");
@@ -78,4 +80,63 @@ fn replay_of_a_passing_seed_succeeds() {
     assert_eq!(code, ExitCode::SUCCESS);
     let written = std::fs::read_to_string(&path).expect("replay wrote the trace");
     assert!(written.contains("verdict: 0 violation(s)"));
+}
+
+/// `leaseproof replay`'s arguments, parsed the way the binary parses them.
+#[derive(clap::Parser)]
+struct ReplayLine {
+    #[command(flatten)]
+    args: ReplayArgs,
+}
+
+/// Runs the printed replay line (after `replay`) through the replay path.
+fn run_replay_line(line: &str, out: std::path::PathBuf) -> ExitCode {
+    let (_, rest) = line.split_once(" replay ").expect("a replay line");
+    let words = std::iter::once("replay").chain(rest.split_whitespace());
+    let mut parsed = ReplayLine::try_parse_from(words).expect("the replay line parses");
+    parsed.args.out = Some(out);
+    parsed.args.quiet = true;
+    run_replay(parsed.args)
+}
+
+#[test]
+fn replay_line_of_a_run_without_the_schema_retry_reproduces_it() {
+    let scenario = Scenario::load("concurrent-schema").expect("concurrent-schema loads");
+    let directory = tempfile::tempdir().expect("a temp dir");
+    // With the retry, seed 0 passes: the flag is what makes it fail.
+    let fenced = run(&scenario, 0, RunOptions::default());
+    assert!(fenced.is_ok(), "{:?}", fenced.first_problem());
+    assert!(!fenced.replay_command().contains("--no-schema-retry"));
+
+    let without_retry = run(
+        &scenario,
+        0,
+        RunOptions {
+            no_schema_retry: true,
+            ..RunOptions::default()
+        },
+    );
+    assert!(!without_retry.is_ok(), "the schema race is caught");
+    let line = without_retry.replay_command();
+    assert_eq!(
+        line,
+        "cargo run --release -- replay concurrent-schema --seed 0 --no-schema-retry"
+    );
+    // `leaseproof sim --no-schema-retry` turns the retry off in the scenario
+    // itself: its replay line carries the flag all the same.
+    let mut edited = scenario.clone();
+    edited.schema_retry = false;
+    assert_eq!(
+        run(&edited, 0, RunOptions::default()).replay_command(),
+        line
+    );
+
+    let code = run_replay_line(&line, directory.path().join("schema.trace"));
+    assert_eq!(
+        code,
+        ExitCode::FAILURE,
+        "the printed line reproduces the failure"
+    );
+    let code = run_replay_line(&fenced.replay_command(), directory.path().join("ok.trace"));
+    assert_eq!(code, ExitCode::SUCCESS);
 }
