@@ -5,12 +5,17 @@
 //! outcomes neither prove nor refute), then test
 //! - I1 mutual exclusion: effective grant intervals `[granted_at, end)` of
 //!   distinct tokens never overlap (`end` = the last known `expires_at`, cut
-//!   short by an ok release);
+//!   short by an ok release; an unknown release cuts it back to the last time
+//!   the grant was seen live, but only against rivals reported after the
+//!   release was invoked — one invoked later took effect after them);
 //! - I2 token order: tokens strictly increase with `granted_at`, a token has one
 //!   owner and one `granted_at`, renewals and idempotent re-acquires keep it;
 //! - I3 fenced writes: each guarded row's (owner, token) was granted, its server
 //!   time lies in `[granted_at(T), granted_at(next grant))` and before its own
-//!   grant's end (unless an unknown renewal or re-acquire may have extended it),
+//!   grant's end (unless an unknown renewal or re-acquire may have extended it;
+//!   an unknown acquire may also explain a token no ok outcome reported, up to
+//!   the known maximum plus one per unknown acquire — only operations invoked
+//!   before an ok commit was acknowledged excuse its write),
 //!   tokens never go backwards in `seq` order and cycles never interleave. A
 //!   row's time is its transaction's start, which precedes the fence, and the
 //!   fence checks owner, token and expiry — so a fenced row always lies inside
@@ -244,8 +249,13 @@ impl fmt::Display for CheckReport {
 #[derive(Debug)]
 struct OpRecord<'h> {
     invoke_event: u64,
+    /// True time of the invoke: the operation reached the server no earlier.
+    invoke_true_us: i64,
     op: &'h Op,
     completion: Option<(u64, &'h Outcome)>,
+    /// True time of the completion: the operation, if it took effect and was
+    /// acknowledged, had taken effect by then.
+    complete_true_us: Option<i64>,
 }
 
 impl OpRecord<'_> {
@@ -258,6 +268,24 @@ impl OpRecord<'_> {
         events.extend(self.completion.map(|(index, _)| index));
         events
     }
+
+    /// True time by which the operation certainly took effect, if it did: its
+    /// completion when acknowledged ok, else never bounded (an unknown one may
+    /// still reach the server after the worker gave up).
+    fn acknowledged_by_true_us(&self) -> i64 {
+        match (self.completion, self.complete_true_us) {
+            (Some((_, Outcome::Ok { .. })), Some(complete_true_us)) => complete_true_us,
+            _ => i64::MAX,
+        }
+    }
+}
+
+/// Whether an operation invoked at `invoked_true_us` may have taken effect
+/// before something known to have happened by `by_true_us`. True times are
+/// stamped before sending and after receiving, so only a strictly later invoke
+/// is certainly later; when unsure the answer is yes (the checker stays sound).
+fn may_precede(invoked_true_us: i64, by_true_us: i64) -> bool {
+    invoked_true_us <= by_true_us
 }
 
 /// One grant (scope, token) as the ok outcomes describe it.
@@ -272,22 +300,49 @@ struct Grant {
     expires_event: u64,
     /// Largest server `now()` at which the grant was seen live (acquire/renew).
     live_at_us_max: i64,
+    /// Earliest true time at which an ok outcome reported the grant: it was
+    /// made (in server time, `granted_at`) before then.
+    reported_by_true_us: i64,
     released: Option<(i64, u64)>,
-    release_unknown: bool,
+    /// The earliest-invoked release of unknown outcome: (invoke true time, invoke event).
+    release_unknown: Option<(i64, u64)>,
 }
 
 impl Grant {
-    /// The end of the effective interval and the event that shows it.
+    /// The end of the effective interval and the event that shows it, as
+    /// early as any rival may see it (an unknown release counts).
     fn end(&self) -> (i64, u64) {
         if let Some(released) = self.released {
             return released;
         }
-        if self.release_unknown {
+        if self.release_unknown.is_some() {
             // The release may have taken effect at any server time after the
             // grant was last seen live: only that much is certain.
             return (self.live_at_us_max, self.expires_event);
         }
         (self.expires_at_us_max, self.expires_event)
+    }
+
+    /// The end as `rival` must respect it: an unknown release invoked after
+    /// the rival's grant was reported took effect (if at all) after the rival
+    /// was granted — the server's `now()` only advances — so it cannot have
+    /// made room for it. Returns the end and the events that show it.
+    fn end_against(&self, rival: &Grant) -> (i64, Vec<u64>) {
+        match self.release_unknown {
+            Some((invoked_true_us, invoke_event))
+                if self.released.is_none()
+                    && !may_precede(invoked_true_us, rival.reported_by_true_us) =>
+            {
+                (
+                    self.expires_at_us_max,
+                    vec![self.expires_event, invoke_event],
+                )
+            }
+            _ => {
+                let (end_us, event) = self.end();
+                (end_us, vec![event])
+            }
+        }
     }
 }
 
@@ -401,8 +456,10 @@ impl<'h> Checker<'h> {
                         *op_id,
                         OpRecord {
                             invoke_event: event.index,
+                            invoke_true_us: event.true_time_us,
                             op,
                             completion: None,
+                            complete_true_us: None,
                         },
                     );
                 }
@@ -430,6 +487,7 @@ impl<'h> Checker<'h> {
                                 _ => true,
                             };
                             record.completion = Some((event.index, outcome));
+                            record.complete_true_us = Some(event.true_time_us);
                             (!kind_matches).then(|| {
                                 (
                                     record.op.scope().to_string(),
@@ -465,6 +523,7 @@ impl<'h> Checker<'h> {
             let Some((complete_event, Outcome::Ok { result })) = record.completion else {
                 continue;
             };
+            let reported_true_us = record.acknowledged_by_true_us();
             let (scope, requested_owner, ttl_us, renewed_token) = match record.op {
                 Op::Acquire {
                     scope,
@@ -523,8 +582,9 @@ impl<'h> Checker<'h> {
                             expires_at_us_max: *expires_at_us,
                             expires_event: complete_event,
                             live_at_us_max: expires_at_us - ttl_us,
+                            reported_by_true_us: reported_true_us,
                             released: None,
-                            release_unknown: false,
+                            release_unknown: None,
                         },
                     );
                 }
@@ -554,6 +614,7 @@ impl<'h> Checker<'h> {
                         grant.expires_event = complete_event;
                     }
                     grant.live_at_us_max = grant.live_at_us_max.max(expires_at_us - ttl_us);
+                    grant.reported_by_true_us = grant.reported_by_true_us.min(reported_true_us);
                 }
             }
         }
@@ -600,7 +661,13 @@ impl<'h> Checker<'h> {
                     }
                 }
                 None | Some((_, Outcome::Unknown { .. })) if grant.owner == *owner => {
-                    grant.release_unknown = true;
+                    let invoked = (record.invoke_true_us, record.invoke_event);
+                    if grant
+                        .release_unknown
+                        .is_none_or(|earliest| invoked < earliest)
+                    {
+                        grant.release_unknown = Some(invoked);
+                    }
                 }
                 _ => {}
             }
@@ -619,6 +686,8 @@ impl<'h> Checker<'h> {
             ordered.sort_by_key(|grant| (grant.granted_at_us, grant.token));
             // The grant whose interval reaches furthest so far.
             let mut reach: Option<&Grant> = None;
+            // Grants with an unknown release, until their latest possible end.
+            let mut lingering: Vec<&Grant> = Vec::new();
             let mut previous: Option<&Grant> = None;
             for grant in ordered {
                 holders.insert(grant.owner.clone());
@@ -644,33 +713,45 @@ impl<'h> Checker<'h> {
                         ));
                     }
                 }
-                if let Some(reach) = reach {
-                    let (reach_end_us, reach_end_event) = reach.end();
-                    if grant.granted_at_us < reach_end_us {
-                        let (invariant, what) = if reach.owner == grant.owner {
-                            (
-                                Invariant::TokenOrder,
-                                "re-acquired its live grant under a new token",
-                            )
-                        } else {
-                            (Invariant::MutualExclusion, "overlap")
-                        };
-                        violations.push((
-                            invariant,
-                            scope.clone(),
-                            vec![reach.first_event, reach_end_event, grant.first_event],
-                            format!(
-                                "{what}: {} token {} holds [{}, {}) and {} token {} was granted at {} (server us)",
-                                reach.owner,
-                                reach.token,
-                                reach.granted_at_us,
-                                reach_end_us,
-                                grant.owner,
-                                grant.token,
-                                grant.granted_at_us
-                            ),
-                        ));
-                    }
+                // Earlier grants that may still be live for this one: the one
+                // reaching furthest by its earliest end, then those whose unknown
+                // release this grant need not respect (few: pruned as they end).
+                lingering
+                    .retain(|earlier: &&Grant| earlier.expires_at_us_max > grant.granted_at_us);
+                let overlapped = reach
+                    .into_iter()
+                    .chain(lingering.iter().copied())
+                    .map(|earlier| (earlier, earlier.end_against(grant)))
+                    .find(|(_, (end_us, _))| grant.granted_at_us < *end_us);
+                if let Some((earlier, (end_us, end_events))) = overlapped {
+                    let (invariant, what) = if earlier.owner == grant.owner {
+                        (
+                            Invariant::TokenOrder,
+                            "re-acquired its live grant under a new token",
+                        )
+                    } else {
+                        (Invariant::MutualExclusion, "overlap")
+                    };
+                    let mut events = vec![earlier.first_event, grant.first_event];
+                    events.extend(end_events);
+                    violations.push((
+                        invariant,
+                        scope.clone(),
+                        events,
+                        format!(
+                            "{what}: {} token {} holds [{}, {}) and {} token {} was granted at {} (server us)",
+                            earlier.owner,
+                            earlier.token,
+                            earlier.granted_at_us,
+                            end_us,
+                            grant.owner,
+                            grant.token,
+                            grant.granted_at_us
+                        ),
+                    ));
+                }
+                if grant.released.is_none() && grant.release_unknown.is_some() {
+                    lingering.push(grant);
                 }
                 if reach.is_none_or(|reach| grant.end().0 > reach.end().0) {
                     reach = Some(grant);
@@ -694,37 +775,60 @@ impl<'h> Checker<'h> {
             .iter()
             .map(|(scope, grants)| (scope.as_str(), GrantBounds::new(grants)))
             .collect();
-        // Who may hold a grant no ok outcome reported: owners with an unknown acquire.
-        let unknown_acquires: BTreeSet<(&str, &str)> = self
-            .ops
-            .values()
-            .filter(|record| record.is_unknown())
-            .filter_map(|record| match record.op {
-                Op::Acquire { scope, owner, .. } => Some((scope.as_str(), owner.as_str())),
-                _ => None,
-            })
-            .collect();
+        // Who may hold a grant no ok outcome reported: owners with an unknown
+        // acquire, from the earliest invoke (true time) of one.
+        let mut unknown_acquires: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+        // Each scope's unknown acquires' invoke times, ascending: each may have
+        // granted one more token.
+        let mut unknown_acquire_times: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
         // Renewals whose outcome is unknown may have extended their grant.
-        let unknown_renewals: BTreeSet<(&str, &str, u64)> = self
-            .ops
-            .values()
-            .filter(|record| record.is_unknown())
-            .filter_map(|record| match record.op {
+        let mut unknown_renewals: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
+        for record in self.ops.values().filter(|record| record.is_unknown()) {
+            let invoked_true_us = record.invoke_true_us;
+            match record.op {
+                Op::Acquire { scope, owner, .. } => {
+                    let earliest = unknown_acquires
+                        .entry((scope.as_str(), owner.as_str()))
+                        .or_insert(invoked_true_us);
+                    *earliest = (*earliest).min(invoked_true_us);
+                    unknown_acquire_times
+                        .entry(scope.as_str())
+                        .or_default()
+                        .push(invoked_true_us);
+                }
                 Op::Renew {
                     scope,
                     owner,
                     token,
                     ..
-                } => Some((scope.as_str(), owner.as_str(), *token)),
-                _ => None,
-            })
-            .collect();
+                } => {
+                    let earliest = unknown_renewals
+                        .entry((scope.as_str(), owner.as_str(), *token))
+                        .or_insert(invoked_true_us);
+                    *earliest = (*earliest).min(invoked_true_us);
+                }
+                Op::Release { .. } | Op::Commit { .. } => {}
+            }
+        }
+        for times in unknown_acquire_times.values_mut() {
+            times.sort_unstable();
+        }
 
         for ((owner, cycle_id), rows) in &cycles {
             let scope = &rows[0].scope;
             let token = rows[0].token;
             let commit = commits.get(&(owner.as_str(), *cycle_id));
             let commit_events = commit.map_or(vec![], |record| record.events());
+            // Unknown operations count only if they may have reached the server
+            // before the write: a write acknowledged ok cannot be excused by an
+            // operation invoked after the acknowledgement.
+            let acknowledged_by_true_us =
+                commit.map_or(i64::MAX, |record| record.acknowledged_by_true_us());
+            let unknown_acquire_before = unknown_acquires
+                .get(&(scope.as_str(), owner.as_str()))
+                .is_some_and(|invoked_true_us| {
+                    may_precede(*invoked_true_us, acknowledged_by_true_us)
+                });
             let seqs = |rows: &[&GuardedRow]| rows.iter().map(|row| row.seq).collect::<Vec<_>>();
             if rows
                 .iter()
@@ -782,8 +886,12 @@ impl<'h> Checker<'h> {
                     // expiry (or release) the grant is not current, even if no
                     // rival has taken over yet. Unknown renewals or
                     // re-acquisitions may have extended it: then the end is unknown.
-                    let extendable = unknown_acquires.contains(&(scope.as_str(), owner.as_str()))
-                        || unknown_renewals.contains(&(scope.as_str(), owner.as_str(), token));
+                    let extendable = unknown_acquire_before
+                        || unknown_renewals
+                            .get(&(scope.as_str(), owner.as_str(), token))
+                            .is_some_and(|invoked_true_us| {
+                                may_precede(*invoked_true_us, acknowledged_by_true_us)
+                            });
                     let end_us = match grant.released {
                         Some((released_at_us, _)) => released_at_us,
                         None => grant.expires_at_us_max,
@@ -809,8 +917,22 @@ impl<'h> Checker<'h> {
                     }
                 }
                 None => {
-                    let maybe_granted =
-                        unknown_acquires.contains(&(scope.as_str(), owner.as_str()));
+                    // Tokens grow by one per grant, so a token no ok outcome
+                    // reported is at most the known maximum plus one per unknown
+                    // acquire of the scope that may have come first.
+                    let token_known_max = scope_grants
+                        .and_then(|grants| grants.keys().next_back().copied())
+                        .unwrap_or(0);
+                    let unknown_acquires_before =
+                        unknown_acquire_times
+                            .get(scope.as_str())
+                            .map_or(0, |times| {
+                                times.partition_point(|invoked_true_us| {
+                                    may_precede(*invoked_true_us, acknowledged_by_true_us)
+                                })
+                            }) as u64;
+                    let maybe_granted = unknown_acquire_before
+                        && token <= token_known_max.saturating_add(unknown_acquires_before);
                     if !maybe_granted {
                         violations.push((
                             Invariant::FencedWrites,

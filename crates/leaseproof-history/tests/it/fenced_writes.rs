@@ -211,3 +211,109 @@ fn row_of_no_recorded_commit_is_a_violation() {
         "{violation}"
     );
 }
+
+#[test]
+fn write_after_expiry_is_not_excused_by_an_unknown_renewal_sent_after_the_commit_completed() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (commit_invoked, commit_completed) =
+        builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_150);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_150);
+    builder.renew_unknown("a", "s", 1);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(violation.events.contains(&commit_invoked));
+    assert!(violation.events.contains(&commit_completed));
+    assert_eq!(violation.rows, vec![1]);
+    assert!(
+        violation.message.contains("after the grant ended at 1100"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn write_after_expiry_is_not_excused_by_an_unknown_acquire_sent_after_the_commit_completed() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_150);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_150);
+    builder.acquire_unknown("a", "s");
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(
+        violation.message.contains("after the grant ended at 1100"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn write_after_expiry_is_allowed_when_an_unknown_re_acquire_was_sent_before_the_commit() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_unknown("a", "s");
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_150);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_150);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn unknown_commit_may_land_after_a_later_unknown_renewal() {
+    // A commit whose outcome is unknown was never acknowledged: it may have
+    // reached the server after the renewal that followed it.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Unknown, 1_150);
+    builder.renew_unknown("a", "s", 1);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_150);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn never_granted_token_is_not_excused_by_an_unknown_acquire_sent_after_the_commit_completed() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (commit_invoked, commit_completed) =
+        builder.commit("a", "s", 2, 1, 1, CommitEnd::Ok, 1_050);
+    builder.rows("a", "s", 2, 1, 0..1, 1, 1_050);
+    builder.acquire_unknown("a", "s");
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert_eq!(violation.events, vec![commit_invoked, commit_completed]);
+    assert!(
+        violation
+            .message
+            .contains("token 2, which was never granted"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn never_granted_token_beyond_what_unknown_acquires_could_reach_is_a_violation() {
+    // Tokens grow by one per takeover: the known maximum 1 plus one unknown
+    // acquire reaches token 2 at most, never token 5.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_unknown("a", "s");
+    builder.commit("a", "s", 5, 1, 1, CommitEnd::Ok, 1_150);
+    builder.rows("a", "s", 5, 1, 0..1, 1, 1_150);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(
+        violation
+            .message
+            .contains("token 5, which was never granted"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn token_from_a_lost_acquire_reply_is_allowed_in_an_acknowledged_commit() {
+    // Two lost replies (one of them a rival's) could reach token 3.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_unknown("c", "s");
+    builder.acquire_unknown("b", "s");
+    builder.commit("b", "s", 3, 1, 1, CommitEnd::Ok, 1_250);
+    builder.rows("b", "s", 3, 1, 0..1, 1, 1_250);
+    assert_passes(&builder.build());
+}

@@ -1,7 +1,7 @@
 //! I1 mutual exclusion: effective grant intervals of one scope never overlap.
 //! Each test breaks it one way and asserts the exact violation and its events.
 
-use leaseproof_history::Invariant;
+use leaseproof_history::{Invariant, Op, Outcome};
 
 use crate::builder::{assert_passes, only_violation, Builder, TTL_US};
 
@@ -86,4 +86,60 @@ fn overlap_in_one_scope_does_not_concern_another() {
     let report = assert_passes(&builder.build());
     assert_eq!(report.stats.grants, 2);
     assert_eq!(report.stats.takeovers, 0);
+}
+
+#[test]
+fn unknown_release_invoked_after_the_takeover_completed_does_not_excuse_the_overlap() {
+    // b's grant was reported before a even sent its release: whatever the
+    // release did, it did it after b was granted, so a still held [1000, 1100).
+    let mut builder = Builder::new();
+    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, b_granted) = builder.acquire_ok("b", "s", 2, 1_050);
+    let (release_invoked, _) = builder.release_unknown("a", "s", 1);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+    assert_eq!(
+        violation.events,
+        vec![a_granted, b_granted, release_invoked]
+    );
+    let text = violation.to_string();
+    assert!(text.contains("a token 1 holds [1000, 1100)"), "{text}");
+    assert!(text.contains("b token 2 was granted at 1050"), "{text}");
+}
+
+#[test]
+fn unknown_release_in_flight_while_the_takeover_completed_excuses_the_overlap() {
+    // The release was sent before b's grant was reported: it may have taken
+    // effect first.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, release_op) = builder.invoke(
+        "a",
+        Op::Release {
+            scope: "s".to_string(),
+            owner: "a".to_string(),
+            token: 1,
+        },
+    );
+    builder.acquire_ok("b", "s", 2, 1_050);
+    builder.complete(
+        "a",
+        release_op,
+        Outcome::Unknown {
+            reason: "timeout".to_string(),
+        },
+    );
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn earliest_unknown_release_decides_when_several_were_sent() {
+    // A retried release after the takeover does not undo the first one, which
+    // was sent before b's grant was reported.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.release_unknown("a", "s", 1);
+    builder.acquire_ok("b", "s", 2, 1_050);
+    builder.release_unknown("a", "s", 1);
+    assert_passes(&builder.build());
 }
