@@ -4,6 +4,7 @@
 //! sweeps `0..n`, `LEASEPROOF_SEED=s` runs the one seed `s`.
 
 mod determinism;
+mod fence_lock;
 mod regressions;
 mod replay;
 mod scenarios;

@@ -1,0 +1,199 @@
+//! Goal: the simulated database's fence really locks the lease row, as
+//! `SELECT … FOR UPDATE` does in PostgreSQL. Method: the simulation twin of
+//! the PostgreSQL conformance check `takeover_finishes_before_commit` — a
+//! holder fences in an open transaction, its lease expires, a rival's acquire
+//! must wait for the holder's `COMMIT` and only then be granted the next token.
+//! Invariant: a takeover never completes while a fenced transaction is open.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use leaseproof_protocol::semantics::Acquisition;
+use leaseproof_protocol::{Lease, Owner, Scope, Ttl};
+use leaseproof_sim::db::{self, DbConfig, Durable, DB_HOST};
+use leaseproof_sim::wire::{ClientMessage, Request, Response};
+use leaseproof_sim::{FaultPlan, Scenario, Trace};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+struct Session {
+    client: String,
+    lines: Lines<BufReader<OwnedReadHalf>>,
+    write: OwnedWriteHalf,
+}
+
+impl Session {
+    async fn open(client: &str) -> Session {
+        let (read, write) = db::connect().await.expect("the db accepts").into_split();
+        Session {
+            client: client.to_string(),
+            lines: BufReader::new(read).lines(),
+            write,
+        }
+    }
+
+    async fn send(&mut self, request: Request) {
+        let message = ClientMessage {
+            client: self.client.clone(),
+            request,
+        };
+        let mut text = serde_json::to_string(&message).expect("requests serialise");
+        text.push('\n');
+        self.write
+            .write_all(text.as_bytes())
+            .await
+            .expect("the send succeeds");
+    }
+
+    async fn receive(&mut self) -> Response {
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .expect("the read succeeds")
+            .expect("the db replies");
+        serde_json::from_str(&line).expect("well-formed reply")
+    }
+
+    async fn call(&mut self, request: Request) -> Response {
+        self.send(request).await;
+        self.receive().await
+    }
+}
+
+fn granted(response: Response) -> Lease {
+    match response {
+        Response::Acquired(Acquisition::Granted { lease, .. }) => lease,
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+/// What the client observed, in server time (µs).
+#[derive(Debug, Default)]
+struct Observed {
+    holder: Option<Lease>,
+    rival_sent_at_us: i64,
+    rival_replied_before_commit: bool,
+    committed_at_us: i64,
+    rival: Option<Lease>,
+}
+
+#[test]
+fn fence_makes_rival_takeover_wait_for_the_commit() {
+    let server_offset_us: i64 = 0;
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(7)
+        .epoch(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        .simulation_duration(Duration::from_secs(30))
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(Duration::from_millis(2))
+        .build();
+    let scenario = Scenario::load("gc-pause").expect("the scenario loads");
+    let trace = Trace::new(false, &FaultPlan::draw(&scenario, 7));
+    let durable = Rc::new(RefCell::new(Durable::new(7)));
+    let config = DbConfig {
+        server_offset_us,
+        lost_reply_probability: 0.0,
+        schema_create: Duration::from_millis(1),
+        idle_in_transaction_timeout: Duration::from_secs(60),
+    };
+    sim.host(DB_HOST, move || {
+        db::serve(Rc::clone(&durable), config.clone(), trace.clone())
+    });
+
+    let observed = Rc::new(RefCell::new(Observed::default()));
+    let record = Rc::clone(&observed);
+    sim.client("client", async move {
+        let server_now_us = || {
+            turmoil::sim_elapsed().expect("in a simulation").as_micros() as i64 + server_offset_us
+        };
+        let scope = Scope::new("job").expect("valid");
+        let mut holder_session = Session::open("a").await;
+        assert!(matches!(
+            holder_session.call(Request::EnsureSchema).await,
+            Response::SchemaReady
+        ));
+        let holder = granted(
+            holder_session
+                .call(Request::Acquire {
+                    scope: scope.clone(),
+                    owner: Owner::new("a").expect("valid"),
+                    ttl: Ttl::from_millis(300).expect("valid"),
+                })
+                .await,
+        );
+        assert!(matches!(
+            holder_session.call(Request::Begin).await,
+            Response::Begun(_)
+        ));
+        let fenced = holder_session
+            .call(Request::Fence {
+                lease: holder.clone(),
+            })
+            .await;
+        assert!(
+            matches!(fenced, Response::Fenced(Some(_))),
+            "the fence refused a live lease: {fenced:?}"
+        );
+        // Past expiry, the transaction still open.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(server_now_us() > holder.expires_at.micros);
+
+        let mut rival_session = Session::open("b").await;
+        let rival_sent_at_us = server_now_us();
+        rival_session
+            .send(Request::Acquire {
+                scope: scope.clone(),
+                owner: Owner::new("b").expect("valid"),
+                ttl: Ttl::from_millis(60_000).expect("valid"),
+            })
+            .await;
+        // `Lines::next_line` is cancel-safe: the reply, if any, is not lost.
+        let early =
+            tokio::time::timeout(Duration::from_millis(500), rival_session.lines.next_line()).await;
+        let rival_replied_before_commit = early.is_ok();
+
+        let committed = holder_session.call(Request::Commit).await;
+        assert!(
+            matches!(committed, Response::Committed { .. }),
+            "{committed:?}"
+        );
+        let committed_at_us = server_now_us();
+        let rival = if rival_replied_before_commit {
+            None
+        } else {
+            Some(granted(rival_session.receive().await))
+        };
+        *record.borrow_mut() = Observed {
+            holder: Some(holder),
+            rival_sent_at_us,
+            rival_replied_before_commit,
+            committed_at_us,
+            rival,
+        };
+        Ok(())
+    });
+    sim.run().expect("the simulation runs");
+
+    let observed = observed.borrow();
+    assert!(
+        !observed.rival_replied_before_commit,
+        "the rival's takeover finished while the fenced transaction was open: {observed:?}"
+    );
+    let holder = observed.holder.as_ref().expect("recorded");
+    let rival = observed.rival.as_ref().expect("granted after the commit");
+    assert_eq!(rival.token, holder.token.next(), "{observed:?}");
+    assert!(rival.granted_at >= holder.expires_at, "{observed:?}");
+    // Like PostgreSQL's `now()`, the waiting statement keeps its start time:
+    // the grant is dated when the acquire arrived, not when the lock freed.
+    assert!(
+        rival.granted_at.micros >= observed.rival_sent_at_us,
+        "{observed:?}"
+    );
+    assert!(
+        rival.granted_at.micros < observed.committed_at_us,
+        "{observed:?}"
+    );
+}
