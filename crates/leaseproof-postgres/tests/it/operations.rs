@@ -278,3 +278,64 @@ async fn connect_builds_a_working_pool_and_reports_an_absent_server_as_unavailab
         "{absent:?}"
     );
 }
+
+#[tokio::test]
+async fn rival_cannot_take_over_shortly_before_expiry() {
+    // Expiry is judged exactly on the server's clock: 0.8 s before expires_at
+    // the scope is still held, however close.
+    let Some((_database, leases)) = fresh(2).await else {
+        return;
+    };
+    let scope = Scope::new("job").unwrap();
+    let holder = leases
+        .acquire(&scope, &Owner::generate(), ttl_ms(1_500))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let rival = Owner::generate();
+    assert!(matches!(
+        leases.acquire(&scope, &rival, ttl_ms(1_000)).await,
+        Err(LeaseError::Held { .. })
+    ));
+    // The guard and the ON CONFLICT condition each decide alone in one of the
+    // two forms, so both forms are asked: neither layer may hide the other.
+    let unguarded = leases
+        .acquire_with(
+            leaseproof_postgres::sql::ACQUIRE_UNGUARDED,
+            &scope,
+            &rival,
+            ttl_ms(1_000),
+        )
+        .await;
+    assert!(
+        matches!(unguarded, Err(LeaseError::Held { .. })),
+        "{unguarded:?}"
+    );
+    assert!(leases.holds(&holder).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let taken = leases.acquire(&scope, &rival, ttl_ms(1_000)).await.unwrap();
+    assert!(taken.granted_at >= holder.expires_at);
+}
+
+#[tokio::test]
+async fn renew_after_expiry_is_refused_and_does_not_revive_the_lease() {
+    let Some((_database, leases)) = fresh(2).await else {
+        return;
+    };
+    let scope = Scope::new("job").unwrap();
+    let lease = leases
+        .acquire(&scope, &Owner::generate(), ttl_ms(100))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(matches!(
+        leases.renew(&lease, ttl_ms(60_000)).await,
+        Err(LeaseError::Lost { .. })
+    ));
+    assert!(!leases.holds(&lease).await.unwrap());
+    let row = leases.row(&scope).await.unwrap().unwrap();
+    assert_eq!(
+        row.expires_at, lease.expires_at,
+        "the refused renewal changed nothing"
+    );
+}
