@@ -101,13 +101,19 @@ mod tests {
     fn generated_owner_suffix_is_64_random_bits() {
         // 10,000 ids collide almost surely with a weak suffix (8 bits: always;
         // 32 bits: ~1%), essentially never with 64 bits (~2^-37).
-        let ids: std::collections::BTreeSet<String> =
-            (0..10_000).map(|_| Owner::generate().as_str().to_owned()).collect();
+        let ids: std::collections::BTreeSet<String> = (0..10_000)
+            .map(|_| Owner::generate().as_str().to_owned())
+            .collect();
         assert_eq!(ids.len(), 10_000);
         for id in ids.iter().take(100) {
             let suffix = id.rsplit(':').next().unwrap();
             assert_eq!(suffix.len(), 16, "{id}");
-            assert!(suffix.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{id}");
+            assert!(
+                suffix
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                "{id}"
+            );
         }
     }
 
