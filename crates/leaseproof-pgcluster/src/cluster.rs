@@ -142,49 +142,24 @@ impl Cluster {
             self.port != 0,
             "a port is configured before the first start"
         );
-        let timeout_s = START_TIMEOUT_S.to_string();
-        let result = self
-            .run(
-                "pg_ctl",
-                &[
-                    "start",
-                    "-w",
-                    "-t",
-                    &timeout_s,
-                    "-D",
-                    &path_arg(&self.data_dir),
-                    "-l",
-                    &path_arg(&self.log_path),
-                ],
-            )
-            .await;
-        if let Err(error) = result {
-            return Err(self.start_error(error.to_string()));
-        }
-        self.wait_until_connectable().await
+        self.pg_ctl_until_connectable(&["start"]).await
     }
 
     /// `pg_ctl restart -m fast`: same port and data, every session is cut.
     pub(crate) async fn restart(&self) -> Result<(), Error> {
+        self.pg_ctl_until_connectable(&["restart", "-m", "fast"])
+            .await
+    }
+
+    /// `pg_ctl <action> -w` with the start timeout, data dir and log, then a
+    /// connect poll; a failure carries the server log's tail.
+    async fn pg_ctl_until_connectable(&self, action: &[&str]) -> Result<(), Error> {
         let timeout_s = START_TIMEOUT_S.to_string();
-        let result = self
-            .run(
-                "pg_ctl",
-                &[
-                    "restart",
-                    "-m",
-                    "fast",
-                    "-w",
-                    "-t",
-                    &timeout_s,
-                    "-D",
-                    &path_arg(&self.data_dir),
-                    "-l",
-                    &path_arg(&self.log_path),
-                ],
-            )
-            .await;
-        if let Err(error) = result {
+        let data_dir = path_arg(&self.data_dir);
+        let log_path = path_arg(&self.log_path);
+        let mut args: Vec<&str> = action.to_vec();
+        args.extend(["-w", "-t", &timeout_s, "-D", &data_dir, "-l", &log_path]);
+        if let Err(error) = self.run("pg_ctl", &args).await {
             return Err(self.start_error(error.to_string()));
         }
         self.wait_until_connectable().await

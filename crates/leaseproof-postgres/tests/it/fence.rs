@@ -8,7 +8,7 @@
 //! - The fence refuses to run outside a transaction or in another domain.
 
 use leaseproof_postgres::{conformance, CycleError, PostgresLeases};
-use leaseproof_protocol::{LeaseError, Owner, Scope, Ttl};
+use leaseproof_protocol::{Lease, LeaseError, Owner, Scope, Ttl};
 use sqlx::{Connection, PgConnection};
 
 use crate::fresh;
@@ -18,6 +18,27 @@ async fn create_results_table(leases: &PostgresLeases) {
         .execute(leases.pool())
         .await
         .unwrap();
+}
+
+/// A commit cycle under `lease` that inserts one `results` row.
+async fn commit_result(
+    leases: &PostgresLeases,
+    lease: &Lease,
+    token: i64,
+    value: i32,
+) -> Result<(), CycleError<sqlx::Error>> {
+    leases
+        .commit_cycle(lease, |connection: &mut PgConnection| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO results VALUES ($1, $2)")
+                    .bind(token)
+                    .bind(value)
+                    .execute(connection)
+                    .await
+                    .map(drop)
+            })
+        })
+        .await
 }
 
 async fn results(leases: &PostgresLeases) -> Vec<(i64, i32)> {
@@ -80,16 +101,7 @@ async fn stale_holder_commit_is_refused_after_takeover_and_writes_roll_back() {
         .unwrap());
     transaction.rollback().await.unwrap();
 
-    let committed = leases
-        .commit_cycle(&rival, |connection: &mut PgConnection| {
-            Box::pin(async move {
-                sqlx::query("INSERT INTO results VALUES (2, 3)")
-                    .execute(connection)
-                    .await
-                    .map(drop)
-            })
-        })
-        .await;
+    let committed = commit_result(&leases, &rival, 2, 3).await;
     assert!(committed.is_ok(), "{committed:?}");
     assert_eq!(
         results(&leases).await,
@@ -199,16 +211,7 @@ async fn commit_under_an_older_token_of_the_same_owner_is_refused() {
     assert!(leases.force_expire(&scope).await.unwrap());
     let new = leases.acquire(&scope, &owner, ttl).await.unwrap();
     assert_eq!(new.token, old.token.next());
-    let refused = leases
-        .commit_cycle(&old, |connection: &mut PgConnection| {
-            Box::pin(async move {
-                sqlx::query("INSERT INTO results VALUES (1, 1)")
-                    .execute(connection)
-                    .await
-                    .map(drop)
-            })
-        })
-        .await;
+    let refused = commit_result(&leases, &old, 1, 1).await;
     assert!(
         matches!(refused, Err(CycleError::Lease(LeaseError::Lost { .. }))),
         "{refused:?}"
@@ -234,16 +237,7 @@ async fn commit_after_expiry_is_refused_even_before_any_takeover() {
         .await
         .unwrap();
     assert!(leases.force_expire(&scope).await.unwrap());
-    let refused = leases
-        .commit_cycle(&lease, |connection: &mut PgConnection| {
-            Box::pin(async move {
-                sqlx::query("INSERT INTO results VALUES (1, 1)")
-                    .execute(connection)
-                    .await
-                    .map(drop)
-            })
-        })
-        .await;
+    let refused = commit_result(&leases, &lease, 1, 1).await;
     assert!(
         matches!(refused, Err(CycleError::Lease(LeaseError::Lost { .. }))),
         "{refused:?}"

@@ -15,14 +15,13 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use leaseproof_history::{EventKind, FailReason, OpResult, Outcome, Recorder};
+use leaseproof_history::{EventKind, FailReason, OpResult, Outcome};
 use leaseproof_postgres::{sql, PostgresLeases};
 use leaseproof_protocol::{GuardedCycle, LeaseError, LeasePort as _, Owner, Scope, Ttl};
-use leaseproof_races::clock::RunClock;
-use leaseproof_races::race::{connect_pool, harness_port, judge, task_race, unique_scope};
+use leaseproof_races::race::{connect_pool, judge, task_race, unique_scope};
 use leaseproof_races::RaceConfig;
 
-use crate::support::{commit_op, SceneWorker};
+use crate::support::{commit_op, HeldScene, SceneWorker};
 
 const TTL_MS: i64 = 200;
 const RETRY_INTERVAL_MS: u64 = 10;
@@ -34,38 +33,19 @@ async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() 
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
-    let port = harness_port(&database.url, &RaceConfig::default())
-        .await
-        .unwrap();
-    port.ensure_schema().await.unwrap();
+    let HeldScene {
+        port,
+        scope_name,
+        scope,
+        ttl,
+        recorder,
+        clock,
+        holder_owner,
+        rival_owner,
+        lease,
+    } = HeldScene::start(&database.url, "killed", TTL_MS).await;
     let leases = &port.leases;
-    let scope_name = unique_scope("killed");
-    let scope = Scope::new(scope_name.clone()).unwrap();
-    let ttl = Ttl::from_millis(TTL_MS).unwrap();
-    let recorder = Recorder::new();
-    let clock = RunClock::start();
-    let holder = SceneWorker {
-        name: "holder",
-        recorder: &recorder,
-        clock,
-    };
-    let rival = SceneWorker {
-        name: "rival",
-        recorder: &recorder,
-        clock,
-    };
-    let holder_owner = Owner::generate();
-    let rival_owner = Owner::generate();
-
-    let op = holder.invoke(SceneWorker::acquire_op(
-        &scope_name,
-        holder_owner.as_str(),
-        ttl.as_micros(),
-    ));
-    let acquired = leases.acquire(&scope, &holder_owner, ttl).await;
-    holder.complete_acquire(op, &acquired);
-    let lease = acquired.unwrap();
-    holder.belief(&lease, true);
+    let (holder, rival) = SceneWorker::pair(&recorder, clock);
 
     // Mid-cycle: fenced, rows written, not yet committed.
     let commit = holder.invoke(commit_op(&lease, 1, 2));

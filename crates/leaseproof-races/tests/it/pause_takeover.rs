@@ -17,14 +17,14 @@ use std::time::Duration;
 
 use leaseproof_history::{FailReason, Invariant, Outcome, Recorder};
 use leaseproof_postgres::{sql, HarnessPort};
-use leaseproof_protocol::{GuardedCycle, LeasePort as _, Owner, Scope, Ttl};
+use leaseproof_protocol::{GuardedCycle, LeasePort as _, Owner, Scope};
 use leaseproof_races::clock::RunClock;
 use leaseproof_races::hooks::PauseOnce;
 use leaseproof_races::race::{harness_port, judge, run_racers, unique_scope, Racer};
 use leaseproof_races::RaceConfig;
 use leaseproof_worker::Step;
 
-use crate::support::{commit_op, SceneWorker};
+use crate::support::{commit_op, HeldScene, SceneWorker};
 
 const TTL_MS: i64 = 150;
 const HOLDER_PAUSE_MS: u64 = 450;
@@ -199,38 +199,19 @@ async fn refused_holder_writes_inside_its_transaction_are_rolled_back() {
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
-    let port = harness_port(&database.url, &RaceConfig::default())
-        .await
-        .unwrap();
-    port.ensure_schema().await.unwrap();
+    let HeldScene {
+        port,
+        scope_name,
+        scope,
+        ttl,
+        recorder,
+        clock,
+        holder_owner,
+        rival_owner,
+        lease: stale,
+    } = HeldScene::start(&database.url, "rollback", TTL_MS).await;
     let leases = &port.leases;
-    let scope_name = unique_scope("rollback");
-    let scope = Scope::new(scope_name.clone()).unwrap();
-    let ttl = Ttl::from_millis(TTL_MS).unwrap();
-    let recorder = Recorder::new();
-    let clock = RunClock::start();
-    let holder = SceneWorker {
-        name: "holder",
-        recorder: &recorder,
-        clock,
-    };
-    let rival = SceneWorker {
-        name: "rival",
-        recorder: &recorder,
-        clock,
-    };
-    let holder_owner = Owner::generate();
-    let rival_owner = Owner::generate();
-
-    let op = holder.invoke(SceneWorker::acquire_op(
-        &scope_name,
-        holder_owner.as_str(),
-        ttl.as_micros(),
-    ));
-    let acquired = leases.acquire(&scope, &holder_owner, ttl).await;
-    holder.complete_acquire(op, &acquired);
-    let stale = acquired.unwrap();
-    holder.belief(&stale, true);
+    let (holder, rival) = SceneWorker::pair(&recorder, clock);
 
     // The holder writes first and fences last, inside one transaction.
     let commit = holder.invoke(commit_op(&stale, 1, 3));

@@ -97,3 +97,79 @@ pub fn commit_op(lease: &Lease, cycle_id: u64, items: u32) -> Op {
         items,
     }
 }
+
+/// The opening both hand-driven scenes share: a fresh scope on `url`, and a
+/// holder that has acquired it (recorded, and believing it holds). Fields are
+/// owned so a test can destructure it into plain variables.
+pub struct HeldScene {
+    pub port: leaseproof_postgres::HarnessPort,
+    pub scope_name: String,
+    pub scope: leaseproof_protocol::Scope,
+    pub ttl: leaseproof_protocol::Ttl,
+    pub recorder: Recorder,
+    pub clock: RunClock,
+    pub holder_owner: leaseproof_protocol::Owner,
+    pub rival_owner: leaseproof_protocol::Owner,
+    pub lease: Lease,
+}
+
+impl HeldScene {
+    pub async fn start(url: &str, scope_prefix: &str, ttl_ms: i64) -> HeldScene {
+        use leaseproof_protocol::LeasePort as _;
+        let port =
+            leaseproof_races::race::harness_port(url, &leaseproof_races::RaceConfig::default())
+                .await
+                .unwrap();
+        port.ensure_schema().await.unwrap();
+        let scope_name = leaseproof_races::race::unique_scope(scope_prefix);
+        let scope = leaseproof_protocol::Scope::new(scope_name.clone()).unwrap();
+        let ttl = leaseproof_protocol::Ttl::from_millis(ttl_ms).unwrap();
+        let recorder = Recorder::new();
+        let clock = RunClock::start();
+        let holder_owner = leaseproof_protocol::Owner::generate();
+        let rival_owner = leaseproof_protocol::Owner::generate();
+        let holder = SceneWorker {
+            name: "holder",
+            recorder: &recorder,
+            clock,
+        };
+        let op = holder.invoke(SceneWorker::acquire_op(
+            &scope_name,
+            holder_owner.as_str(),
+            ttl.as_micros(),
+        ));
+        let acquired = port.leases.acquire(&scope, &holder_owner, ttl).await;
+        holder.complete_acquire(op, &acquired);
+        let lease = acquired.unwrap();
+        holder.belief(&lease, true);
+        HeldScene {
+            port,
+            scope_name,
+            scope,
+            ttl,
+            recorder,
+            clock,
+            holder_owner,
+            rival_owner,
+            lease,
+        }
+    }
+}
+
+impl<'a> SceneWorker<'a> {
+    /// The scene's two workers, "holder" and "rival", on one recorder and clock.
+    pub fn pair(recorder: &'a Recorder, clock: RunClock) -> (SceneWorker<'a>, SceneWorker<'a>) {
+        (
+            SceneWorker {
+                name: "holder",
+                recorder,
+                clock,
+            },
+            SceneWorker {
+                name: "rival",
+                recorder,
+                clock,
+            },
+        )
+    }
+}
