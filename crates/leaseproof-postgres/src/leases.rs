@@ -199,7 +199,8 @@ impl PostgresLeases {
     ///
     /// Idempotent for the same owner: after a lost reply (`OutcomeUnknown`),
     /// retrying with the same `owner` returns the grant the lost reply carried —
-    /// same token, same `granted_at`, `expires_at` extended to `now + ttl` — or,
+    /// same token, same `granted_at`, `expires_at` extended to `now + ttl` (never
+    /// shortened: a stale retry landing late keeps the later end) — or,
     /// if it expired meanwhile, a new grant with the next token.
     pub async fn acquire(
         &self,
@@ -244,7 +245,8 @@ impl PostgresLeases {
         Ok(lease)
     }
 
-    /// Extends a live lease to `now + ttl`, keeping its token. `Err(Lost)` when
+    /// Extends a live lease to `now + ttl` (never shortens it: a renewal that
+    /// landed late keeps the end a newer one set), keeping its token. `Err(Lost)` when
     /// the lease expired, was released, or was taken over.
     pub async fn renew(&self, lease: &Lease, ttl: Ttl) -> Result<Lease, LeaseError> {
         let mut connection = self.connection().await?;

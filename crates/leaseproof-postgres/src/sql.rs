@@ -17,6 +17,14 @@ CREATE TABLE IF NOT EXISTS leaseproof_leases (
 
 /// The decision both acquisition forms share, under the row lock: take over an
 /// expired row (next token) or extend the same owner's live grant (same token).
+///
+/// `greatest(…)`: a grant's end never moves backwards except by release. This
+/// statement's `now()` is its start, and a statement can land late — it queued
+/// on the row lock, or it is the stale twin of a retry that already landed —
+/// so `EXCLUDED.expires_at` may lie *before* what the owner was already told;
+/// assigning it would shorten a live lease and let a rival in early (chaos
+/// seeds 345 and 1171). On a takeover the old end is `<= now()`, so
+/// `greatest` is the new end.
 macro_rules! acquire_on_conflict {
     () => {
         "\
@@ -24,7 +32,7 @@ ON CONFLICT (scope) DO UPDATE SET
     owner      = EXCLUDED.owner,
     token      = CASE WHEN l.expires_at > now() THEN l.token ELSE l.token + 1 END,
     granted_at = CASE WHEN l.expires_at > now() THEN l.granted_at ELSE now() END,
-    expires_at = EXCLUDED.expires_at
+    expires_at = greatest(l.expires_at, EXCLUDED.expires_at)
 WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
 RETURNING l.token,
           (extract(epoch FROM l.granted_at) * 1000000)::int8,
@@ -41,7 +49,8 @@ RETURNING l.token,
 ///   version, which closes the window between the guard's snapshot and the
 ///   lock: a racer that won meanwhile makes the `WHERE` false.
 /// - The same owner re-acquiring its live grant (a retry after a lost reply)
-///   keeps token and `granted_at` and extends `expires_at`: idempotent.
+///   keeps token and `granted_at` and extends `expires_at` (never shortens
+///   it): idempotent.
 /// - `now()` is the statement's start: this runs in its own transaction.
 pub const ACQUIRE: &str = concat!(
     "\
@@ -66,10 +75,12 @@ VALUES ($1, $2, 1, now(), now() + $3::int8 * interval '1 microsecond')
     acquire_on_conflict!()
 );
 
-/// Renewal: `$1` scope, `$2` owner, `$3` token, `$4` TTL in µs. Keeps the token.
+/// Renewal: `$1` scope, `$2` owner, `$3` token, `$4` TTL in µs. Keeps the token,
+/// and never shortens the grant: a renewal that landed late with a stale
+/// `now()` must not undo a newer one (see [`ACQUIRE`]'s `greatest`).
 pub const RENEW: &str = "\
 UPDATE leaseproof_leases
-SET expires_at = now() + $4::int8 * interval '1 microsecond'
+SET expires_at = greatest(expires_at, now() + $4::int8 * interval '1 microsecond')
 WHERE scope = $1 AND owner = $2 AND token = $3 AND expires_at > now()
 RETURNING (extract(epoch FROM granted_at) * 1000000)::int8,
           (extract(epoch FROM expires_at) * 1000000)::int8";

@@ -78,20 +78,69 @@ pub enum GrantKind {
     Takeover,
     /// The same owner's grant was still live: an idempotent retry (after a lost
     /// reply). The token and `granted_at` are kept and `expires_at` becomes
-    /// `now + ttl` — it is a renewal of the grant the lost reply carried.
+    /// `greatest(expires_at, now + ttl)` — it is a renewal of the grant the lost
+    /// reply carried, and like every renewal it never shortens the grant.
     Reacquired,
+}
+
+/// How an extension of a live grant by its own holder (a renewal, an
+/// idempotent re-acquire) sets `expires_at`.
+///
+/// A statement's `now()` is taken when it starts, and a statement can land
+/// late: it queued on the row lock, or its request sat in the network while
+/// the client timed out and sent a newer one. If the late one then sets
+/// `expires_at = now + ttl` from its stale `now()`, the grant's end moves
+/// *backwards*, below what the holder was already told, and a rival is granted
+/// inside the promised interval (I1). Found by the chaos sweep, seeds 345 and
+/// 1171.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub enum ExtensionRule {
+    /// `expires_at = greatest(expires_at, now + ttl)`: a grant's end moves
+    /// back only by release or takeover. The protocol.
+    #[default]
+    NeverShorten,
+    /// `expires_at = now + ttl`: the rule before the fix. A broken variant, kept
+    /// only so the harness can show it catches it (like
+    /// [`GuardedLog::append_unfenced`]); nothing in the library uses it.
+    LatestStatementWins,
+}
+
+impl ExtensionRule {
+    /// The new `expires_at` of a live grant ending at `current` that a
+    /// statement asks to extend to `requested`.
+    pub fn extend(self, current: ServerTime, requested: ServerTime) -> ServerTime {
+        match self {
+            ExtensionRule::NeverShorten => current.max(requested),
+            ExtensionRule::LatestStatementWins => requested,
+        }
+    }
 }
 
 /// The lease table: every scope's row.
 #[derive(Clone, PartialEq, Eq, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct LeaseTable {
     rows: BTreeMap<Scope, LeaseRow>,
+    extension_rule: ExtensionRule,
 }
 
 impl LeaseTable {
-    /// An empty table.
+    /// An empty table with the protocol's rules.
     pub fn new() -> LeaseTable {
         LeaseTable::default()
+    }
+
+    /// An empty table whose extensions follow `extension_rule`: the harness's
+    /// way to run the broken pre-fix rule and show the checker catches it.
+    pub fn with_extension_rule(extension_rule: ExtensionRule) -> LeaseTable {
+        LeaseTable {
+            rows: BTreeMap::new(),
+            extension_rule,
+        }
+    }
+
+    /// The rule this table extends live grants by.
+    pub fn extension_rule(&self) -> ExtensionRule {
+        self.extension_rule
     }
 
     /// The row of `scope`, if it was ever granted.
@@ -133,9 +182,18 @@ impl LeaseTable {
             row.owner = owner.clone();
             row.token = row.token.next();
             row.granted_at = now;
+            row.expires_at = expires_at;
             assert!(row.token > token_before);
             GrantKind::Takeover
         } else if row.owner == *owner {
+            let (token_before, granted_at_before, expires_at_before) =
+                (row.token, row.granted_at, row.expires_at);
+            row.expires_at = self.extension_rule.extend(row.expires_at, expires_at);
+            assert_eq!(row.token, token_before, "a re-acquire keeps its token");
+            assert_eq!(row.granted_at, granted_at_before, "and its grant time");
+            if self.extension_rule == ExtensionRule::NeverShorten {
+                assert!(row.expires_at >= expires_at_before, "and never shortens");
+            }
             GrantKind::Reacquired
         } else {
             return Acquisition::Held {
@@ -143,7 +201,6 @@ impl LeaseTable {
                 expires_at: row.expires_at,
             };
         };
-        row.expires_at = expires_at;
         assert!(row.is_live(now));
         Acquisition::Granted {
             lease: row.to_lease(scope),
@@ -151,14 +208,24 @@ impl LeaseTable {
         }
     }
 
-    /// `renew`: `UPDATE … SET expires_at = now + ttl WHERE scope, owner and token
-    /// match AND expires_at > now`. Keeps the token. `None` when the lease is lost.
+    /// `renew`: `UPDATE … SET expires_at = greatest(expires_at, now + ttl) WHERE
+    /// scope, owner and token match AND expires_at > now`. Keeps the token and
+    /// `granted_at`; never shortens the grant (see [`ExtensionRule`]). `None`
+    /// when the lease is lost.
     pub fn renew(&mut self, lease: &Lease, ttl: Ttl, now: ServerTime) -> Option<Lease> {
+        let rule = self.extension_rule;
         let row = self.rows.get_mut(&lease.scope)?;
         if !row.is_held_by(lease, now) {
             return None;
         }
-        row.expires_at = now.plus(ttl);
+        let (token_before, granted_at_before, expires_at_before) =
+            (row.token, row.granted_at, row.expires_at);
+        row.expires_at = rule.extend(row.expires_at, now.plus(ttl));
+        assert_eq!(row.token, token_before, "a renewal keeps its token");
+        assert_eq!(row.granted_at, granted_at_before, "and its grant time");
+        if rule == ExtensionRule::NeverShorten {
+            assert!(row.expires_at >= expires_at_before, "and never shortens");
+        }
         Some(row.to_lease(&lease.scope))
     }
 

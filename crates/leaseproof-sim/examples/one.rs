@@ -13,6 +13,7 @@ fn main() {
             unfenced,
             trace: true,
             no_schema_retry: false,
+            shortening_extensions: false,
         },
     );
     for line in &outcome.trace {

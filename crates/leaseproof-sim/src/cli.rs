@@ -65,6 +65,10 @@ pub struct ReplayArgs {
     /// Disable the port's one retry of `ensure_schema`.
     #[arg(long)]
     pub no_schema_retry: bool,
+    /// Run the simulated database with the broken pre-fix extension rule: a
+    /// delayed same-owner statement shortens a live grant (issue 15).
+    #[arg(long)]
+    pub shortening_extensions: bool,
     /// Where to write the trace (default `leaseproof-replay-<scenario>-<seed>.trace`).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -135,6 +139,7 @@ fn print_failures(scenario: &Scenario, summary: &SweepSummary) {
             unfenced: summary.unfenced,
             trace: true,
             no_schema_retry: false,
+            shortening_extensions: false,
         };
         let outcome = run(scenario, failure.seed, options);
         println!();
@@ -255,6 +260,7 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         unfenced: args.unfenced,
         trace: true,
         no_schema_retry: args.no_schema_retry,
+        shortening_extensions: args.shortening_extensions,
     };
     let outcome = run(&scenario, args.seed, options);
     let text = outcome.trace.join("\n") + "\n";
@@ -263,10 +269,19 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         let _ = std::io::stdout().lock().write_all(text.as_bytes());
     }
     let path = args.out.unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "leaseproof-replay-{}-{}.trace",
-            scenario.name, args.seed
-        ))
+        // Every option that changes the run is in the name, so two replays
+        // of one seed with different options do not overwrite each other.
+        let mut name = format!("leaseproof-replay-{}-{}", scenario.name, args.seed);
+        for (set, suffix) in [
+            (args.unfenced, "-unfenced"),
+            (args.no_schema_retry, "-no-schema-retry"),
+            (args.shortening_extensions, "-shortening-extensions"),
+        ] {
+            if set {
+                name.push_str(suffix);
+            }
+        }
+        PathBuf::from(name + ".trace")
     });
     match std::fs::write(&path, &text) {
         Ok(()) => eprintln!("trace written to {}", path.display()),

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use leaseproof_protocol::semantics::{Acquisition, GuardedLog, LeaseTable};
+use leaseproof_protocol::semantics::{Acquisition, ExtensionRule, GuardedLog, LeaseTable};
 use leaseproof_protocol::{Lease, Scope, ServerTime};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -79,8 +79,14 @@ pub struct Durable {
 impl Durable {
     /// Empty tables, no schema, and the lost-reply RNG seeded with `rng_seed`.
     pub fn new(rng_seed: u64) -> Durable {
+        Durable::with_extension_rule(rng_seed, ExtensionRule::NeverShorten)
+    }
+
+    /// [`Durable::new`] whose lease table extends live grants by `rule` (the
+    /// broken pre-fix rule, for the harness's teeth).
+    pub fn with_extension_rule(rng_seed: u64, rule: ExtensionRule) -> Durable {
         Durable {
-            leases: LeaseTable::new(),
+            leases: LeaseTable::with_extension_rule(rule),
             guarded: GuardedLog::new(),
             schema: SchemaState::Absent,
             rng: ChaCha8Rng::seed_from_u64(rng_seed),

@@ -23,6 +23,7 @@ use leaseproof_history::{
     check, check_with_takeover_bound, CheckConfig, CheckReport, EventKind, GuardedRow, History, Op,
     OpResult, Outcome, Recorder, TakeoverBound,
 };
+use leaseproof_protocol::semantics::ExtensionRule;
 use leaseproof_protocol::{Owner, Scope, Ttl};
 use leaseproof_worker::{run_worker, Clocks, Hooks, Step, WorkerConfig, WorkerSummary};
 use rand::{Rng, SeedableRng};
@@ -48,6 +49,21 @@ pub struct RunOptions {
     /// says. A run's [`RunOutcome::options`] has it set whenever the run went
     /// without the retry, so its replay line reproduces it.
     pub no_schema_retry: bool,
+    /// The simulated database extends live grants by the broken pre-fix rule
+    /// ([`ExtensionRule::LatestStatementWins`]): a delayed same-owner statement
+    /// shortens a live grant. The harness must catch it (chaos seeds 345, 1171).
+    pub shortening_extensions: bool,
+}
+
+impl RunOptions {
+    /// The extension rule the simulated database runs with.
+    pub fn extension_rule(&self) -> ExtensionRule {
+        if self.shortening_extensions {
+            ExtensionRule::LatestStatementWins
+        } else {
+            ExtensionRule::NeverShorten
+        }
+    }
 }
 
 /// What one run produced.
@@ -84,7 +100,7 @@ impl RunOutcome {
     /// The one line that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -- replay {} --seed {}{}{}",
+            "cargo run --release -- replay {} --seed {}{}{}{}",
             self.scenario,
             self.seed,
             if self.options.unfenced {
@@ -94,6 +110,11 @@ impl RunOutcome {
             },
             if self.options.no_schema_retry {
                 " --no-schema-retry"
+            } else {
+                ""
+            },
+            if self.options.shortening_extensions {
+                " --shortening-extensions"
             } else {
                 ""
             }
@@ -240,7 +261,10 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
     options.no_schema_retry = !scenario.schema_retry;
     let scenario = &scenario;
     let plan = FaultPlan::draw(scenario, seed);
-    let header = plan.header(scenario, options.unfenced);
+    let mut header = plan.header(scenario, options.unfenced);
+    if options.shortening_extensions {
+        header[0].push_str(" shortening_extensions=true");
+    }
     let trace = Trace::new(options.trace, &plan);
     let tick = Duration::from_millis(scenario.tick_ms);
     let duration = Duration::from_secs(scenario.duration_s);
@@ -258,7 +282,10 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         .max_message_latency(Duration::from_millis(scenario.latency_ms[1]))
         .build();
 
-    let durable = Rc::new(RefCell::new(Durable::new(plan.db_rng_seed)));
+    let durable = Rc::new(RefCell::new(Durable::with_extension_rule(
+        plan.db_rng_seed,
+        options.extension_rule(),
+    )));
     let db_config = DbConfig {
         server_offset_us: plan.server_offset_us,
         lost_reply_probability: plan.lost_reply_probability,

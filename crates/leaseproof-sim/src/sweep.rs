@@ -213,6 +213,7 @@ pub fn sweep(
         unfenced: config.unfenced,
         trace: false,
         no_schema_retry: false,
+        shortening_extensions: false,
     };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
@@ -277,6 +278,10 @@ pub struct Regression {
     /// Override the scenario's `schema_retry`.
     #[serde(default)]
     pub schema_retry: Option<bool>,
+    /// Run the simulated database with the broken pre-fix extension rule
+    /// ([`RunOptions::shortening_extensions`]).
+    #[serde(default)]
+    pub shortening_extensions: bool,
     /// What the run must show.
     pub expect: RegressionExpect,
     /// Invariant codes (`I3`, `B`, …) the run's violations must include:
@@ -321,6 +326,7 @@ pub fn run_regression(regression: &Regression) -> Result<RunOutcome, String> {
         unfenced: regression.unfenced,
         trace: false,
         no_schema_retry: false,
+        shortening_extensions: regression.shortening_extensions,
     };
     let outcome = run(&scenario, regression.seed, options);
     match (regression.expect, outcome.is_ok()) {

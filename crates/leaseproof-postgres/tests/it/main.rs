@@ -12,6 +12,7 @@
 mod differential;
 mod fence;
 mod input;
+mod late_statements;
 mod operations;
 mod schema;
 

@@ -12,6 +12,7 @@ fn chaos_trace(seed: u64) -> String {
         unfenced: false,
         trace: true,
         no_schema_retry: false,
+        shortening_extensions: false,
     };
     run(&scenario, seed, options).trace.join("\n")
 }

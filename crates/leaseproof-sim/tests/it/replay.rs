@@ -28,6 +28,7 @@ fn replay_reproduces_a_failing_unfenced_seed() {
         seed: failure.seed,
         unfenced: true,
         no_schema_retry: false,
+        shortening_extensions: false,
         out: Some(path.clone()),
         quiet: true,
     });
@@ -48,6 +49,7 @@ fn replay_reproduces_a_failing_unfenced_seed() {
             unfenced: true,
             trace: true,
             no_schema_retry: false,
+            shortening_extensions: false,
         },
     );
     assert_eq!(written, outcome.trace.join("\n") + "\n");
@@ -74,6 +76,7 @@ fn replay_of_a_passing_seed_succeeds() {
         seed: 3,
         unfenced: false,
         no_schema_retry: false,
+        shortening_extensions: false,
         out: Some(path.clone()),
         quiet: true,
     });
