@@ -20,8 +20,8 @@ mod trace;
 mod variant;
 
 pub use model::{
-    representative, Clock, Ghost, GhostGrant, LeaseAction, LeaseModel, LeaseRow, LeaseState, Owner,
-    Phase, Schema, Step, WORKERS_MAX,
+    representative, Clock, Ghost, GhostGrant, LateKind, LateStatement, LeaseAction, LeaseModel,
+    LeaseRow, LeaseState, Owner, Phase, Schema, Step, WORKERS_MAX,
 };
 pub use trace::{Trace, TraceStep};
 pub use variant::{UnknownVariant, Variant};

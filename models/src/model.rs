@@ -7,7 +7,10 @@
 //! bounded server clock.
 //! Method: one server step per statement (PostgreSQL serialises them on the row
 //! lock), so "acquire is one statement" is one atomic step, while the variants
-//! that split a statement in two get two steps. A worker may pause forever:
+//! that split a statement in two get two steps. A statement may also *start*
+//! (its `now()` is fixed) and *land* later, after other statements of the same
+//! or another owner: a retry whose predecessor was held up (issue 15, chaos
+//! seeds 345 and 1171). Its reply is lost — the worker timed out on it. A worker may pause forever:
 //! there is no fairness, a worker simply takes no step. Time advances only by
 //! the `Tick` action, bounded by `time_ticks_max`.
 //! Invariant: the `Ghost` part of the state records the truth the protocol
@@ -122,6 +125,33 @@ pub struct Worker {
     /// A fenced commit a dead incarnation sent before crashing, still in the
     /// network: `(incarnation, token)`.
     pub orphan_commit: Option<(u8, u8)>,
+    /// A statement the server started (its `now()` is fixed) and will apply
+    /// later; the worker gave up waiting for its reply.
+    pub late: Option<LateStatement>,
+}
+
+/// A statement whose `now()` was taken when it started and whose effect lands
+/// later (it queued on the row lock, or its retry overtook it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LateStatement {
+    /// What it does.
+    pub kind: LateKind,
+    /// The incarnation that sent it (its owner id).
+    pub incarnation: u8,
+    /// Server time when it started: its `now()`.
+    pub started_server_ticks: u8,
+}
+
+/// The statements that can land late.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LateKind {
+    /// The single-statement acquire.
+    Acquire,
+    /// A renewal of `token`.
+    Renew {
+        /// The token it renews.
+        token: u8,
+    },
 }
 
 impl Default for Worker {
@@ -131,6 +161,7 @@ impl Default for Worker {
             clock: Clock::default(),
             phase: Phase::Starting { retried: false },
             orphan_commit: None,
+            late: None,
         }
     }
 }
@@ -142,7 +173,8 @@ pub struct GhostGrant {
     pub holder: Owner,
     /// Its token.
     pub token: u8,
-    /// When it ends, in server ticks.
+    /// When it ends, in server ticks: the latest end any statement of this
+    /// grant set — what its holder may have been promised.
     pub end_server_ticks: u8,
     /// Whether its holder released it (as opposed to letting it expire).
     pub released: bool,
@@ -165,6 +197,8 @@ pub struct Ghost {
     pub crashes: u8,
     /// New grants so far (bounded by `grants_max`).
     pub grants: u8,
+    /// Statements started late so far (bounded by `late_statements_max`).
+    pub late_statements: u8,
     /// Monitor for I1: a grant started while another was current.
     pub grants_overlapped: bool,
     /// Monitor for I2: a grant's token did not exceed every earlier one.
@@ -229,6 +263,14 @@ pub enum Step {
     CrashMidCommit,
     /// A dead incarnation's in-flight commit reaches the server.
     DeliverOrphanCommit,
+    /// The server starts an acquisition that will land late; the worker times
+    /// out on it and stays idle (it will retry).
+    StartLateAcquire,
+    /// The server starts a renewal that will land late; the worker keeps its
+    /// belief (it does not know the outcome).
+    StartLateRenew,
+    /// A late statement takes effect with the `now()` it started with.
+    LandLate,
 }
 
 /// An action of the model.
@@ -260,11 +302,38 @@ pub struct LeaseModel {
     /// Total new grants (takeovers, first acquire) allowed: bounds the tokens,
     /// since release and re-acquire could otherwise repeat without time passing.
     pub grants_max: u8,
+    /// Total statements that may start now and land later (0 disables them).
+    pub late_statements_max: u8,
 }
 
 impl LeaseModel {
     /// The default configuration for `workers` workers running `variant`.
+    ///
+    /// Statements land when they start (`late_statements_max = 0`), except
+    /// for [`Variant::ShorteningExtension`], whose mistake only shows when one
+    /// lands late: it gets [`LeaseModel::with_late_statements`]'s bounds.
     pub fn new(workers: usize, variant: Variant) -> Self {
+        if variant == Variant::ShorteningExtension {
+            return LeaseModel::with_late_statements(workers, variant);
+        }
+        LeaseModel::standard(workers, variant)
+    }
+
+    /// The bounds for checking statements that start now and land later
+    /// (issue 15): one late statement per run, and clocks without skew or
+    /// drift — the late statement decides on the server's clock, so clock
+    /// faults add states but no behaviour here; the default configuration
+    /// covers them. Every other bound is the default's.
+    pub fn with_late_statements(workers: usize, variant: Variant) -> Self {
+        LeaseModel {
+            skew_ticks_max: 0,
+            drift_period_ticks: 0,
+            late_statements_max: 1,
+            ..LeaseModel::standard(workers, variant)
+        }
+    }
+
+    fn standard(workers: usize, variant: Variant) -> Self {
         LeaseModel {
             workers,
             variant,
@@ -274,6 +343,7 @@ impl LeaseModel {
             drift_period_ticks: 2,
             crashes_max: 1,
             grants_max: 3,
+            late_statements_max: 0,
         }
     }
 
@@ -316,10 +386,25 @@ impl LeaseModel {
 
     /// The time the server compares expiry against for a statement `worker` runs.
     fn judging_time_ticks(&self, state: &LeaseState, worker: usize) -> u8 {
+        self.judging_time_at(state, worker, state.now_ticks)
+    }
+
+    /// The judging time of a statement of `worker` that started at `server_ticks`.
+    fn judging_time_at(&self, state: &LeaseState, worker: usize, server_ticks: u8) -> u8 {
         if self.variant == Variant::WorkerClockExpiry {
-            self.worker_local_time_ticks(state, worker)
+            self.local_time_ticks(state.workers[worker].clock, server_ticks)
         } else {
-            state.now_ticks
+            server_ticks
+        }
+    }
+
+    /// The `expires_at` a same-owner extension of a live row ending at
+    /// `current` writes when it asks for `requested`.
+    fn extended_expiry(&self, current: u8, requested: u8) -> u8 {
+        if self.variant == Variant::ShorteningExtension {
+            requested
+        } else {
+            current.max(requested)
         }
     }
 
@@ -362,12 +447,19 @@ impl LeaseModel {
 
     // ----- ghost bookkeeping -------------------------------------------------
 
-    /// A new grant (not a renewal) of `token` to the real incarnation `holder`.
-    fn record_new_grant(state: &mut LeaseState, holder: Owner, token: u8, end_server_ticks: u8) {
-        let now = state.now_ticks;
+    /// A new grant (not a renewal) of `token` to the real incarnation `holder`,
+    /// starting at `granted_at_ticks` (its statement's `now()`, which a late
+    /// statement took before the present).
+    fn record_new_grant(
+        state: &mut LeaseState,
+        holder: Owner,
+        token: u8,
+        granted_at_ticks: u8,
+        end_server_ticks: u8,
+    ) {
         let ghost = &mut state.ghost;
         if let Some(previous) = ghost.grant {
-            if previous.end_server_ticks > now {
+            if previous.end_server_ticks > granted_at_ticks {
                 ghost.grants_overlapped = true;
             } else if previous.holder != holder && !previous.released {
                 ghost.takeover_after_expiry = true;
@@ -402,13 +494,16 @@ impl LeaseModel {
         if grant.token != token {
             return;
         }
+        // The promise only grows: an extension that shortens the row (the
+        // pre-fix rule) leaves the ghost at the end the holder was told, so
+        // a rival granted before it shows as an overlap.
         if grant.holder == holder {
-            grant.end_server_ticks = end_server_ticks;
+            grant.end_server_ticks = grant.end_server_ticks.max(end_server_ticks);
         } else if same_owner_id {
             // A restarted process inherited its predecessor's grant (owner ids
             // reused): the protocol sees one grant continuing.
             grant.holder = holder;
-            grant.end_server_ticks = end_server_ticks;
+            grant.end_server_ticks = grant.end_server_ticks.max(end_server_ticks);
             state.ghost.holder_crashed_at_ticks = None;
         }
     }
@@ -443,15 +538,21 @@ impl LeaseModel {
         owner_matches && token_matches && unexpired
     }
 
-    /// Single-statement acquire; `None` when the lease is held (no write).
-    fn acquire(&self, state: &mut LeaseState, worker: usize) -> Option<u8> {
-        let incarnation = state.workers[worker].incarnation;
+    /// Single-statement acquire by `worker`'s `incarnation`, deciding with the
+    /// `now()` of `started_ticks`; `None` when the lease is held (no write).
+    fn acquire(
+        &self,
+        state: &mut LeaseState,
+        worker: usize,
+        incarnation: u8,
+        started_ticks: u8,
+    ) -> Option<u8> {
         let me = self.owner_id(worker, incarnation);
         let real = Owner {
             worker: worker as u8,
             incarnation,
         };
-        let judging_ticks = self.judging_time_ticks(state, worker);
+        let judging_ticks = self.judging_time_at(state, worker, started_ticks);
         let expires_at_ticks = judging_ticks + self.ttl_ticks;
         let end_server_ticks = self.expiry_in_server_ticks(state, worker, expires_at_ticks);
         let may_grant = state.ghost.grants < self.grants_max;
@@ -462,15 +563,17 @@ impl LeaseModel {
                     token: 1,
                     expires_at_ticks,
                 });
-                Self::record_new_grant(state, real, 1, end_server_ticks);
+                Self::record_new_grant(state, real, 1, started_ticks, end_server_ticks);
                 Some(1)
             }
             Some(row) if row.owner == me && row.expires_at_ticks > judging_ticks => {
                 // Idempotent re-acquire (e.g. after a lost reply): same token.
+                let expires_at_ticks = self.extended_expiry(row.expires_at_ticks, expires_at_ticks);
                 state.row = Some(LeaseRow {
                     expires_at_ticks,
                     ..row
                 });
+                let end_server_ticks = self.expiry_in_server_ticks(state, worker, expires_at_ticks);
                 Self::record_extension(state, real, row.token, end_server_ticks, true);
                 Some(row.token)
             }
@@ -485,11 +588,46 @@ impl LeaseModel {
                     token,
                     expires_at_ticks,
                 });
-                Self::record_new_grant(state, real, token, end_server_ticks);
+                Self::record_new_grant(state, real, token, started_ticks, end_server_ticks);
                 Some(token)
             }
             _ => None,
         }
+    }
+
+    /// A renewal of `token` by `worker`'s `incarnation`, deciding with the
+    /// `now()` of `started_ticks`. Returns whether the row was extended.
+    fn renew(
+        &self,
+        state: &mut LeaseState,
+        worker: usize,
+        incarnation: u8,
+        token: u8,
+        started_ticks: u8,
+    ) -> bool {
+        let owner = self.owner_id(worker, incarnation);
+        let real = Owner {
+            worker: worker as u8,
+            incarnation,
+        };
+        let judging_ticks = self.judging_time_at(state, worker, started_ticks);
+        let Some(row) = state.row else {
+            return false;
+        };
+        let owner_checked = self.variant != Variant::NoOwnerCheck;
+        let matches = !owner_checked || (row.owner == owner && row.token == token);
+        if !matches || row.expires_at_ticks <= judging_ticks {
+            return false;
+        }
+        let expires_at_ticks =
+            self.extended_expiry(row.expires_at_ticks, judging_ticks + self.ttl_ticks);
+        state.row = Some(LeaseRow {
+            expires_at_ticks,
+            ..row
+        });
+        let end_server_ticks = self.expiry_in_server_ticks(state, worker, expires_at_ticks);
+        Self::record_extension(state, real, token, end_server_ticks, false);
+        true
     }
 
     /// A fenced (or, per variant, unfenced) commit attempt by `real` under `token`.
@@ -510,6 +648,8 @@ impl LeaseModel {
     fn worker_steps(&self, state: &LeaseState, worker: usize, actions: &mut Vec<LeaseAction>) {
         let w = worker as u8;
         let entry = &state.workers[worker];
+        let late_allowed =
+            entry.late.is_none() && state.ghost.late_statements < self.late_statements_max;
         let mut push = |step| actions.push(LeaseAction::Worker(w, step));
         match entry.phase {
             Phase::Starting { .. } => push(Step::EnsureSchema),
@@ -525,6 +665,9 @@ impl LeaseModel {
                     push(Step::ReadRow);
                 } else {
                     push(Step::Acquire);
+                    if late_allowed {
+                        push(Step::StartLateAcquire);
+                    }
                 }
             }
             Phase::ReadSawFree => push(Step::WriteRow),
@@ -540,12 +683,18 @@ impl LeaseModel {
                     push(Step::Commit);
                 }
                 push(Step::Renew);
+                if late_allowed {
+                    push(Step::StartLateRenew);
+                }
                 push(Step::Release);
             }
             Phase::Fenced { .. } => push(Step::Write),
         }
         if entry.orphan_commit.is_some() {
             push(Step::DeliverOrphanCommit);
+        }
+        if entry.late.is_some() {
+            push(Step::LandLate);
         }
         if entry.phase != Phase::Failed && state.ghost.crashes < self.crashes_max {
             push(Step::Crash);
@@ -595,10 +744,12 @@ impl LeaseModel {
                 }
                 Schema::Creating { .. } => return false,
             },
-            (Step::Acquire, Phase::Idle) => match self.acquire(state, worker) {
-                Some(token) => state.workers[worker].phase = Phase::Granted { token },
-                None => return false,
-            },
+            (Step::Acquire, Phase::Idle) => {
+                match self.acquire(state, worker, entry.incarnation, state.now_ticks) {
+                    Some(token) => state.workers[worker].phase = Phase::Granted { token },
+                    None => return false,
+                }
+            }
             (Step::ReadRow, Phase::Idle) => {
                 let me = self.owner_id(worker, entry.incarnation);
                 let free = self.row_is_free_for(state, worker);
@@ -622,7 +773,8 @@ impl LeaseModel {
                     expires_at_ticks,
                 });
                 state.workers[worker].phase = Phase::Granted { token };
-                Self::record_new_grant(state, real, token, expires_at_ticks);
+                let now = state.now_ticks;
+                Self::record_new_grant(state, real, token, now, expires_at_ticks);
             }
             (Step::ReceiveGrant, Phase::Granted { token }) => {
                 // The belief starts when the reply is received, in the local clock.
@@ -674,30 +826,49 @@ impl LeaseModel {
                 }
             }
             (Step::Renew, Phase::Holding { token, .. }) => {
-                let owner = self.owner_id(worker, entry.incarnation);
-                let judging_ticks = self.judging_time_ticks(state, worker);
-                let Some(row) = state.row else {
+                let now = state.now_ticks;
+                state.workers[worker].phase =
+                    if self.renew(state, worker, entry.incarnation, token, now) {
+                        let belief_deadline_local_ticks =
+                            self.worker_local_time_ticks(state, worker) + self.ttl_ticks;
+                        Phase::Holding {
+                            token,
+                            belief_deadline_local_ticks,
+                        }
+                    } else {
+                        Phase::Idle
+                    };
+            }
+            (Step::StartLateAcquire, Phase::Idle) => {
+                state.workers[worker].late = Some(LateStatement {
+                    kind: LateKind::Acquire,
+                    incarnation: entry.incarnation,
+                    started_server_ticks: state.now_ticks,
+                });
+                state.ghost.late_statements += 1;
+            }
+            (Step::StartLateRenew, Phase::Holding { token, .. }) => {
+                state.workers[worker].late = Some(LateStatement {
+                    kind: LateKind::Renew { token },
+                    incarnation: entry.incarnation,
+                    started_server_ticks: state.now_ticks,
+                });
+                state.ghost.late_statements += 1;
+            }
+            (Step::LandLate, _) => {
+                let Some(late) = entry.late else {
                     return false;
                 };
-                let owner_checked = self.variant != Variant::NoOwnerCheck;
-                let matches = !owner_checked || (row.owner == owner && row.token == token);
-                if matches && row.expires_at_ticks > judging_ticks {
-                    let expires_at_ticks = judging_ticks + self.ttl_ticks;
-                    state.row = Some(LeaseRow {
-                        expires_at_ticks,
-                        ..row
-                    });
-                    let end_server_ticks =
-                        self.expiry_in_server_ticks(state, worker, expires_at_ticks);
-                    Self::record_extension(state, real, token, end_server_ticks, false);
-                    let belief_deadline_local_ticks =
-                        self.worker_local_time_ticks(state, worker) + self.ttl_ticks;
-                    state.workers[worker].phase = Phase::Holding {
-                        token,
-                        belief_deadline_local_ticks,
-                    };
-                } else {
-                    state.workers[worker].phase = Phase::Idle;
+                state.workers[worker].late = None;
+                let started = late.started_server_ticks;
+                // Its reply goes nowhere: the worker timed out on it.
+                match late.kind {
+                    LateKind::Acquire => {
+                        self.acquire(state, worker, late.incarnation, started);
+                    }
+                    LateKind::Renew { token } => {
+                        self.renew(state, worker, late.incarnation, token, started);
+                    }
                 }
             }
             (Step::Release, Phase::Holding { token, .. }) => {

@@ -35,11 +35,15 @@ pub enum Variant {
     /// Schema creation without the retry: a worker that loses the
     /// concurrent-creation race fails to start.
     SchemaNoRetry,
+    /// A same-owner extension (renewal, idempotent re-acquire) sets
+    /// `expires_at = now + ttl` from its own `now()`: a statement that lands
+    /// late moves a live grant's end back (the protocol before issue 15).
+    ShorteningExtension,
 }
 
 impl Variant {
     /// Every variant, the reference first.
-    pub const ALL: [Variant; 9] = [
+    pub const ALL: [Variant; 10] = [
         Variant::Reference,
         Variant::WorkerClockExpiry,
         Variant::ReadThenWrite,
@@ -49,6 +53,7 @@ impl Variant {
         Variant::TokenNotAdvanced,
         Variant::FenceOwnerOnly,
         Variant::SchemaNoRetry,
+        Variant::ShorteningExtension,
     ];
 
     /// The kebab-case name used on the command line, e.g. `"unfenced-commit"`.
@@ -63,6 +68,7 @@ impl Variant {
             Variant::TokenNotAdvanced => "token-not-advanced",
             Variant::FenceOwnerOnly => "fence-owner-only",
             Variant::SchemaNoRetry => "schema-no-retry",
+            Variant::ShorteningExtension => "shortening-extension",
         }
     }
 
@@ -78,6 +84,9 @@ impl Variant {
             Variant::TokenNotAdvanced => "token not advanced on takeover",
             Variant::FenceOwnerOnly => "fence matches owner but not token; owner ids reused",
             Variant::SchemaNoRetry => "schema creation without the retry",
+            Variant::ShorteningExtension => {
+                "a late same-owner renewal or re-acquire moves the grant's end back"
+            }
         }
     }
 
@@ -93,6 +102,7 @@ impl Variant {
             Variant::TokenNotAdvanced => Some(properties::TOKEN_ORDER),
             Variant::FenceOwnerOnly => Some(properties::FENCED_WRITES),
             Variant::SchemaNoRetry => Some(properties::EVERY_WORKER_STARTS),
+            Variant::ShorteningExtension => Some(properties::MUTUAL_EXCLUSION),
         }
     }
 }

@@ -46,7 +46,7 @@ pub use faults::{FaultEvent, FaultPlan, WorkerPlan};
 pub use run::{run, PauseHooks, RunOptions, RunOutcome, SimClocks, SCOPE};
 pub use scenario::{scenarios_dir, Faults, Scenario, ScenarioError, Span, EMBEDDED};
 pub use sweep::{
-    regressions, run_regression, sweep, Regression, RegressionExpect, SeedFailure, SweepConfig,
-    SweepSummary,
+    regressions, run_regression, seed_window_base, sweep, Regression, RegressionExpect,
+    SeedFailure, SweepConfig, SweepSummary,
 };
 pub use trace::{format_us, LocalClock, Trace};

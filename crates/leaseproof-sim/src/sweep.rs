@@ -368,3 +368,16 @@ pub fn run_regression(regression: &Regression) -> Result<RunOutcome, String> {
         }
     }
 }
+
+/// Where the moving seed window of `commit` starts: a hash of the commit id
+/// (FNV-1a, 64 bit) folded into `[10^6, 10^6 + 2^40)`, clear of the fixed
+/// windows `0..N` that every run sweeps. Stable across machines and Rust
+/// versions (no `std` hasher), so a window a CI run printed reruns anywhere.
+pub fn seed_window_base(commit: &str) -> u64 {
+    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+    let hash = commit.bytes().fold(FNV_OFFSET, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME)
+    });
+    1_000_000 + (hash % (1 << 40))
+}

@@ -261,6 +261,33 @@ fn model_stage(report: &mut Report) {
         };
         report.record(STAGE, name, started, outcome);
     }
+    // Statements that start now and land later (issue 15): the reference must
+    // keep every property with them, as ShorteningExtension must not.
+    let started = Instant::now();
+    let config = leaseproof_models::CheckConfig {
+        model: leaseproof_models::LeaseModel::with_late_statements(
+            2,
+            leaseproof_models::Variant::Reference,
+        ),
+        search: leaseproof_models::Search::ExhaustiveSymmetric,
+    };
+    let result = leaseproof_models::check(&config);
+    let outcome = if result.as_expected() {
+        Ok(format!(
+            "every property holds over {} states (exhaustive, symmetric)",
+            result.unique_states
+        ))
+    } else {
+        Err(format!(
+            "the reference model failed a property with late statements:\n{result}"
+        ))
+    };
+    report.record(
+        STAGE,
+        "reference protocol, statements landing late (2 workers)",
+        started,
+        outcome,
+    );
 }
 
 /// Every simulation scenario swept over the default seeds, fenced: clean.

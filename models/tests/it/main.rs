@@ -6,6 +6,7 @@
 //! Invariant: the reference satisfies every `always` and witnesses every
 //! `sometimes`; each variant violates exactly the property it is named for.
 
+mod late_statements;
 mod reference;
 mod variants;
 mod vocabulary;
