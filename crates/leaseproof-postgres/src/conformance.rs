@@ -11,7 +11,6 @@ use std::time::Duration;
 use leaseproof_protocol::semantics::{Acquisition, LeaseRow, LeaseTable};
 use leaseproof_protocol::{FencingToken, Lease, LeaseError, Owner, Scope, ServerTime, Ttl};
 use rand::{Rng, SeedableRng};
-use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection};
 
 use crate::{sql, PostgresLeases};
@@ -33,7 +32,8 @@ fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ConformanceError
 }
 
 async fn leases_on(url: &str, connections: u32) -> Result<PostgresLeases, ConformanceError> {
-    let pool = PgPoolOptions::new()
+    // The pool users get: the conformance checks drive what ships.
+    let pool = PostgresLeases::pool_options()
         .max_connections(connections)
         .acquire_timeout(Duration::from_secs(5))
         .connect(url)
@@ -346,14 +346,25 @@ pub async fn takeover_finishes_before_commit(
         .await
         .map_err(setup("acquire"))?;
     let mut transaction = leases.begin().await.map_err(setup("begin"))?;
-    let statement = sql::HOLD_FOR_UPDATE.replace("FOR UPDATE", lock_clause);
-    let fenced: Option<i64> = sqlx::query_scalar(&statement)
-        .bind(scope.as_str())
-        .bind(holder.owner.as_str())
-        .bind(holder.token.0)
-        .fetch_optional(transaction.connection())
-        .await
-        .map_err(setup("fence"))?;
+    // The reference runs through the library's own fence, so a bug planted in
+    // it (a weaker mode, SKIP LOCKED, another connection) is caught here; any
+    // other clause is a negative control run as raw SQL.
+    let fenced: Option<i64> = if lock_clause == "FOR UPDATE" {
+        leases
+            .fence(&mut transaction, &holder)
+            .await
+            .map_err(setup("fence"))?
+            .map(|fenced_at| fenced_at.micros)
+    } else {
+        let statement = sql::HOLD_FOR_UPDATE.replace("FOR UPDATE", lock_clause);
+        sqlx::query_scalar(&statement)
+            .bind(scope.as_str())
+            .bind(holder.owner.as_str())
+            .bind(holder.token.0)
+            .fetch_optional(transaction.connection())
+            .await
+            .map_err(setup("fence"))?
+    };
     if fenced.is_none() {
         return Err(ConformanceError("the fence refused a live lease".into()));
     }

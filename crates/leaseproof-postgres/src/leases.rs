@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::semantics::LeaseRow;
-use leaseproof_protocol::{FencingToken, Lease, LeaseError, Owner, Scope, ServerTime, Ttl};
+use leaseproof_protocol::{client, FencingToken, Lease, LeaseError, Owner, Scope, ServerTime, Ttl};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 
@@ -74,6 +74,36 @@ impl LeaseTransaction {
         }
     }
 }
+
+/// A table of the lease's name exists with other columns than the lease needs.
+#[derive(Debug)]
+pub struct SchemaMismatch {
+    /// The table.
+    pub table: &'static str,
+    /// Its columns as found (`name`, `type`), in order.
+    pub found: Vec<(String, String)>,
+    /// The columns the lease needs.
+    pub expected: Vec<String>,
+}
+
+impl fmt::Display for SchemaMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let found: Vec<String> = self
+            .found
+            .iter()
+            .map(|(name, kind)| format!("{name} {kind}"))
+            .collect();
+        write!(
+            f,
+            "table {} exists with columns ({}) but the lease needs ({})",
+            self.table,
+            found.join(", "),
+            self.expected.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for SchemaMismatch {}
 
 /// Why a commit cycle did not commit.
 #[derive(Debug)]
@@ -160,26 +190,42 @@ impl PostgresLeases {
     /// this table coordinates are exactly the ones that start together — so a
     /// failure is retried once against a table that exists by then, and only
     /// then raised.
+    ///
+    /// Only that race is retried ([`client::CONCURRENT_CREATION_SQLSTATES`]);
+    /// any other failure — permission denied, a read-only server, a lost
+    /// connection — is a `Schema` error at once. A table of the same name with
+    /// other columns (which `IF NOT EXISTS` accepts silently) is a `Schema`
+    /// error too: the lease would otherwise fail later, statement by statement.
     pub async fn ensure_schema(&self) -> Result<(), LeaseError> {
-        self.ensure_table(sql::CREATE_LEASES).await
+        self.ensure_table(sql::CREATE_LEASES, "leaseproof_leases", sql::LEASES_COLUMNS)
+            .await
     }
 
     /// [`Self::ensure_schema`] without the retry: one attempt. Exists so a test
     /// can show the race the retry survives; not for production use.
     pub async fn ensure_schema_once(&self) -> Result<(), LeaseError> {
-        self.create_table_once(sql::CREATE_LEASES).await
+        self.create_table_once(sql::CREATE_LEASES).await?;
+        self.verify_columns("leaseproof_leases", sql::LEASES_COLUMNS)
+            .await
     }
 
-    pub(crate) async fn ensure_table(&self, ddl: &'static str) -> Result<(), LeaseError> {
-        match self.create_table_once(ddl).await {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                // Somebody else is creating it right now. The retry either finds
-                // it there or fails for a reason that is not the race.
+    pub(crate) async fn ensure_table(
+        &self,
+        ddl: &'static str,
+        table: &'static str,
+        columns: &'static [(&'static str, &'static str)],
+    ) -> Result<(), LeaseError> {
+        client::ensure_schema_with_retry(
+            true,
+            PostgresLeases::sqlstate,
+            |error| {
+                // Somebody else is creating it right now: the retry finds it.
                 tracing::debug!(%error, "table creation raced another worker; retrying once");
-                self.create_table_once(ddl).await
-            }
-        }
+            },
+            || self.create_table_once(ddl),
+        )
+        .await?;
+        self.verify_columns(table, columns).await
     }
 
     async fn create_table_once(&self, ddl: &'static str) -> Result<(), LeaseError> {
@@ -191,6 +237,42 @@ impl PostgresLeases {
             .map_err(|error| LeaseError::Schema {
                 source: Box::new(error),
             })
+    }
+
+    /// The table's columns must be exactly `expected`.
+    async fn verify_columns(
+        &self,
+        table: &'static str,
+        expected: &[(&str, &str)],
+    ) -> Result<(), LeaseError> {
+        let mut connection = self.connection().await?;
+        let found: Vec<(String, String)> = sqlx::query_as(sql::TABLE_COLUMNS)
+            .bind(table)
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|error| LeaseError::Schema {
+                source: Box::new(error),
+            })?;
+        let matches = found.len() == expected.len()
+            && found
+                .iter()
+                .zip(expected)
+                .all(|((name, kind), (want_name, want_kind))| {
+                    name == want_name && kind == want_kind
+                });
+        if matches {
+            return Ok(());
+        }
+        Err(LeaseError::Schema {
+            source: Box::new(SchemaMismatch {
+                table,
+                found,
+                expected: expected
+                    .iter()
+                    .map(|(name, kind)| format!("{name} {kind}"))
+                    .collect(),
+            }),
+        })
     }
 
     /// Tries to take `scope` for `owner` for `ttl` (server time): one statement,
@@ -305,14 +387,11 @@ impl PostgresLeases {
     /// The scope's row as it is now, if the scope was ever granted.
     pub async fn row(&self, scope: &Scope) -> Result<Option<LeaseRow>, LeaseError> {
         let mut connection = self.connection().await?;
-        let row: Option<(String, i64, i64, i64)> = sqlx::query_as(
-            "SELECT owner, token, (extract(epoch FROM granted_at) * 1000000)::int8, \
-             (extract(epoch FROM expires_at) * 1000000)::int8 FROM leaseproof_leases WHERE scope = $1",
-        )
-        .bind(scope.as_str())
-        .fetch_optional(&mut *connection)
-        .await
-        .map_err(|error| after_send("row", error))?;
+        let row: Option<(String, i64, i64, i64)> = sqlx::query_as(sql::SELECT_ROW)
+            .bind(scope.as_str())
+            .fetch_optional(&mut *connection)
+            .await
+            .map_err(|error| after_send("row", error))?;
         row.map(|(owner, token, granted_at_us, expires_at_us)| {
             Ok(LeaseRow {
                 owner: Owner::new(owner)?,
@@ -425,18 +504,35 @@ impl PostgresLeases {
     where
         F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
     {
+        self.commit_cycle_at(lease, work)
+            .await
+            .map(|(value, _fenced_at)| value)
+    }
+
+    /// [`Self::commit_cycle`], also returning the server time at which the
+    /// fence proved the lease ours (the harness records it with the commit).
+    /// The harness's guarded writes go through this, so every race and
+    /// conformance check drives the commit path users call.
+    pub async fn commit_cycle_at<T, E, F>(
+        &self,
+        lease: &Lease,
+        work: F,
+    ) -> Result<(T, ServerTime), CycleError<E>>
+    where
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    {
         let mut transaction = self.begin().await.map_err(CycleError::Lease)?;
         let fenced = self
             .fence(&mut transaction, lease)
             .await
             .map_err(CycleError::Lease)?;
-        if fenced.is_none() {
+        let Some(fenced_at) = fenced else {
             // Dropping the transaction rolls it back; nothing was written.
             return Err(CycleError::Lease(LeaseError::Lost {
                 scope: lease.scope.clone(),
                 token: lease.token,
             }));
-        }
+        };
         let value = match work(transaction.connection()).await {
             Ok(value) => value,
             Err(error) => {
@@ -462,7 +558,7 @@ impl PostgresLeases {
             }));
         }
         transaction.commit().await.map_err(CycleError::Lease)?;
-        Ok(value)
+        Ok((value, fenced_at))
     }
 
     /// SQLSTATE of the error behind a `LeaseError`, when the database sent one.

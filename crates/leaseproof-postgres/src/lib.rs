@@ -25,5 +25,5 @@ mod leases;
 mod port;
 pub mod sql;
 
-pub use leases::{CycleError, LeaseTransaction, PostgresLeases};
+pub use leases::{CycleError, LeaseTransaction, PostgresLeases, SchemaMismatch};
 pub use port::HarnessPort;

@@ -3,13 +3,13 @@
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
-    CommitReceipt, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
+    client, CommitReceipt, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
     ServerTime, Ttl,
 };
 use sqlx::PgConnection;
 
 use crate::errors::{after_send, unavailable};
-use crate::{sql, PostgresLeases};
+use crate::{sql, CycleError, PostgresLeases};
 
 /// [`PostgresLeases`] plus the harness's guarded table (`leaseproof_guarded`),
 /// implementing [`LeasePort`] so the same worker loop runs here and in the
@@ -54,11 +54,11 @@ impl HarnessPort {
     }
 }
 
-fn insert_guarded<'c>(
-    connection: &'c mut PgConnection,
-    lease: &'c Lease,
+fn insert_guarded(
+    connection: &mut PgConnection,
+    lease: Lease,
     cycle: GuardedCycle,
-) -> BoxFuture<'c, Result<i64, sqlx::Error>> {
+) -> BoxFuture<'_, Result<i64, sqlx::Error>> {
     Box::pin(async move {
         let seqs: Vec<i64> = sqlx::query_scalar(sql::INSERT_GUARDED)
             .bind(lease.scope.as_str())
@@ -75,7 +75,13 @@ fn insert_guarded<'c>(
 impl LeasePort for HarnessPort {
     async fn ensure_schema(&self) -> Result<(), LeaseError> {
         self.leases.ensure_schema().await?;
-        self.leases.ensure_table(sql::CREATE_GUARDED).await
+        self.leases
+            .ensure_table(
+                sql::CREATE_GUARDED,
+                "leaseproof_guarded",
+                sql::GUARDED_COLUMNS,
+            )
+            .await
     }
 
     async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {
@@ -99,25 +105,30 @@ impl LeasePort for HarnessPort {
         lease: &Lease,
         cycle: GuardedCycle,
     ) -> Result<CommitReceipt, LeaseError> {
-        let mut transaction = self.leases.begin().await?;
-        let Some(fenced_at) = self.leases.fence(&mut transaction, lease).await? else {
-            return Err(LeaseError::Lost {
-                scope: lease.scope.clone(),
-                token: lease.token,
-            });
-        };
-        // A failed insert, even over a lost connection, is a definite failure:
-        // COMMIT was never sent, so the transaction rolled back.
-        let seq_first = insert_guarded(transaction.connection(), lease, cycle)
-            .await
-            .map_err(|error| LeaseError::Database {
-                source: Box::new(error),
-            })?;
-        transaction.commit().await?;
-        Ok(CommitReceipt {
-            seq_first,
-            fenced_at,
-        })
+        // The library's own commit cycle, exactly as users call it: a bug in
+        // the fence, the aborted-transaction probe or the commit mapping is a
+        // bug every race and conformance check runs into.
+        let guarded = lease.clone();
+        let committed = self
+            .leases
+            .commit_cycle_at(lease, move |connection| {
+                insert_guarded(connection, guarded, cycle)
+            })
+            .await;
+        match committed {
+            Ok((seq_first, fenced_at)) => Ok(CommitReceipt {
+                seq_first,
+                fenced_at,
+            }),
+            Err(CycleError::Lease(error)) => Err(error),
+            // A failed insert, even over a lost connection, is a definite
+            // failure: COMMIT was never sent, so the transaction rolled back.
+            Err(CycleError::Work(error)) => Err(client::broken_exchange(
+                "commit",
+                client::Broke::BeforeCommit,
+                Box::new(error),
+            )),
+        }
     }
 
     async fn commit_unfenced(
@@ -126,7 +137,7 @@ impl LeasePort for HarnessPort {
         cycle: GuardedCycle,
     ) -> Result<CommitReceipt, LeaseError> {
         let mut transaction = self.leases.begin().await?;
-        let seq_first = insert_guarded(transaction.connection(), lease, cycle)
+        let seq_first = insert_guarded(transaction.connection(), lease.clone(), cycle)
             .await
             .map_err(|error| LeaseError::Database {
                 source: Box::new(error),

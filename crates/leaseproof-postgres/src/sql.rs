@@ -15,6 +15,31 @@ CREATE TABLE IF NOT EXISTS leaseproof_leases (
     expires_at timestamptz NOT NULL
 )";
 
+/// The lease table's columns as `information_schema` names them, in order:
+/// `ensure_schema` compares them after `CREATE TABLE IF NOT EXISTS`, which
+/// succeeds silently on a table of the same name with other columns.
+pub const LEASES_COLUMNS: &[(&str, &str)] = &[
+    ("scope", "text"),
+    ("owner", "text"),
+    ("token", "bigint"),
+    ("granted_at", "timestamp with time zone"),
+    ("expires_at", "timestamp with time zone"),
+];
+
+/// A table's columns in the current schema: `$1` table name.
+pub const TABLE_COLUMNS: &str = "\
+SELECT column_name::text, data_type::text
+FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = $1
+ORDER BY ordinal_position";
+
+/// One scope's row, times in µs: `$1` scope.
+pub const SELECT_ROW: &str = "\
+SELECT owner, token,
+       (extract(epoch FROM granted_at) * 1000000)::int8,
+       (extract(epoch FROM expires_at) * 1000000)::int8
+FROM leaseproof_leases WHERE scope = $1";
+
 /// The decision both acquisition forms share, under the row lock: take over an
 /// expired row (next token) or extend the same owner's live grant (same token).
 ///
@@ -131,6 +156,17 @@ CREATE TABLE IF NOT EXISTS leaseproof_guarded (
     item       int         NOT NULL,
     written_at timestamptz NOT NULL
 )";
+
+/// The guarded table's columns (see [`LEASES_COLUMNS`]).
+pub const GUARDED_COLUMNS: &[(&str, &str)] = &[
+    ("seq", "bigint"),
+    ("scope", "text"),
+    ("owner", "text"),
+    ("token", "bigint"),
+    ("cycle_id", "bigint"),
+    ("item", "integer"),
+    ("written_at", "timestamp with time zone"),
+];
 
 /// One cycle's rows: `$1` scope, `$2` owner, `$3` token, `$4` cycle id, `$5`
 /// item count. `written_at` is `now()`, the guarded transaction's start: it lies

@@ -11,8 +11,11 @@
 //!   the server clock passed in. It is the specification the SQL is tested
 //!   against and the state the simulated database serves.
 //! - [`LeasePort`]: the operations the worker loop drives, whatever the backend.
+//! - [`client`]: the client-side rules (schema retry, error classification)
+//!   every backend calls, so the simulation runs the library's own decisions.
 #![deny(missing_docs)]
 
+pub mod client;
 mod error;
 mod lease;
 mod owner;
@@ -21,7 +24,7 @@ mod scope;
 pub mod semantics;
 mod ttl;
 
-pub use error::{InvalidInput, LeaseError};
+pub use error::{BackendError, InvalidInput, LeaseError};
 pub use lease::{FencingToken, Lease, ServerTime};
 pub use owner::Owner;
 pub use port::{CommitReceipt, GuardedCycle, LeasePort};

@@ -19,7 +19,7 @@ use leaseproof_postgres::{HarnessPort, PostgresLeases};
 use leaseproof_protocol::{LeaseError, LeasePort as _, Owner, Scope, Ttl};
 use leaseproof_worker::{run_worker, Hooks, NoHooks, WorkerConfig, WorkerSummary};
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::PgPool;
 
 use crate::clock::RunClock;
@@ -314,7 +314,9 @@ pub async fn connect_pool_with(
     acquire_timeout: Duration,
 ) -> Result<PgPool, RaceError> {
     assert!(connections_max >= 1);
-    Ok(PgPoolOptions::new()
+    // The pool users get (no ping on checkout, finite acquire timeout), so a
+    // killed backend surfaces in a race exactly as it does for them.
+    Ok(PostgresLeases::pool_options()
         .max_connections(connections_max)
         .acquire_timeout(acquire_timeout)
         .connect_with(options)

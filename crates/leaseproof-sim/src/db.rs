@@ -40,6 +40,7 @@ use tokio::sync::Notify;
 use turmoil::net::{TcpListener, TcpStream};
 
 use crate::trace::{format_us, sim_now_us, Trace};
+use crate::true_time::TrueTimeMonitor;
 use crate::wire::{ClientMessage, Request, Response};
 
 /// The database's host name.
@@ -74,6 +75,8 @@ pub struct Durable {
     rng: ChaCha8Rng,
     /// Server incarnations started so far.
     pub incarnations: u64,
+    /// I1 judged in true time (simulated time), beside the server's clock.
+    pub true_time: TrueTimeMonitor,
 }
 
 impl Durable {
@@ -91,6 +94,7 @@ impl Durable {
             schema: SchemaState::Absent,
             rng: ChaCha8Rng::seed_from_u64(rng_seed),
             incarnations: 0,
+            true_time: TrueTimeMonitor::default(),
         }
     }
 }
@@ -292,15 +296,23 @@ impl Server {
         request: Request,
     ) -> Response {
         let now = self.now();
+        // The same instant in true time: the true-time monitor holds the
+        // server's clock to it.
+        let arrived_true_us = sim_now_us();
         match request {
             Request::EnsureSchema => self.ensure_schema(session, client).await,
             Request::Acquire { scope, owner, ttl } => {
                 self.wait_for_row(session, client, &scope).await;
-                let acquisition = self
-                    .durable
-                    .borrow_mut()
-                    .leases
-                    .acquire(&scope, &owner, ttl, now);
+                let acquisition = {
+                    let mut durable = self.durable.borrow_mut();
+                    let acquisition = durable.leases.acquire(&scope, &owner, ttl, now);
+                    if let Acquisition::Granted { lease, kind } = &acquisition {
+                        durable
+                            .true_time
+                            .granted(lease, *kind, arrived_true_us, now);
+                    }
+                    acquisition
+                };
                 self.line(client, || match &acquisition {
                     Acquisition::Granted { lease, kind } => format!(
                         "db s{session}: acquire {scope} by {owner} at {} => GRANTED {:?} token {} until {}",
@@ -319,7 +331,14 @@ impl Server {
             }
             Request::Renew { lease, ttl } => {
                 self.wait_for_row(session, client, &lease.scope).await;
-                let renewed = self.durable.borrow_mut().leases.renew(&lease, ttl, now);
+                let renewed = {
+                    let mut durable = self.durable.borrow_mut();
+                    let renewed = durable.leases.renew(&lease, ttl, now);
+                    if let Some(renewed) = &renewed {
+                        durable.true_time.extended(renewed, arrived_true_us, now);
+                    }
+                    renewed
+                };
                 self.line(client, || {
                     format!(
                         "db s{session}: renew {} token {} at {} => {}",
@@ -341,7 +360,16 @@ impl Server {
             }
             Request::Release { lease } => {
                 self.wait_for_row(session, client, &lease.scope).await;
-                let released = self.durable.borrow_mut().leases.release(&lease, now);
+                let released = {
+                    let mut durable = self.durable.borrow_mut();
+                    let released = durable.leases.release(&lease, now);
+                    if released.is_some() {
+                        durable
+                            .true_time
+                            .released(&lease.scope, lease.token, arrived_true_us);
+                    }
+                    released
+                };
                 self.line(client, || {
                     format!(
                         "db s{session}: release {} token {} at {} => {}",

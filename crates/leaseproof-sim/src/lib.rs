@@ -39,6 +39,7 @@ mod run;
 mod scenario;
 mod sweep;
 mod trace;
+pub mod true_time;
 pub mod wall;
 pub mod wire;
 

@@ -9,15 +9,21 @@
 //! - a transaction broken before `COMMIT` was sent → `Database` (it certainly
 //!   rolled back); broken after `COMMIT` was sent → `OutcomeUnknown`.
 //!
-//! `ensure_schema` retries once on the concurrent-creation error, like
-//! `PostgresLeases::ensure_schema`, unless the scenario turns the retry off;
-//! it waits out an unreachable database (that is not the race).
+//! The rules themselves are not written here: `ensure_schema` retries through
+//! `leaseproof_protocol::client::ensure_schema_with_retry` (the function
+//! `PostgresLeases::ensure_schema` calls, retrying only the
+//! concurrent-creation SQLSTATEs) unless the scenario turns the retry off, and
+//! every broken exchange is classified by `client::broken_exchange`. What is
+//! the port's own: it waits out an unreachable database at start-up (workers
+//! may start before it), which PostgreSQL clients leave to their pool.
 
 use std::time::Duration;
 
+use leaseproof_protocol::client::{self, Broke, SqlStateError};
 use leaseproof_protocol::semantics::Acquisition;
 use leaseproof_protocol::{
-    CommitReceipt, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope, ServerTime, Ttl,
+    BackendError, CommitReceipt, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
+    ServerTime, Ttl,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -50,6 +56,10 @@ enum Broken {
     NotSent(String),
     /// The request was sent; the reply never came.
     NoReply(String),
+}
+
+fn sql_error(code: String, message: String) -> BackendError {
+    Box::new(SqlStateError { code, message })
 }
 
 fn boxed(message: String) -> leaseproof_protocol::LeaseError {
@@ -127,21 +137,28 @@ impl SimPort {
             Err(broken) => Err(broken),
         };
         match result {
-            Ok(Response::Error { code, message }) if code == "23505" => Err(LeaseError::Schema {
-                source: format!("{code}: {message}").into(),
+            Ok(Response::Error { code, message }) if operation == "ensure_schema" => {
+                Err(LeaseError::Schema {
+                    source: sql_error(code, message),
+                })
+            }
+            Ok(Response::Error { code, message }) => Err(LeaseError::Database {
+                source: sql_error(code, message),
             }),
-            Ok(Response::Error { code, message }) => Err(boxed(format!("{code}: {message}"))),
             Ok(response) => Ok(response),
             Err(Broken::NotSent(reason)) => {
                 self.line(|| format!("{}: {operation} not sent ({reason})", self.client));
-                Err(LeaseError::Unavailable {
-                    source: reason.into(),
-                })
+                Err(client::broken_exchange(
+                    operation,
+                    Broke::BeforeSend,
+                    reason.into(),
+                ))
             }
-            Err(Broken::NoReply(reason)) => Err(LeaseError::OutcomeUnknown {
+            Err(Broken::NoReply(reason)) => Err(client::broken_exchange(
                 operation,
-                source: reason.into(),
-            }),
+                Broke::AwaitingReply,
+                reason.into(),
+            )),
         }
     }
 
@@ -175,15 +192,15 @@ impl SimPort {
             let reason = match broken {
                 Broken::NotSent(reason) | Broken::NoReply(reason) => reason,
             };
-            LeaseError::Unavailable {
-                source: reason.into(),
-            }
+            client::broken_exchange("commit", Broke::BeforeSend, reason.into())
         })?;
         // Until COMMIT is sent, any break means the transaction rolled back.
         let rolled_back = |broken: Broken| match broken {
-            Broken::NotSent(reason) | Broken::NoReply(reason) => {
-                boxed(format!("transaction rolled back before commit: {reason}"))
-            }
+            Broken::NotSent(reason) | Broken::NoReply(reason) => client::broken_exchange(
+                "commit",
+                Broke::BeforeCommit,
+                format!("transaction rolled back before commit: {reason}").into(),
+            ),
         };
         match self.exchange(&mut connection, Request::Begin).await {
             Ok(Response::Begun(_)) => {}
@@ -226,13 +243,16 @@ impl SimPort {
                 fenced_at,
             }),
             Ok(other) => Err(boxed(format!("commit: unexpected reply {other:?}"))),
-            Err(Broken::NotSent(reason)) => Err(boxed(format!(
-                "transaction rolled back, commit not sent: {reason}"
-            ))),
-            Err(Broken::NoReply(reason)) => Err(LeaseError::OutcomeUnknown {
-                operation: "commit",
-                source: reason.into(),
-            }),
+            Err(Broken::NotSent(reason)) => Err(client::broken_exchange(
+                "commit",
+                Broke::BeforeCommit,
+                format!("transaction rolled back, commit not sent: {reason}").into(),
+            )),
+            Err(Broken::NoReply(reason)) => Err(client::broken_exchange(
+                "commit",
+                Broke::AwaitingCommitReply,
+                reason.into(),
+            )),
         }
     }
 }
@@ -283,22 +303,24 @@ fn describe_response(response: &Response) -> String {
 
 impl LeasePort for SimPort {
     async fn ensure_schema(&self) -> Result<(), LeaseError> {
-        match self.create_schema_once().await {
-            Ok(()) => Ok(()),
-            Err(error) if self.schema_retry => {
+        let result = client::ensure_schema_with_retry(
+            self.schema_retry,
+            client::sqlstate_of,
+            |error| {
                 self.line(|| {
                     format!(
                         "{}: ensure_schema failed ({error}); retrying once",
                         self.client
                     )
                 });
-                self.create_schema_once().await
-            }
-            Err(error) => {
-                self.line(|| format!("{}: ensure_schema failed ({error}); no retry", self.client));
-                Err(error)
-            }
+            },
+            || self.create_schema_once(),
+        )
+        .await;
+        if let Err(error) = &result {
+            self.line(|| format!("{}: ensure_schema failed ({error})", self.client));
         }
+        result
     }
 
     async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {

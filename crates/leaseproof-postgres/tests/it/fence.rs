@@ -295,3 +295,104 @@ async fn commit_cycle_whose_work_swallowed_an_error_is_not_reported_committed() 
         "nothing of the aborted cycle committed"
     );
 }
+
+#[tokio::test]
+async fn a_second_writer_under_the_same_lease_waits_for_the_fence_then_commits() {
+    // Two cycles under one lease serialise on the fence's row lock: the second
+    // must wait and then commit, not be refused. A fence that skips locked
+    // rows (`SKIP LOCKED`) or will not wait (`NOWAIT`) refuses it at once.
+    let Some((_database, leases)) = fresh(4).await else {
+        return;
+    };
+    create_results_table(&leases).await;
+    let scope = Scope::new("two-writers").unwrap();
+    let lease = leases
+        .acquire(
+            &scope,
+            &Owner::generate(),
+            Ttl::from_millis(60_000).unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut first = leases.begin().await.unwrap();
+    assert!(leases.fence(&mut first, &lease).await.unwrap().is_some());
+    let second = {
+        let (leases, lease) = (leases.clone(), lease.clone());
+        tokio::spawn(async move { commit_result(&leases, &lease, lease.token.0, 2).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !second.is_finished(),
+        "the second writer did not wait for the first one's row lock: {:?}",
+        second.await
+    );
+    first.commit().await.unwrap();
+    second
+        .await
+        .unwrap()
+        .expect("the second writer commits after the first");
+    assert_eq!(results(&leases).await, vec![(lease.token.0, 2)]);
+}
+
+#[tokio::test]
+async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
+    // The fence must hold its lock in the cycle's own transaction until
+    // COMMIT: a fence run in a transaction of its own, apart from the writes,
+    // lets the rival take over while the work is still running.
+    let Some((_database, leases)) = fresh(4).await else {
+        return;
+    };
+    create_results_table(&leases).await;
+    let scope = Scope::new("slow-cycle").unwrap();
+    let holder = leases
+        .acquire(&scope, &Owner::generate(), Ttl::from_millis(300).unwrap())
+        .await
+        .unwrap();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let cycle = {
+        let (leases, holder) = (leases.clone(), holder.clone());
+        tokio::spawn(async move {
+            leases
+                .commit_cycle(&holder, move |connection: &mut PgConnection| {
+                    Box::pin(async move {
+                        sqlx::query("INSERT INTO results VALUES ($1, 1)")
+                            .bind(holder.token.0)
+                            .execute(&mut *connection)
+                            .await?;
+                        let _ = started_tx.send(());
+                        // The work outlives the lease's TTL.
+                        tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+                        Ok::<(), sqlx::Error>(())
+                    })
+                })
+                .await
+        })
+    };
+    started_rx.await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await; // past expiry
+    let rival = {
+        let (leases, scope) = (leases.clone(), scope.clone());
+        tokio::spawn(async move {
+            leases
+                .acquire(
+                    &scope,
+                    &Owner::generate(),
+                    Ttl::from_millis(60_000).unwrap(),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !rival.is_finished(),
+        "the rival took over while the fenced cycle was still open: {:?}",
+        rival.await
+    );
+    cycle.await.unwrap().expect("the cycle commits");
+    let rival = rival
+        .await
+        .unwrap()
+        .expect("the takeover lands after the commit");
+    assert_eq!(rival.token, holder.token.next());
+    assert_eq!(results(&leases).await, vec![(holder.token.0, 1)]);
+}

@@ -15,10 +15,10 @@ mod input;
 mod late_statements;
 mod operations;
 mod schema;
+mod schema_failures;
 
 use leaseproof_pgcluster::{test_database, TestDatabase};
 use leaseproof_postgres::PostgresLeases;
-use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 
 /// A fresh database with the lease table, and a pool of `connections` on it.
@@ -34,9 +34,10 @@ pub async fn fresh(connections: u32) -> Option<(TestDatabase, PostgresLeases)> {
     Some((database, leases))
 }
 
-/// A pool on `database` with a short acquire timeout, so exhaustion is an error quickly.
+/// A pool on `database` built as users build it ([`PostgresLeases::pool_options`]),
+/// with a short acquire timeout, so exhaustion is an error quickly.
 pub async fn pool(database: &TestDatabase, connections: u32) -> PgPool {
-    PgPoolOptions::new()
+    PostgresLeases::pool_options()
         .max_connections(connections)
         .acquire_timeout(std::time::Duration::from_secs(5))
         .connect(&database.url)

@@ -1,0 +1,175 @@
+//! I1 judged in true time, which only the simulation knows.
+//!
+//! Goal: the checker trusts the database's timestamps, so a simulated server
+//! whose `now()` is not one clock — one that follows its client's clock, or
+//! runs a clock per session — would be invisible to it: every interval it
+//! reports could be consistent with itself and still overlap in reality.
+//! Method: for every statement the database host notes when it arrived in
+//! simulated (true) time and which server time it decided with. A grant's true
+//! interval starts at its statement's arrival and ends `expires_at - now`
+//! later (extended the same way by renewals and re-acquires, cut by release);
+//! a new grant must start no earlier than its predecessor's true end. With one
+//! server clock (`now = true + offset`, whatever the offset) this is exactly
+//! the server-time rule, so the reference can never fail it; with any other
+//! clock the overlap shows here.
+//! Invariant: the monitor lives with the durable tables (it survives a server
+//! restart) and reads no clock of its own: the host passes both times in.
+
+use std::collections::BTreeMap;
+
+use leaseproof_protocol::semantics::GrantKind;
+use leaseproof_protocol::{FencingToken, Lease, Scope, ServerTime};
+
+use crate::trace::format_us;
+
+/// One scope's current grant in true time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct TrueGrant {
+    token: FencingToken,
+    true_end_us: i64,
+    released: bool,
+}
+
+/// Grants in true time, and the overlaps found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrueTimeMonitor {
+    grants: BTreeMap<Scope, TrueGrant>,
+    /// Every overlap in true time, as a sentence.
+    pub violations: Vec<String>,
+}
+
+impl TrueTimeMonitor {
+    /// A granted acquisition (any kind) that arrived at `arrived_true_us` and
+    /// decided with the server time `now`.
+    pub fn granted(
+        &mut self,
+        lease: &Lease,
+        kind: GrantKind,
+        arrived_true_us: i64,
+        now: ServerTime,
+    ) {
+        let true_end_us = arrived_true_us + (lease.expires_at.micros - now.micros);
+        if kind == GrantKind::Reacquired {
+            self.extended(lease, arrived_true_us, now);
+            return;
+        }
+        if let Some(previous) = self.grants.get(&lease.scope) {
+            if !previous.released && previous.true_end_us > arrived_true_us {
+                self.violations.push(format!(
+                    "I1 in true time [{}]: token {} granted at true {} while token {} ran to true {} (the server clock is not one clock)",
+                    lease.scope,
+                    lease.token,
+                    format_us(arrived_true_us),
+                    previous.token,
+                    format_us(previous.true_end_us)
+                ));
+            }
+        }
+        self.grants.insert(
+            lease.scope.clone(),
+            TrueGrant {
+                token: lease.token,
+                true_end_us,
+                released: false,
+            },
+        );
+    }
+
+    /// A renewal (or same-owner re-acquire) of `lease` that arrived at
+    /// `arrived_true_us` and decided with `now`; `lease` is the row after it.
+    pub fn extended(&mut self, lease: &Lease, arrived_true_us: i64, now: ServerTime) {
+        let true_end_us = arrived_true_us + (lease.expires_at.micros - now.micros);
+        if let Some(grant) = self.grants.get_mut(&lease.scope) {
+            if grant.token == lease.token {
+                grant.true_end_us = grant.true_end_us.max(true_end_us);
+            }
+        }
+    }
+
+    /// A release of `token` on `scope` that arrived at `arrived_true_us`.
+    pub fn released(&mut self, scope: &Scope, token: FencingToken, arrived_true_us: i64) {
+        if let Some(grant) = self.grants.get_mut(scope) {
+            if grant.token == token {
+                grant.released = true;
+                grant.true_end_us = grant.true_end_us.min(arrived_true_us);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leaseproof_protocol::Owner;
+
+    fn lease(token: i64, granted_at_us: i64, expires_at_us: i64) -> Lease {
+        Lease {
+            scope: Scope::new("s").unwrap(),
+            owner: Owner::new("w").unwrap(),
+            token: FencingToken(token),
+            granted_at: ServerTime::from_micros(granted_at_us),
+            expires_at: ServerTime::from_micros(expires_at_us),
+        }
+    }
+
+    #[test]
+    fn one_server_clock_with_any_offset_never_overlaps() {
+        let offset_us = 3_600_000_000;
+        let mut monitor = TrueTimeMonitor::default();
+        let now = |true_us: i64| ServerTime::from_micros(true_us + offset_us);
+        monitor.granted(
+            &lease(1, offset_us, offset_us + 2_000),
+            GrantKind::First,
+            0,
+            now(0),
+        );
+        monitor.extended(&lease(1, offset_us, offset_us + 3_000), 1_000, now(1_000));
+        // Taken over exactly at the renewed end.
+        monitor.granted(
+            &lease(2, offset_us + 3_000, offset_us + 5_000),
+            GrantKind::Takeover,
+            3_000,
+            now(3_000),
+        );
+        assert_eq!(monitor.violations, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_server_clock_that_follows_its_client_is_caught() {
+        // w1's clock reads true time; w2's runs 1.5 s ahead, and the server
+        // decides with the client's clock: it hands w2 the lease at true
+        // 0.6 s (its clock says 2.1 s, past w1's expiry) although w1's grant
+        // runs to true 2 s. Every timestamp is consistent with the server's
+        // own story; only true time shows the overlap.
+        let mut monitor = TrueTimeMonitor::default();
+        monitor.granted(
+            &lease(1, 0, 2_000_000),
+            GrantKind::First,
+            0,
+            ServerTime::from_micros(0),
+        );
+        let w2_now = ServerTime::from_micros(600_000 + 1_500_000);
+        monitor.granted(
+            &lease(2, w2_now.micros, w2_now.micros + 2_000_000),
+            GrantKind::Takeover,
+            600_000,
+            w2_now,
+        );
+        assert_eq!(monitor.violations.len(), 1, "{:?}", monitor.violations);
+        assert!(
+            monitor.violations[0].contains("token #2 granted at true 0.600000s"),
+            "{}",
+            monitor.violations[0]
+        );
+    }
+
+    #[test]
+    fn a_released_grant_may_be_taken_at_once() {
+        let mut monitor = TrueTimeMonitor::default();
+        let now = ServerTime::from_micros;
+        monitor.granted(&lease(1, 0, 2_000), GrantKind::First, 0, now(0));
+        monitor.released(&Scope::new("s").unwrap(), FencingToken(1), 500);
+        monitor.granted(&lease(2, 500, 2_500), GrantKind::Takeover, 500, now(500));
+        assert!(monitor.violations.is_empty());
+    }
+}
