@@ -290,7 +290,7 @@ proptest! {
         let mut now_us = 10_000i64;
         // Token of the current grant, its promised end, and whether released.
         let mut promise: Option<(FencingToken, ServerTime, bool)> = None;
-        let mut keep = |lease: &Lease, promise: &mut Option<(FencingToken, ServerTime, bool)>| {
+        let keep = |lease: &Lease, promise: &mut Option<(FencingToken, ServerTime, bool)>| {
             if let Some((token, end, _)) = promise.as_mut() {
                 if *token == lease.token {
                     *end = (*end).max(lease.expires_at);
