@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # What CI runs, and what a developer runs before pushing: install what the
 # tests need, then the README's test command with warnings denied and the
-# real-PostgreSQL tests required (a skip is a failure here).
+# real-PostgreSQL and real-Redis tests required (a skip is a failure here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash ci/install-postgres.sh
+bash ci/install-redis.sh
 
 export LEASEPROOF_REQUIRE_PG=1
+export LEASEPROOF_REQUIRE_REDIS=1
 export RUSTFLAGS="${RUSTFLAGS:-} -D warnings"
 export CARGO_TERM_COLOR=never
 

@@ -1,0 +1,316 @@
+//! The conformance suite any [`LockManager`] runs from its own tests — the
+//! three managers here run it, and so can a ZooKeeper or etcd manager.
+//!
+//! Goal: check the contract, not an implementation: a collision is refused at
+//! once, locks of different tables are independent, release frees the lock,
+//! `is_locked` agrees, bad input is a typed error, and N tasks × rounds never
+//! hold one table at once.
+//! Method: mutual exclusion is judged in real time on one monotonic clock, as
+//! Jepsen's checkers do, and only from what is *certain*: a task certainly
+//! held the lock from the moment its acquisition returned until it invoked
+//! the release — and, for a lock that lives `lifetime_min` at least, no
+//! longer than that after it invoked the acquisition. Two such intervals that
+//! overlap are a real double hold, whatever the store's timestamps say; so
+//! the check never cries wolf on a correct lock, and a task stalled past the
+//! lifetime is simply not judged beyond it. Where the guard has tokens, a
+//! hold that certainly ended before another began must have the smaller one.
+//! Invariant: every function fails with a sentence saying what broke.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaseproof_protocol::FencingToken;
+
+use crate::{LockError, LockManager, TableName};
+
+/// What broke, in one sentence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{manager}: {what}")]
+pub struct ConformanceError {
+    /// The manager's [`LockManager::name`].
+    pub manager: &'static str,
+    /// What broke.
+    pub what: String,
+}
+
+fn fail(manager: &dyn LockManager, what: impl Into<String>) -> ConformanceError {
+    ConformanceError {
+        manager: manager.name(),
+        what: what.into(),
+    }
+}
+
+/// How long a collision may take to be refused: a round trip, plus a
+/// connection setup for managers that open one per lock, on a loaded machine.
+pub const COLLISION_REFUSED_WITHIN: Duration = Duration::from_secs(2);
+
+/// A second acquisition of a held table is `Held` at once (well inside
+/// [`COLLISION_REFUSED_WITHIN`], never after the holder releases), and the
+/// table is free again after the release. Returns how long the refusal took.
+pub async fn collision_is_refused_at_once(
+    manager: &dyn LockManager,
+    table: &TableName,
+) -> Result<Duration, ConformanceError> {
+    let guard = manager
+        .acquire_lock(table)
+        .await
+        .map_err(|error| fail(manager, format!("first acquisition: {error}")))?;
+    let started = Instant::now();
+    let second =
+        tokio::time::timeout(COLLISION_REFUSED_WITHIN * 5, manager.acquire_lock(table)).await;
+    let refused_after = started.elapsed();
+    match second {
+        Err(_) => {
+            return Err(fail(
+                manager,
+                "a collision queued instead of failing at once",
+            ))
+        }
+        Ok(Ok(_)) => return Err(fail(manager, "a held table was granted twice")),
+        Ok(Err(LockError::Held { .. })) => {}
+        Ok(Err(error)) => {
+            return Err(fail(
+                manager,
+                format!("a collision failed with {error}, not Held"),
+            ))
+        }
+    }
+    if refused_after > COLLISION_REFUSED_WITHIN {
+        return Err(fail(
+            manager,
+            format!("a collision took {refused_after:?} to be refused"),
+        ));
+    }
+    guard
+        .release()
+        .await
+        .map_err(|error| fail(manager, format!("release: {error}")))?;
+    let again = manager
+        .acquire_lock(table)
+        .await
+        .map_err(|error| fail(manager, format!("re-acquire after release: {error}")))?;
+    again
+        .release()
+        .await
+        .map_err(|error| fail(manager, format!("second release: {error}")))?;
+    Ok(refused_after)
+}
+
+/// Two tables lock independently; `is_locked` agrees before, during and after.
+pub async fn tables_are_independent_and_is_locked_agrees(
+    manager: &dyn LockManager,
+    first: &TableName,
+    second: &TableName,
+) -> Result<(), ConformanceError> {
+    let is_locked = |table: &TableName| {
+        let table = table.clone();
+        async move {
+            manager
+                .is_locked(&table)
+                .await
+                .map_err(|error| fail(manager, format!("is_locked({table}): {error}")))
+        }
+    };
+    if is_locked(first).await? || is_locked(second).await? {
+        return Err(fail(manager, "a table is locked before anyone took it"));
+    }
+    let a = manager
+        .acquire_lock(first)
+        .await
+        .map_err(|error| fail(manager, format!("acquire {first}: {error}")))?;
+    if !is_locked(first).await? {
+        return Err(fail(
+            manager,
+            format!("is_locked({first}) is false while held"),
+        ));
+    }
+    if is_locked(second).await? {
+        return Err(fail(
+            manager,
+            format!("locking {first} locked {second} too"),
+        ));
+    }
+    let b = manager
+        .acquire_lock(second)
+        .await
+        .map_err(|error| fail(manager, format!("{second} while {first} is held: {error}")))?;
+    a.release()
+        .await
+        .map_err(|error| fail(manager, format!("release {first}: {error}")))?;
+    if is_locked(first).await? {
+        return Err(fail(
+            manager,
+            format!("is_locked({first}) is true after release"),
+        ));
+    }
+    if !is_locked(second).await? {
+        return Err(fail(
+            manager,
+            format!("releasing {first} released {second}"),
+        ));
+    }
+    b.release()
+        .await
+        .map_err(|error| fail(manager, format!("release {second}: {error}")))?;
+    Ok(())
+}
+
+/// Empty parts and NUL bytes are typed `Invalid` errors, from `acquire_lock`
+/// and `is_locked` alike.
+pub async fn bad_input_is_a_typed_error(manager: &dyn LockManager) -> Result<(), ConformanceError> {
+    let long = "x".repeat(300);
+    for table in [
+        TableName::new("", "events"),
+        TableName::new("public", ""),
+        TableName::new("public", "ev\0ents"),
+        TableName::new("public", long.as_str()),
+    ] {
+        match manager.acquire_lock(&table).await {
+            Err(LockError::Invalid(_)) => {}
+            other => {
+                return Err(fail(
+                    manager,
+                    format!("acquire_lock({table:?}) gave {other:?}, not Invalid"),
+                ))
+            }
+        }
+        match manager.is_locked(&table).await {
+            Err(LockError::Invalid(_)) => {}
+            other => {
+                return Err(fail(
+                    manager,
+                    format!("is_locked({table:?}) gave {other:?}, not Invalid"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One hold a task certainly had, on the test's monotonic clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CertainHold {
+    /// The task.
+    pub task: usize,
+    /// When its acquisition returned.
+    pub from: Instant,
+    /// When it invoked the release, or the lock's guaranteed lifetime after
+    /// the acquisition was invoked, whichever came first.
+    pub until: Instant,
+    /// The guard's token, where the backend has one.
+    pub token: Option<FencingToken>,
+}
+
+/// What a mutual-exclusion race saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RaceSummary {
+    /// Holds judged.
+    pub holds: usize,
+    /// Distinct tasks that held the lock.
+    pub winners: usize,
+    /// Acquisitions refused with `Held`.
+    pub refusals: usize,
+}
+
+/// `tasks` tasks × `rounds` rounds contend for `table`; each winner holds for
+/// `hold`, then releases. `lifetime_min` is how long a lock surely lives
+/// after its acquisition was invoked (the TTL of an expiring lock; `None`
+/// for one that lives with its session). Fails on any certain overlap, a
+/// token order against real time, or a vacuous race.
+pub async fn tasks_never_hold_one_table_at_once(
+    manager: Arc<dyn LockManager>,
+    table: &TableName,
+    tasks: usize,
+    rounds: usize,
+    hold: Duration,
+    lifetime_min: Option<Duration>,
+) -> Result<RaceSummary, ConformanceError> {
+    assert!(tasks >= 2, "a race needs two tasks");
+    assert!(rounds >= 1);
+    let barrier = Arc::new(tokio::sync::Barrier::new(tasks));
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let (manager, table, barrier) = (Arc::clone(&manager), table.clone(), Arc::clone(&barrier));
+        handles.push(tokio::spawn(async move {
+            let mut holds = Vec::new();
+            let mut refusals = 0;
+            for _ in 0..rounds {
+                barrier.wait().await;
+                // A little jitter, so the same task does not always win a
+                // store that answers in microseconds.
+                let jitter_us = rand::Rng::gen_range(&mut rand::thread_rng(), 0..2_000);
+                tokio::time::sleep(Duration::from_micros(jitter_us)).await;
+                let invoked = Instant::now();
+                match manager.acquire_lock(&table).await {
+                    Ok(guard) => {
+                        let from = Instant::now();
+                        tokio::time::sleep(hold).await;
+                        let releasing = Instant::now();
+                        let until = lifetime_min
+                            .map_or(releasing, |lifetime| releasing.min(invoked + lifetime));
+                        let token = guard.fencing_token();
+                        guard
+                            .release()
+                            .await
+                            .map_err(|error| format!("release: {error}"))?;
+                        holds.push(CertainHold {
+                            task,
+                            from,
+                            until,
+                            token,
+                        });
+                    }
+                    Err(LockError::Held { .. }) => refusals += 1,
+                    Err(error) => return Err(format!("acquire: {error}")),
+                }
+            }
+            Ok::<_, String>((holds, refusals))
+        }));
+    }
+    let mut holds = Vec::new();
+    let mut summary = RaceSummary::default();
+    for handle in handles {
+        let (task_holds, refusals) = handle
+            .await
+            .map_err(|error| fail(&*manager, format!("a task panicked: {error}")))?
+            .map_err(|error| fail(&*manager, error))?;
+        holds.extend(task_holds);
+        summary.refusals += refusals;
+    }
+    holds.sort_by_key(|hold| hold.from);
+    for (index, earlier) in holds.iter().enumerate() {
+        for later in &holds[index + 1..] {
+            if later.from < earlier.until && later.task != earlier.task {
+                return Err(fail(
+                    &*manager,
+                    format!(
+                        "tasks {} and {} certainly held {table} at once ({:?} of overlap)",
+                        earlier.task,
+                        later.task,
+                        earlier.until - later.from
+                    ),
+                ));
+            }
+            if let (Some(first), Some(second)) = (earlier.token, later.token) {
+                if earlier.until <= later.from && second <= first {
+                    return Err(fail(
+                        &*manager,
+                        format!("token {second} was granted after token {first} had ended"),
+                    ));
+                }
+            }
+        }
+    }
+    summary.holds = holds.len();
+    let mut winners: Vec<usize> = holds.iter().map(|hold| hold.task).collect();
+    winners.sort_unstable();
+    winners.dedup();
+    summary.winners = winners.len();
+    if summary.winners < 2 || summary.refusals == 0 {
+        return Err(fail(
+            &*manager,
+            format!("the race was vacuous: {summary:?} (need 2 winners and a refusal)"),
+        ));
+    }
+    Ok(summary)
+}

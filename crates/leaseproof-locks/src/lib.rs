@@ -1,0 +1,209 @@
+//! The lock managers of pg_partsmith (seed 003) behind one [`LockManager`]
+//! contract, for scheduled maintenance that must run on one replica at a time.
+//!
+//! | manager | holds the lock by | how it is lost | fence |
+//! |---|---|---|---|
+//! | [`PostgresAdvisoryLockManager`] | `pg_try_advisory_lock` on a dedicated autocommit connection | the connection dies (noticed by the guard's probe, late) | none: work on another connection is unprotected |
+//! | [`RedisDistributedLockManager`] | `SET key value NX PX ttl`, released / extended by compare-and-delete / -pexpire in Lua | the TTL runs out (a pause), the server restarts without persistence | a token from `INCR`, taken atomically with the `SET`, checked where the work writes |
+//! | [`LeaseLockManager`] | the reference lease's row | expiry | the lease's `FOR UPDATE` fence in the guarded transaction ([`LockGuard::lease`]) |
+//!
+//! The contract: [`LockManager::acquire_lock`] never queues — a collision is
+//! [`LockError::Held`] at once, as pg_partsmith's `LockAcquisitionError`, and a
+//! scheduler skips the tick; the [`LockGuard`] releases on
+//! [`LockGuard::release`], exposes the fencing token where the backend has one
+//! and a *lost* signal that fires when the manager learns the lock is gone.
+//! Scopes are `{prefix}:{schema}.{table}` ([`Scope::for_table`]), so tables are
+//! maintained in parallel. The trait is object-safe: a scheduler holds an
+//! `Arc<dyn LockManager>`. [`conformance`] is the suite any implementation
+//! (yours too) runs from its own tests.
+//!
+//! **Dropping a guard without `release`** (there is no async drop in Rust):
+//! the advisory manager's connection task sees the guard gone, unlocks and
+//! closes the connection (the server frees the lock with the session anyway);
+//! the Redis and lease managers stop their keep-alive and the lock expires at
+//! its TTL. Nothing is released twice, and no other holder's lock is touched.
+#![deny(missing_docs)]
+
+mod advisory;
+pub mod conformance;
+mod lease;
+mod redis_lock;
+
+use std::fmt;
+
+use futures_core::future::BoxFuture;
+use leaseproof_protocol::{BackendError, FencingToken, InvalidInput, Lease, Scope};
+use tokio::sync::watch;
+
+pub use advisory::{advisory_key, PostgresAdvisoryLockManager};
+pub use lease::LeaseLockManager;
+pub use redis_lock::{RedisDistributedLockManager, RedisLockOptions};
+
+/// A table to maintain: `schema.table`, validated before any IO.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TableName {
+    schema: String,
+    table: String,
+}
+
+impl TableName {
+    /// `schema.table`; empty parts, NUL bytes or a scope over 255 bytes (with
+    /// its prefix) are refused when the scope is built.
+    pub fn new(schema: impl Into<String>, table: impl Into<String>) -> TableName {
+        TableName {
+            schema: schema.into(),
+            table: table.into(),
+        }
+    }
+
+    /// The scope `{prefix}:{schema}.{table}`, or a typed error.
+    pub fn scope(&self, prefix: &str) -> Result<Scope, InvalidInput> {
+        Scope::for_table(prefix, &self.schema, &self.table)
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.schema, self.table)
+    }
+}
+
+/// Why a lock operation did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Someone else holds the lock: pg_partsmith's `LockAcquisitionError`.
+    /// Returned at once, never after waiting.
+    #[error("{scope} is locked by someone else")]
+    Held {
+        /// The contended scope.
+        scope: Scope,
+    },
+    /// The input was rejected before anything was sent.
+    #[error("invalid input: {0}")]
+    Invalid(#[from] InvalidInput),
+    /// The lock's store could not be reached; nothing was taken.
+    #[error("lock store unavailable: {source}")]
+    Unavailable {
+        /// What the backend reported.
+        #[source]
+        source: BackendError,
+    },
+    /// The store answered with an error.
+    #[error("lock store error: {source}")]
+    Backend {
+        /// What the backend reported.
+        #[source]
+        source: BackendError,
+    },
+    /// The lock was already gone when the guard tried to release it.
+    #[error("the lock on {scope} was lost before it was released")]
+    Lost {
+        /// The scope.
+        scope: Scope,
+    },
+}
+
+/// A lock manager: non-blocking acquisition per table, and a read-only check.
+pub trait LockManager: Send + Sync + fmt::Debug {
+    /// Takes the lock of `table`, or fails at once with [`LockError::Held`].
+    fn acquire_lock<'a>(
+        &'a self,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<LockGuard, LockError>>;
+
+    /// Whether someone holds the lock of `table` (past tense: when it was read).
+    fn is_locked<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<bool, LockError>>;
+
+    /// A short name for reports (`advisory`, `redis`, `lease`).
+    fn name(&self) -> &'static str;
+}
+
+/// What a backend does when its guard is released.
+trait Releaser: Send {
+    /// Releases the lock; `Err(Lost)` when it was already gone.
+    fn release(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>>;
+}
+
+/// A held lock. Release it with [`LockGuard::release`]; see the crate docs for
+/// what dropping it does.
+pub struct LockGuard {
+    scope: Scope,
+    fencing_token: Option<FencingToken>,
+    lease: Option<Lease>,
+    lost: watch::Receiver<bool>,
+    releaser: Option<Box<dyn Releaser>>,
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("scope", &self.scope)
+            .field("fencing_token", &self.fencing_token)
+            .field("lost", &*self.lost.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockGuard {
+    fn new(
+        scope: Scope,
+        fencing_token: Option<FencingToken>,
+        lease: Option<Lease>,
+        lost: watch::Receiver<bool>,
+        releaser: Box<dyn Releaser>,
+    ) -> LockGuard {
+        LockGuard {
+            scope,
+            fencing_token,
+            lease,
+            lost,
+            releaser: Some(releaser),
+        }
+    }
+
+    /// The locked scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The fencing token, where the backend has one (Redis, the lease): check
+    /// it where the work writes, or a holder paused past its TTL writes after
+    /// a rival took over.
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.fencing_token
+    }
+
+    /// The lease behind the guard ([`LeaseLockManager`] only), for
+    /// `PostgresLeases::commit_cycle`: the fence in the guarded transaction.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref()
+    }
+
+    /// Whether the manager has learnt the lock is gone.
+    pub fn is_lost(&self) -> bool {
+        *self.lost.borrow()
+    }
+
+    /// A receiver that turns `true` when the lock is lost: race the work
+    /// against it (`tokio::select!`) to stop before a fence would refuse.
+    pub fn lost_signal(&self) -> watch::Receiver<bool> {
+        self.lost.clone()
+    }
+
+    /// Resolves when the manager learns the lock is gone (never, if it is
+    /// released first).
+    pub async fn lost(&self) {
+        let mut lost = self.lost.clone();
+        // An error means the manager's task ended without losing the lock.
+        if lost.wait_for(|lost| *lost).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Releases the lock. `Err(Lost)` when it was already gone — the work it
+    /// guarded may have overlapped another holder's.
+    pub async fn release(mut self) -> Result<(), LockError> {
+        let releaser = self.releaser.take().expect("a guard releases once");
+        releaser.release().await
+    }
+}

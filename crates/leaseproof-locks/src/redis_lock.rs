@@ -1,0 +1,294 @@
+//! [`RedisDistributedLockManager`]: `SET key value NX PX ttl`, as
+//! pg_partsmith's Redis manager, with a fencing token.
+//!
+//! - Acquire is one Lua script: `SET key value NX PX ttl` and, only if that
+//!   set the key, `INCR` of the scope's token counter — atomically, so every
+//!   holder gets a token greater than every earlier holder's. `value` is
+//!   unique per acquisition (owner id + 64 random bits).
+//! - Release and extension compare the value first, in one script each
+//!   (compare-and-delete, compare-and-pexpire): a holder whose key expired and
+//!   was taken by a rival never deletes or extends the rival's key. (A plain
+//!   `DEL` would.)
+//! - An optional keep-alive extends the key every `ttl / 3` and fires *lost*
+//!   when an extension finds the key gone or not ours, or cannot reach Redis
+//!   before the TTL would have run out.
+//!
+//! What it cannot do on its own: a holder paused longer than the TTL resumes
+//! believing it holds the lock while a rival does. Only the token, checked
+//! where the work writes, stops its stale writes.
+
+use std::time::Duration;
+
+use futures_core::future::BoxFuture;
+use leaseproof_protocol::{FencingToken, Owner, Scope};
+use rand::Rng as _;
+use redis::aio::MultiplexedConnection;
+use tokio::sync::watch;
+
+use crate::{LockError, LockGuard, LockManager, Releaser, TableName};
+
+/// `KEYS[1]` lock key, `KEYS[2]` token counter; `ARGV[1]` value, `ARGV[2]` ttl ms.
+const ACQUIRE: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return redis.call('INCR', KEYS[2])
+end
+return 0
+";
+
+/// Compare-and-delete: `KEYS[1]` lock key, `ARGV[1]` our value.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// Compare-and-pexpire: `KEYS[1]` lock key, `ARGV[1]` our value, `ARGV[2]` ttl ms.
+const EXTEND: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+/// How a [`RedisDistributedLockManager`] holds its locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedisLockOptions {
+    /// The key's time to live.
+    pub ttl: Duration,
+    /// Extend the key every `ttl / 3` while the guard lives.
+    pub keep_alive: bool,
+}
+
+impl Default for RedisLockOptions {
+    fn default() -> Self {
+        RedisLockOptions {
+            ttl: Duration::from_secs(300),
+            keep_alive: true,
+        }
+    }
+}
+
+/// Locks as Redis keys with a TTL, and a fencing token per acquisition.
+#[derive(Clone)]
+pub struct RedisDistributedLockManager {
+    connection: MultiplexedConnection,
+    prefix: String,
+    options: RedisLockOptions,
+}
+
+impl std::fmt::Debug for RedisDistributedLockManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisDistributedLockManager")
+            .field("prefix", &self.prefix)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(error: redis::RedisError) -> LockError {
+    LockError::Unavailable {
+        source: Box::new(error),
+    }
+}
+
+fn backend(error: redis::RedisError) -> LockError {
+    LockError::Backend {
+        source: Box::new(error),
+    }
+}
+
+impl RedisDistributedLockManager {
+    /// Connects to `url` (`redis://[:password@]host:port/`). A TTL under a
+    /// millisecond or over a day is refused.
+    pub async fn connect(
+        url: &str,
+        prefix: impl Into<String>,
+        options: RedisLockOptions,
+    ) -> Result<Self, LockError> {
+        let ttl_ms = options.ttl.as_millis();
+        if ttl_ms == 0 {
+            return Err(LockError::Invalid(
+                leaseproof_protocol::InvalidInput::TtlZero,
+            ));
+        }
+        if ttl_ms > 86_400_000 {
+            return Err(LockError::Invalid(
+                leaseproof_protocol::InvalidInput::TtlTooLong {
+                    micros: i64::try_from(options.ttl.as_micros()).unwrap_or(i64::MAX),
+                    micros_max: 86_400_000_000,
+                },
+            ));
+        }
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        let connection = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(unavailable)?;
+        Ok(RedisDistributedLockManager {
+            connection,
+            prefix: prefix.into(),
+            options,
+        })
+    }
+
+    fn key(scope: &Scope) -> (String, String) {
+        // One hash tag, so both keys live on one slot of a Redis cluster.
+        (
+            format!("{{{}}}:lock", scope.as_str()),
+            format!("{{{}}}:token", scope.as_str()),
+        )
+    }
+
+    async fn acquire(&self, table: &TableName) -> Result<LockGuard, LockError> {
+        let scope = table.scope(&self.prefix)?;
+        let (key, token_key) = Self::key(&scope);
+        let value = format!(
+            "{}#{:016x}",
+            Owner::generate(),
+            rand::thread_rng().gen::<u64>()
+        );
+        let ttl_ms = self.options.ttl.as_millis() as u64;
+        let mut connection = self.connection.clone();
+        let token: i64 = redis::Script::new(ACQUIRE)
+            .key(&key)
+            .key(&token_key)
+            .arg(&value)
+            .arg(ttl_ms)
+            .invoke_async(&mut connection)
+            .await
+            .map_err(backend)?;
+        if token == 0 {
+            return Err(LockError::Held { scope });
+        }
+        let (lost_tx, lost_rx) = watch::channel(false);
+        let keep_alive = self.options.keep_alive.then(|| {
+            tokio::spawn(keep_alive(
+                self.connection.clone(),
+                key.clone(),
+                value.clone(),
+                self.options.ttl,
+                lost_tx,
+            ))
+        });
+        Ok(LockGuard::new(
+            scope.clone(),
+            Some(FencingToken(token)),
+            None,
+            lost_rx,
+            Box::new(RedisReleaser {
+                connection: self.connection.clone(),
+                key,
+                value,
+                scope,
+                keep_alive: keep_alive.map(KeepAlive),
+            }),
+        ))
+    }
+
+    async fn locked(&self, table: &TableName) -> Result<bool, LockError> {
+        let scope = table.scope(&self.prefix)?;
+        let (key, _) = Self::key(&scope);
+        let mut connection = self.connection.clone();
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&key)
+            .query_async(&mut connection)
+            .await
+            .map_err(backend)?;
+        Ok(exists == 1)
+    }
+}
+
+/// Extends the key every `ttl / 3`; fires *lost* when it is no longer ours or
+/// Redis stayed unreachable until the TTL would have run out.
+async fn keep_alive(
+    mut connection: MultiplexedConnection,
+    key: String,
+    value: String,
+    ttl: Duration,
+    lost: watch::Sender<bool>,
+) {
+    let interval = ttl / 3;
+    let mut last_extended = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(interval).await;
+        let extended: Result<i64, _> = redis::Script::new(EXTEND)
+            .key(&key)
+            .arg(&value)
+            .arg(ttl.as_millis() as u64)
+            .invoke_async(&mut connection)
+            .await;
+        match extended {
+            Ok(1) => last_extended = tokio::time::Instant::now(),
+            Ok(_) => {
+                let _ = lost.send(true);
+                return;
+            }
+            Err(_) if last_extended.elapsed() + interval >= ttl => {
+                let _ = lost.send(true);
+                return;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Aborts the keep-alive task when the guard goes, released or dropped.
+struct KeepAlive(tokio::task::JoinHandle<()>);
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+struct RedisReleaser {
+    connection: MultiplexedConnection,
+    key: String,
+    value: String,
+    scope: Scope,
+    keep_alive: Option<KeepAlive>,
+}
+
+impl Releaser for RedisReleaser {
+    fn release(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
+        Box::pin(async move {
+            let RedisReleaser {
+                mut connection,
+                key,
+                value,
+                scope,
+                keep_alive,
+            } = *self;
+            drop(keep_alive);
+            let deleted: i64 = redis::Script::new(RELEASE)
+                .key(&key)
+                .arg(&value)
+                .invoke_async(&mut connection)
+                .await
+                .map_err(backend)?;
+            if deleted == 1 {
+                Ok(())
+            } else {
+                Err(LockError::Lost { scope })
+            }
+        })
+    }
+}
+
+impl LockManager for RedisDistributedLockManager {
+    fn acquire_lock<'a>(
+        &'a self,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<LockGuard, LockError>> {
+        Box::pin(self.acquire(table))
+    }
+
+    fn is_locked<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<bool, LockError>> {
+        Box::pin(self.locked(table))
+    }
+
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+}

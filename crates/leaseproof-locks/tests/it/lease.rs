@@ -1,0 +1,127 @@
+//! The lease manager: keep-alive, the lost signal, and its fence.
+
+use std::time::Duration;
+
+use leaseproof_locks::{LeaseLockManager, LockError, LockManager};
+use leaseproof_postgres::{CycleError, PostgresLeases};
+use leaseproof_protocol::{LeaseError, Ttl};
+use sqlx::PgConnection;
+
+use crate::table;
+
+async fn manager(
+    ttl_ms: i64,
+    keep_alive: bool,
+) -> Option<(leaseproof_pgcluster::TestDatabase, LeaseLockManager)> {
+    let database = leaseproof_pgcluster::test_database().await?;
+    let leases = PostgresLeases::connect(&database.url, 8).await.unwrap();
+    leases.ensure_schema().await.unwrap();
+    sqlx::query("CREATE TABLE maintenance (token bigint NOT NULL, note text NOT NULL)")
+        .execute(leases.pool())
+        .await
+        .unwrap();
+    let manager = LeaseLockManager::new(
+        leases,
+        "lease-test",
+        Ttl::from_millis(ttl_ms).unwrap(),
+        keep_alive,
+    );
+    Some((database, manager))
+}
+
+#[tokio::test]
+async fn the_keep_alive_renews_past_the_ttl_on_the_servers_clock() {
+    let Some((_database, locks)) = manager(300, true).await else {
+        return;
+    };
+    let maintained = table("kept");
+    let holder = locks.acquire_lock(&maintained).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(matches!(
+        locks.acquire_lock(&maintained).await,
+        Err(LockError::Held { .. })
+    ));
+    assert!(!holder.is_lost());
+    holder.release().await.unwrap();
+    assert!(!locks.is_locked(&maintained).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_paused_holders_fenced_commit_is_refused_after_a_takeover() {
+    let Some((_database, locks)) = manager(300, false).await else {
+        return;
+    };
+    let maintained = table("paused");
+    let holder = locks.acquire_lock(&maintained).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(450)).await; // the pause
+    let rival = locks
+        .acquire_lock(&maintained)
+        .await
+        .expect("the lease expired");
+    assert!(rival.fencing_token() > holder.fencing_token());
+    let (rival_token, holder_token) = (
+        rival.fencing_token().unwrap().0,
+        holder.fencing_token().unwrap().0,
+    );
+    let leases = locks.leases();
+    leases
+        .commit_cycle(rival.lease().unwrap(), |connection| {
+            write(connection, rival_token, "rival")
+        })
+        .await
+        .unwrap();
+    let stale = leases
+        .commit_cycle(holder.lease().unwrap(), |connection| {
+            write(connection, holder_token, "stale")
+        })
+        .await;
+    assert!(
+        matches!(stale, Err(CycleError::Lease(LeaseError::Lost { .. }))),
+        "{stale:?}"
+    );
+    let notes: Vec<String> = sqlx::query_scalar("SELECT note FROM maintenance")
+        .fetch_all(leases.pool())
+        .await
+        .unwrap();
+    assert_eq!(notes, vec!["rival".to_string()]);
+    assert!(matches!(
+        holder.release().await,
+        Err(LockError::Lost { .. })
+    ));
+    rival.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn lost_fires_when_a_renewal_finds_the_lease_taken_over() {
+    let Some((_database, locks)) = manager(600, true).await else {
+        return;
+    };
+    let maintained = table("taken");
+    let holder = locks.acquire_lock(&maintained).await.unwrap();
+    // An operator breaks the stuck lease and a rival takes it.
+    assert!(locks.leases().force_expire(holder.scope()).await.unwrap());
+    let rival = locks.acquire_lock(&maintained).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(3), holder.lost())
+        .await
+        .expect("the keep-alive's renewal is refused");
+    assert!(matches!(
+        holder.release().await,
+        Err(LockError::Lost { .. })
+    ));
+    rival.release().await.unwrap();
+}
+
+fn write<'c>(
+    connection: &'c mut PgConnection,
+    token: i64,
+    note: &'static str,
+) -> futures_core::future::BoxFuture<'c, Result<(), sqlx::Error>> {
+    Box::pin(async move {
+        sqlx::query("INSERT INTO maintenance VALUES ($1, $2)")
+            .bind(token)
+            .bind(note)
+            .execute(connection)
+            .await
+            .map(drop)
+    })
+}

@@ -1,0 +1,176 @@
+//! The Redis manager's own promises and failure modes, on a real redis-server.
+
+use std::time::Duration;
+
+use leaseproof_locks::{LockError, LockManager, RedisDistributedLockManager, RedisLockOptions};
+use leaseproof_protocol::FencingToken;
+
+use crate::table;
+
+async fn manager(url: &str, ttl_ms: u64, keep_alive: bool) -> RedisDistributedLockManager {
+    RedisDistributedLockManager::connect(
+        url,
+        "redis-test",
+        RedisLockOptions {
+            ttl: Duration::from_millis(ttl_ms),
+            keep_alive,
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_holder_paused_past_the_ttl_is_overtaken_and_never_deletes_the_rivals_key() {
+    let Some(url) = leaseproof_redis_server::test_redis_url() else {
+        return;
+    };
+    let locks = manager(&url, 300, false).await;
+    let maintained = table("paused");
+    let holder = locks.acquire_lock(&maintained).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(450)).await; // the pause
+    let rival = locks
+        .acquire_lock(&maintained)
+        .await
+        .expect("the key expired");
+    assert!(
+        rival.fencing_token() > holder.fencing_token(),
+        "tokens grow"
+    );
+    // The holder wakes up and releases: compare-and-delete leaves the rival's key.
+    assert!(matches!(
+        holder.release().await,
+        Err(LockError::Lost { .. })
+    ));
+    assert!(
+        locks.is_locked(&maintained).await.unwrap(),
+        "the rival's key stands"
+    );
+    rival.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_token_checked_where_the_work_writes_refuses_the_paused_holder() {
+    // The fenced variant of the scene above: the work's store keeps the
+    // largest token it has seen and refuses smaller ones, so the paused
+    // holder's write after the rival's is refused (the unfenced write lands).
+    let Some(url) = leaseproof_redis_server::test_redis_url() else {
+        return;
+    };
+    let locks = manager(&url, 300, false).await;
+    let maintained = table("fenced");
+    let holder = locks.acquire_lock(&maintained).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let rival = locks.acquire_lock(&maintained).await.unwrap();
+    let mut store = FencedStore::default();
+    assert!(store.write(rival.fencing_token().unwrap(), "rival"));
+    assert!(
+        !store.write(holder.fencing_token().unwrap(), "stale holder"),
+        "fenced"
+    );
+    assert_eq!(store.rows, vec!["rival"]);
+    let _ = holder.release().await;
+    rival.release().await.unwrap();
+}
+
+/// A store that keeps the largest token it accepted, as a guarded table
+/// with `WHERE token >= last_token` would.
+#[derive(Default)]
+struct FencedStore {
+    token_max: Option<FencingToken>,
+    rows: Vec<&'static str>,
+}
+
+impl FencedStore {
+    fn write(&mut self, token: FencingToken, row: &'static str) -> bool {
+        if self.token_max.is_some_and(|max| token < max) {
+            return false;
+        }
+        self.token_max = Some(token);
+        self.rows.push(row);
+        true
+    }
+}
+
+#[tokio::test]
+async fn the_keep_alive_holds_the_key_past_its_ttl_and_release_stops_it() {
+    let Some(url) = leaseproof_redis_server::test_redis_url() else {
+        return;
+    };
+    let locks = manager(&url, 300, true).await;
+    let maintained = table("kept");
+    let holder = locks.acquire_lock(&maintained).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(900)).await; // three TTLs
+    assert!(matches!(
+        locks.acquire_lock(&maintained).await,
+        Err(LockError::Held { .. })
+    ));
+    assert!(!holder.is_lost());
+    holder.release().await.unwrap();
+    assert!(!locks.is_locked(&maintained).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_vanished_key_fires_lost() {
+    let Some(url) = leaseproof_redis_server::test_redis_url() else {
+        return;
+    };
+    let locks = manager(&url, 600, true).await;
+    let maintained = table("vanished");
+    let holder = locks.acquire_lock(&maintained).await.unwrap();
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let key = format!("{{{}}}:lock", holder.scope().as_str());
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+    tokio::time::timeout(Duration::from_secs(3), holder.lost())
+        .await
+        .expect("the keep-alive notices the key is gone");
+    assert!(matches!(
+        holder.release().await,
+        Err(LockError::Lost { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_restart_without_persistence_forgets_the_lock_and_restarts_the_tokens() {
+    // Redis without persistence loses every key on restart: a rival takes the
+    // lock at once, and the INCR counter restarts, so the rival's token is no
+    // greater than the holder's — a token fence cannot tell them apart.
+    if leaseproof_redis_server::test_redis_url().is_none() {
+        return;
+    }
+    let mut server = match leaseproof_redis_server::RedisServer::start_throwaway() {
+        Ok(server) => server,
+        Err(error) if !leaseproof_redis_server::require_redis() => {
+            eprintln!("LEASEPROOF SKIP: no throwaway redis-server ({error})");
+            return;
+        }
+        Err(error) => panic!("{error}"),
+    };
+    let maintained = table("restarted");
+    let holder = {
+        let locks = manager(&server.url, 60_000, true).await;
+        let first = locks.acquire_lock(&maintained).await.unwrap();
+        let second = locks.acquire_lock(&table("restarted_other")).await.unwrap();
+        drop(second);
+        first
+    };
+    server.restart().unwrap();
+    let locks = manager(&server.url, 60_000, false).await;
+    let rival = locks
+        .acquire_lock(&maintained)
+        .await
+        .expect("the lock was forgotten");
+    assert!(
+        rival.fencing_token() <= holder.fencing_token(),
+        "{:?} vs {:?}",
+        rival.fencing_token(),
+        holder.fencing_token()
+    );
+    rival.release().await.unwrap();
+}
