@@ -24,6 +24,7 @@
 pub mod cli;
 pub mod clock;
 pub mod hooks;
+pub mod lock_matrix;
 pub mod process;
 pub mod proxy;
 pub mod race;

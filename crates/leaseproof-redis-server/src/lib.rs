@@ -40,6 +40,7 @@ struct Throwaway {
     child: Child,
     port: u16,
     password: String,
+    persistent: bool,
     _dir: tempfile::TempDir,
 }
 
@@ -59,6 +60,13 @@ impl RedisServer {
     /// Starts a dedicated throwaway server (a test that restarts or kills one
     /// uses its own). Dropping it stops the server and removes its directory.
     pub fn start_throwaway() -> Result<RedisServer, String> {
+        RedisServer::start_throwaway_with(false)
+    }
+
+    /// [`Self::start_throwaway`]; with `persistent`, every write is logged and
+    /// fsynced (`appendonly yes`, `appendfsync always`), so a restart keeps
+    /// the keys (and their absolute expiry times).
+    pub fn start_throwaway_with(persistent: bool) -> Result<RedisServer, String> {
         let binary = redis_binary().ok_or("redis-server not found on PATH")?;
         let dir = tempfile::Builder::new()
             .prefix("leaseproof-redis-")
@@ -71,11 +79,12 @@ impl RedisServer {
                 .collect()
         };
         let port = free_port().map_err(|error| format!("free port: {error}"))?;
-        let child = spawn_server(&binary, port, &password, dir.path())?;
+        let child = spawn_server(&binary, port, &password, persistent, dir.path())?;
         let mut throwaway = Throwaway {
             child,
             port,
             password: password.clone(),
+            persistent,
             _dir: dir,
         };
         if let Err(error) = wait_until_ready(port, &password, Duration::from_secs(10)) {
@@ -92,27 +101,29 @@ impl RedisServer {
         })
     }
 
-    /// Kills the throwaway server without letting it save (a crash), and
-    /// starts it again on the same port with the same password: Redis without
-    /// persistence comes back empty.
+    /// Kills the throwaway server (SIGKILL, a crash) and starts it again on
+    /// the same port with the same password: without persistence it comes
+    /// back empty, with it it replays its append-only file.
     pub fn restart(&mut self) -> Result<(), String> {
         let throwaway = self.throwaway.take().ok_or("not a throwaway server")?;
         let Throwaway {
             mut child,
             port,
             password,
+            persistent,
             _dir,
         } = throwaway;
         let _ = child.kill();
         let _ = child.wait();
         let binary = redis_binary().ok_or("redis-server not found")?;
-        let child = spawn_server(&binary, port, &password, _dir.path())?;
+        let child = spawn_server(&binary, port, &password, persistent, _dir.path())?;
         wait_until_ready(port, &password, Duration::from_secs(10))?;
         spawn_watchdog(child.id(), _dir.path())?;
         self.throwaway = Some(Throwaway {
             child,
             port,
             password,
+            persistent,
             _dir,
         });
         Ok(())
@@ -187,13 +198,25 @@ fn redis_binary() -> Option<PathBuf> {
 }
 
 /// `redis-server` on loopback `port`, persistence off, password required.
-fn spawn_server(binary: &Path, port: u16, password: &str, dir: &Path) -> Result<Child, String> {
+fn spawn_server(
+    binary: &Path,
+    port: u16,
+    password: &str,
+    persistent: bool,
+    dir: &Path,
+) -> Result<Child, String> {
+    let (appendonly, appendfsync) = if persistent {
+        ("yes", "always")
+    } else {
+        ("no", "everysec")
+    };
     Command::new(binary)
         .args(["--port", &port.to_string()])
         .args(["--bind", "127.0.0.1"])
         .args(["--requirepass", password])
         .args(["--save", ""])
-        .args(["--appendonly", "no"])
+        .args(["--appendonly", appendonly])
+        .args(["--appendfsync", appendfsync])
         .args(["--dir", &dir.display().to_string()])
         .args(["--daemonize", "no"])
         .stdin(Stdio::null())

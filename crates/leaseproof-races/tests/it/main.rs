@@ -6,6 +6,7 @@
 
 mod cli;
 mod faults;
+mod lock_matrix;
 mod lost_reply;
 mod pause_takeover;
 mod processes;
