@@ -628,6 +628,26 @@ async fn stage_again(
     }
 }
 
+/// The verdict each cell showed when the matrix was built (`holds`, `I1`,
+/// `I3`, `n/a`): `leaseproof verify` fails when a run disagrees, and the
+/// README's table is this one.
+pub fn expected_verdict(lock: LockKind, fault: Fault) -> &'static str {
+    use Fault::*;
+    use LockKind::*;
+    match (lock, fault) {
+        (Advisory, HolderPaused | HolderKilled) => "holds",
+        (Advisory, LockConnectionKilled | ServerRestart) => "I1",
+        (Redis, HolderPaused | ServerRestart) => "I1",
+        (RedisFenced, ServerRestart) => "I1",
+        (Redis | RedisFenced, HolderKilled | PersistentServerRestart) => "holds",
+        (RedisFenced, HolderPaused) => "holds",
+        (Lease, HolderPaused | HolderKilled | ServerRestart) => "holds",
+        (LeaseUnfenced, HolderPaused) => "I1",
+        (LeaseUnfenced, HolderKilled | ServerRestart) => "holds",
+        (_, LockConnectionKilled | PersistentServerRestart) => "n/a",
+    }
+}
+
 /// The whole matrix, row by row.
 pub async fn run_matrix(servers: &mut Servers) -> Result<Vec<Cell>, SceneError> {
     let mut cells = Vec::new();

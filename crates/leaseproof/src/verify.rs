@@ -107,6 +107,7 @@ pub fn run(args: VerifyArgs) -> ExitCode {
     simulation_teeth(&mut report);
     runtime.block_on(postgres_stage(&args, &mut report));
     runtime.block_on(race_stage(&mut report));
+    runtime.block_on(locks_stage(&mut report));
     report.finish()
 }
 
@@ -391,4 +392,162 @@ async fn race_stage(report: &mut Report) {
         started,
         outcome,
     );
+}
+
+/// The lock managers of seed 003: the conformance suite for each on the real
+/// servers, then the manager × fault matrix with its evidence.
+async fn locks_stage(report: &mut Report) {
+    const STAGE: &str = "locks";
+    let started = Instant::now();
+    let outcome = match locks_conformance().await {
+        Ok(lines) => Ok(lines.join("; ")),
+        Err(error) => Err(error),
+    };
+    report.record(
+        STAGE,
+        "advisory, redis, lease pass the conformance suite",
+        started,
+        outcome,
+    );
+    let started = Instant::now();
+    let matrix = async {
+        let mut servers = leaseproof_races::lock_matrix::Servers::start()
+            .await
+            .map_err(|error| error.to_string())?;
+        leaseproof_races::lock_matrix::run_matrix(&mut servers)
+            .await
+            .map_err(|error| error.to_string())
+    }
+    .await;
+    let outcome = match matrix {
+        Ok(cells) => {
+            println!("\n{}", leaseproof_races::lock_matrix::render(&cells));
+            let mut unexpected = Vec::new();
+            for cell in &cells {
+                println!(
+                    "  {:<15} {:<23} {:<5} {}",
+                    cell.lock.name(),
+                    cell.fault.name(),
+                    cell.verdict.short(),
+                    cell.verdict.detail()
+                );
+                let expected =
+                    leaseproof_races::lock_matrix::expected_verdict(cell.lock, cell.fault);
+                if cell.verdict.short() != expected {
+                    unexpected.push(format!(
+                        "{} / {}: {} (expected {expected})",
+                        cell.lock.name(),
+                        cell.fault.name(),
+                        cell.verdict.short()
+                    ));
+                }
+            }
+            println!();
+            if unexpected.is_empty() {
+                let violated = cells
+                    .iter()
+                    .filter(|cell| {
+                        matches!(
+                            cell.verdict,
+                            leaseproof_races::lock_matrix::Verdict::Violated { .. }
+                        )
+                    })
+                    .count();
+                Ok(format!(
+                    "{} cells judged, {violated} show a manager breaking mutual exclusion (findings, as expected)",
+                    cells.len()
+                ))
+            } else {
+                Err(format!("the matrix changed: {}", unexpected.join("; ")))
+            }
+        }
+        Err(error) => Err(error),
+    };
+    report.record(
+        STAGE,
+        "manager x fault matrix (real servers)",
+        started,
+        outcome,
+    );
+}
+
+async fn locks_conformance() -> Result<Vec<String>, String> {
+    use leaseproof_locks::conformance::{
+        bad_input_is_a_typed_error, collision_is_refused_at_once,
+        tables_are_independent_and_is_locked_agrees, tasks_never_hold_one_table_at_once,
+    };
+    use leaseproof_locks::{LockManager, TableName};
+    use std::sync::Arc;
+    let database = fresh_database().await?;
+    let redis = leaseproof_redis_server::shared_server()?;
+    let leases = leaseproof_postgres::PostgresLeases::connect(&database.url, 16)
+        .await
+        .map_err(|error| error.to_string())?;
+    leases
+        .ensure_schema()
+        .await
+        .map_err(|error| error.to_string())?;
+    let lease_ttl = std::time::Duration::from_secs(30);
+    let managers: Vec<(Arc<dyn LockManager>, Option<std::time::Duration>)> = vec![
+        (
+            Arc::new(
+                leaseproof_locks::PostgresAdvisoryLockManager::new(&database.url, "verify")
+                    .map_err(|error| error.to_string())?,
+            ),
+            None,
+        ),
+        (
+            Arc::new(
+                leaseproof_locks::RedisDistributedLockManager::connect(
+                    &redis.url,
+                    "verify",
+                    leaseproof_locks::RedisLockOptions::default(),
+                )
+                .await
+                .map_err(|error| error.to_string())?,
+            ),
+            Some(leaseproof_locks::RedisLockOptions::default().ttl),
+        ),
+        (
+            Arc::new(leaseproof_locks::LeaseLockManager::new(
+                leases,
+                "verify",
+                leaseproof_protocol::Ttl::from_millis(30_000).expect("valid"),
+                true,
+            )),
+            Some(lease_ttl),
+        ),
+    ];
+    let mut lines = Vec::new();
+    for (manager, lifetime_min) in managers {
+        let table =
+            |name: &str| TableName::new("public", format!("verify_{name}_{}", std::process::id()));
+        let refused_after = collision_is_refused_at_once(&*manager, &table("collide"))
+            .await
+            .map_err(|error| error.to_string())?;
+        tables_are_independent_and_is_locked_agrees(&*manager, &table("a"), &table("b"))
+            .await
+            .map_err(|error| error.to_string())?;
+        bad_input_is_a_typed_error(&*manager)
+            .await
+            .map_err(|error| error.to_string())?;
+        let race = tasks_never_hold_one_table_at_once(
+            Arc::clone(&manager),
+            &table("race"),
+            8,
+            6,
+            std::time::Duration::from_millis(5),
+            lifetime_min,
+        )
+        .await
+        .map_err(|error| error.to_string())?;
+        lines.push(format!(
+            "{}: collision refused in {:.1} ms, {} holds by {} tasks",
+            manager.name(),
+            refused_after.as_secs_f64() * 1_000.0,
+            race.holds,
+            race.winners
+        ));
+    }
+    Ok(lines)
 }

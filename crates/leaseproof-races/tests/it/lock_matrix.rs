@@ -74,5 +74,17 @@ async fn every_cell_of_the_lock_matrix_shows_its_verdict() {
         }
     }
     assert_eq!(cells.len(), LockKind::ALL.len() * Fault::ALL.len());
+    // The library's table (what verify and the README say) is this one.
+    for lock in LockKind::ALL {
+        for fault in Fault::ALL {
+            assert_eq!(
+                leaseproof_races::lock_matrix::expected_verdict(lock, fault),
+                expected(lock, fault),
+                "{} / {}",
+                lock.name(),
+                fault.name()
+            );
+        }
+    }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
