@@ -271,6 +271,9 @@ pub enum Step {
     StartLateRenew,
     /// A late statement takes effect with the `now()` it started with.
     LandLate,
+    /// `SessionLockLearnsLate`: the holder's lock session dies; the server
+    /// frees the lock at once, the holder keeps believing (it learns late).
+    SessionDies,
 }
 
 /// An action of the model.
@@ -634,7 +637,10 @@ impl LeaseModel {
     /// Returns whether the write committed.
     fn commit(&self, state: &mut LeaseState, worker: usize, real: Owner, token: u8) -> bool {
         let owner = self.owner_id(worker, real.incarnation);
-        let fenced = self.variant != Variant::UnfencedCommit;
+        let fenced = !matches!(
+            self.variant,
+            Variant::UnfencedCommit | Variant::SessionLockLearnsLate
+        );
         if fenced && !self.fence_passes(state, worker, owner, token) {
             state.ghost.stale_commit_refused = true;
             return false;
@@ -700,6 +706,11 @@ impl LeaseModel {
             push(Step::Crash);
             if matches!(entry.phase, Phase::Holding { .. }) && entry.orphan_commit.is_none() {
                 push(Step::CrashMidCommit);
+            }
+            if self.variant == Variant::SessionLockLearnsLate
+                && matches!(entry.phase, Phase::Holding { .. })
+            {
+                push(Step::SessionDies);
             }
         }
     }
@@ -854,6 +865,27 @@ impl LeaseModel {
                     started_server_ticks: state.now_ticks,
                 });
                 state.ghost.late_statements += 1;
+            }
+            (Step::SessionDies, Phase::Holding { token, .. }) => {
+                // The server frees the lock with the session (a crash of the
+                // lock's connection, not of the worker): the row is free now,
+                // the grant is over, and the worker's phase is untouched.
+                let now = state.now_ticks;
+                if let Some(row) = state.row {
+                    if row.token == token && row.expires_at_ticks > now {
+                        state.row = Some(LeaseRow {
+                            expires_at_ticks: now,
+                            ..row
+                        });
+                    }
+                }
+                if let Some(grant) = state.ghost.grant.as_mut() {
+                    if grant.holder == real && grant.token == token && grant.end_server_ticks > now
+                    {
+                        grant.end_server_ticks = now;
+                    }
+                }
+                state.ghost.crashes += 1;
             }
             (Step::LandLate, _) => {
                 let Some(late) = entry.late else {

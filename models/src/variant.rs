@@ -21,7 +21,9 @@ pub enum Variant {
     /// Acquisition as a read (is the row free?) followed by a separate,
     /// unconditional write.
     ReadThenWrite,
-    /// Commit without the fence: the worker trusts its belief deadline.
+    /// Commit without the fence: the worker trusts its belief deadline. This
+    /// is also seed 003's Redis lock (`SET NX PX`, a TTL on the store's clock)
+    /// used without checking its token where the work writes.
     UnfencedCommit,
     /// The fence checked in one step (lock released) and the write done in a later one.
     FenceThenWrite,
@@ -39,11 +41,15 @@ pub enum Variant {
     /// `expires_at = now + ttl` from its own `now()`: a statement that lands
     /// late moves a live grant's end back (the protocol before issue 15).
     ShorteningExtension,
+    /// Seed 003's advisory lock: a session lock with no fence. The server
+    /// frees it the moment the holder's session dies, and the holder learns
+    /// late (at its next probe): meanwhile it works on, unfenced.
+    SessionLockLearnsLate,
 }
 
 impl Variant {
     /// Every variant, the reference first.
-    pub const ALL: [Variant; 10] = [
+    pub const ALL: [Variant; 11] = [
         Variant::Reference,
         Variant::WorkerClockExpiry,
         Variant::ReadThenWrite,
@@ -54,6 +60,7 @@ impl Variant {
         Variant::FenceOwnerOnly,
         Variant::SchemaNoRetry,
         Variant::ShorteningExtension,
+        Variant::SessionLockLearnsLate,
     ];
 
     /// The kebab-case name used on the command line, e.g. `"unfenced-commit"`.
@@ -69,6 +76,7 @@ impl Variant {
             Variant::FenceOwnerOnly => "fence-owner-only",
             Variant::SchemaNoRetry => "schema-no-retry",
             Variant::ShorteningExtension => "shortening-extension",
+            Variant::SessionLockLearnsLate => "session-lock-learns-late",
         }
     }
 
@@ -87,6 +95,9 @@ impl Variant {
             Variant::ShorteningExtension => {
                 "a late same-owner renewal or re-acquire moves the grant's end back"
             }
+            Variant::SessionLockLearnsLate => {
+                "a session lock freed when its session dies, the holder learning late, no fence"
+            }
         }
     }
 
@@ -103,6 +114,7 @@ impl Variant {
             Variant::FenceOwnerOnly => Some(properties::FENCED_WRITES),
             Variant::SchemaNoRetry => Some(properties::EVERY_WORKER_STARTS),
             Variant::ShorteningExtension => Some(properties::MUTUAL_EXCLUSION),
+            Variant::SessionLockLearnsLate => Some(properties::FENCED_WRITES),
         }
     }
 }

@@ -171,3 +171,23 @@ fn no_owner_check_also_lets_a_stale_renewal_keep_a_crashed_holders_scope() {
     ));
     assert_holds(&report, &[properties::TOKEN_ORDER]);
 }
+
+#[test]
+fn a_session_lock_whose_holder_learns_late_lets_a_stale_write_land() {
+    // Seed 003's advisory lock: the server frees it with the dead session, a
+    // rival takes it, and the unaware holder's unfenced write lands (I3).
+    let steps = counterexample_steps(Variant::SessionLockLearnsLate);
+    let report = check(&CheckConfig::new(LeaseModel::new(
+        2,
+        Variant::SessionLockLearnsLate,
+    )));
+    let trace = report.counterexample.expect("a counterexample");
+    assert!(
+        trace
+            .steps
+            .iter()
+            .any(|step| step.action.starts_with("SessionDies")),
+        "the session dies in the counterexample"
+    );
+    assert_eq!(steps, 6);
+}
