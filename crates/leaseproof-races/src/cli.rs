@@ -37,6 +37,15 @@ pub struct RaceArgs {
     /// `leaseproof_guarded` in that database and uses a fresh scope.
     #[arg(long)]
     pub database_url: Option<String>,
+    /// Race a lock manager of seed 003 instead of the lease's worker loop:
+    /// `advisory`, `redis` or `lease`, through its `LockManager` API, judged
+    /// by the conformance suite's real-time mutual-exclusion check. `redis`
+    /// uses `--redis-url`, else `REDIS_URL` or a throwaway `redis-server`.
+    #[arg(long, value_parser = ["advisory", "redis", "lease"])]
+    pub lock: Option<String>,
+    /// The Redis server for `--lock redis`.
+    #[arg(long)]
+    pub redis_url: Option<String>,
 }
 
 impl RaceArgs {
@@ -64,6 +73,18 @@ pub async fn run_race(args: RaceArgs) -> ExitCode {
 /// [`run_race`] with another way to start worker processes than this
 /// executable's `race-worker` subcommand (tests use their own entry point).
 pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> ExitCode {
+    if let Some(lock) = args.lock.clone() {
+        return match lock_race(&args, &lock).await {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("leaseproof race --lock {lock}: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match race(&args, launcher).await {
         Ok(outcome) => {
             let summary = outcome.summary();
@@ -79,6 +100,98 @@ pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> 
             ExitCode::FAILURE
         }
     }
+}
+
+/// `race --lock`: `--workers` tasks × `--rounds` rounds on one table through
+/// the chosen manager; a certain double hold, a token against real time or a
+/// vacuous race fails it.
+async fn lock_race(args: &RaceArgs, lock: &str) -> Result<String, String> {
+    use leaseproof_locks::conformance::tasks_never_hold_one_table_at_once;
+    use leaseproof_locks::{LockManager, TableName};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let mut _database = None;
+    let url = match &args.database_url {
+        Some(url) => url.clone(),
+        None => {
+            let server = leaseproof_pgcluster::shared_server()
+                .await
+                .map_err(|error| error.reason)?;
+            let database = server
+                .fresh_database()
+                .await
+                .map_err(|error| error.to_string())?;
+            let url = database.url.clone();
+            _database = Some(database);
+            url
+        }
+    };
+    let ttl = Duration::from_millis(u64::try_from(args.ttl_ms.max(1)).unwrap_or(150));
+    let (manager, lifetime_min): (Arc<dyn LockManager>, Option<Duration>) = match lock {
+        "advisory" => (
+            Arc::new(
+                leaseproof_locks::PostgresAdvisoryLockManager::new(&url, "race")
+                    .map_err(|error| error.to_string())?,
+            ),
+            None,
+        ),
+        "redis" => {
+            let redis_url = match &args.redis_url {
+                Some(url) => url.clone(),
+                None => leaseproof_redis_server::shared_server()?.url.clone(),
+            };
+            let options = leaseproof_locks::RedisLockOptions {
+                ttl,
+                keep_alive: true,
+            };
+            (
+                Arc::new(
+                    leaseproof_locks::RedisDistributedLockManager::connect(
+                        &redis_url, "race", options,
+                    )
+                    .await
+                    .map_err(|error| error.to_string())?,
+                ),
+                Some(ttl),
+            )
+        }
+        _ => {
+            let leases = leaseproof_postgres::PostgresLeases::connect(&url, 16)
+                .await
+                .map_err(|error| error.to_string())?;
+            leases
+                .ensure_schema()
+                .await
+                .map_err(|error| error.to_string())?;
+            let lease_ttl = leaseproof_protocol::Ttl::from_millis(args.ttl_ms)
+                .map_err(|error| error.to_string())?;
+            (
+                Arc::new(leaseproof_locks::LeaseLockManager::new(
+                    leases, "race", lease_ttl, true,
+                )),
+                Some(ttl),
+            )
+        }
+    };
+    let table = TableName::new("public", format!("race_{}", std::process::id()));
+    let summary = tasks_never_hold_one_table_at_once(
+        manager,
+        &table,
+        args.workers.max(2),
+        usize::try_from(args.rounds.max(1)).unwrap_or(1),
+        Duration::from_millis(5),
+        lifetime_min,
+    )
+    .await
+    .map_err(|error| error.to_string())?;
+    Ok(format!(
+        "PASS {lock}: {} tasks x {} rounds, {} holds by {} distinct tasks, {} refusals, no certain double hold",
+        args.workers.max(2),
+        args.rounds.max(1),
+        summary.holds,
+        summary.winners,
+        summary.refusals
+    ))
 }
 
 async fn race(args: &RaceArgs, launcher: Option<WorkerLauncher>) -> Result<RaceOutcome, RaceError> {

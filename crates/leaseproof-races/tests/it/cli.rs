@@ -114,3 +114,25 @@ async fn verify_runs_a_short_clean_race() {
     assert!(summary.report.stats.commits >= 24);
     assert!(summary.to_string().contains("verdict: PASS"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_with_a_lock_manager_judges_it_through_its_public_api() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    for lock in ["advisory", "lease"] {
+        let args = parse(&[
+            "--lock",
+            lock,
+            "--workers",
+            "6",
+            "--rounds",
+            "4",
+            "--database-url",
+            &database.url,
+        ]);
+        assert_eq!(args.lock.as_deref(), Some(lock));
+        assert_eq!(run_race_with(args, None).await, ExitCode::SUCCESS, "{lock}");
+    }
+    assert!(Cli::try_parse_from(["leaseproof-race", "--lock", "zookeeper"]).is_err());
+}
