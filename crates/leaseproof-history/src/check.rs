@@ -46,6 +46,46 @@ use crate::history::History;
 pub struct CheckConfig {
     /// Workers that write without the fence: their belief overlaps are violations.
     pub unfenced_workers: BTreeSet<String>,
+    /// What a design's server timestamps mean, and so what they can prove.
+    pub grant_stamps: GrantStamps,
+}
+
+/// What the `granted_at` / `expires_at` a design reports mean.
+///
+/// The checker never cries wolf: an overlap of two grants in server time is a
+/// violation only when the timestamps are the times the grants were decided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GrantStamps {
+    /// Each statement decides with the very time it stamps (the reference:
+    /// its takeover compares `expires_at <= now()` with the `now()` it writes
+    /// as `granted_at`, however long it waited on a row lock). A server-time
+    /// overlap is then a real double grant.
+    #[default]
+    Decision,
+    /// A grant is stamped with its statement's *start* (PostgreSQL's `now()`)
+    /// but may be decided later — it queued on a row lock behind the previous
+    /// holder's release, say. A stamp is then only a lower bound of the
+    /// decision, and a server-time overlap proves nothing: the checker reports
+    /// it as *possible* and calls it a violation only when real-time order
+    /// proves it (Jepsen's rule): the earlier grant was acknowledged before
+    /// the later one's acquisition was invoked, and the later one was
+    /// acknowledged before an operation that then found the earlier grant
+    /// still live (a renewal or a release of it that succeeded) was invoked.
+    StatementStart,
+}
+
+impl std::str::FromStr for GrantStamps {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "decision" => Ok(GrantStamps::Decision),
+            "statement-start" => Ok(GrantStamps::StatementStart),
+            other => Err(format!(
+                "unknown grant stamps {other:?}: expected decision or statement-start"
+            )),
+        }
+    }
 }
 
 /// Which rule a [`Violation`] breaks.
@@ -196,6 +236,10 @@ pub struct TakeoverBound {
 pub struct CheckReport {
     /// Every broken rule; empty means the history passed.
     pub violations: Vec<Violation>,
+    /// What the evidence cannot decide (e.g. a server-time overlap of grants
+    /// stamped at their statement's start with no real-time proof): not a
+    /// violation, and not a pass of that rule either — "could not judge".
+    pub possible: Vec<Violation>,
     /// What the run exercised.
     pub stats: Stats,
 }
@@ -240,6 +284,9 @@ impl fmt::Display for CheckReport {
         )?;
         for violation in &self.violations {
             writeln!(formatter, "  {violation}")?;
+        }
+        for possible in &self.possible {
+            writeln!(formatter, "  possible (could not judge): {possible}")?;
         }
         Ok(())
     }
@@ -306,6 +353,10 @@ struct Grant {
     released: Option<(i64, u64)>,
     /// The earliest-invoked release of unknown outcome: (invoke true time, invoke event).
     release_unknown: Option<(i64, u64)>,
+    /// The latest invoke (true time) of an operation that then found this
+    /// grant live (an ok acquire or renewal reporting it, an ok release of
+    /// it): the grant was certainly live at some point after that instant.
+    live_after_invoke_true_us: i64,
 }
 
 impl Grant {
@@ -585,6 +636,7 @@ impl<'h> Checker<'h> {
                             reported_by_true_us: reported_true_us,
                             released: None,
                             release_unknown: None,
+                            live_after_invoke_true_us: record.invoke_true_us,
                         },
                     );
                 }
@@ -615,6 +667,8 @@ impl<'h> Checker<'h> {
                     }
                     grant.live_at_us_max = grant.live_at_us_max.max(expires_at_us - ttl_us);
                     grant.reported_by_true_us = grant.reported_by_true_us.min(reported_true_us);
+                    grant.live_after_invoke_true_us =
+                        grant.live_after_invoke_true_us.max(record.invoke_true_us);
                 }
             }
         }
@@ -659,6 +713,9 @@ impl<'h> Checker<'h> {
                     if *released_at_us < earliest {
                         grant.released = Some((*released_at_us, complete_event));
                     }
+                    // A release that released found the grant live.
+                    grant.live_after_invoke_true_us =
+                        grant.live_after_invoke_true_us.max(record.invoke_true_us);
                 }
                 None | Some((_, Outcome::Unknown { .. })) if grant.owner == *owner => {
                     let invoked = (record.invoke_true_us, record.invoke_event);
@@ -680,6 +737,18 @@ impl<'h> Checker<'h> {
     /// I1 and the ordering part of I2, per scope, over grants ordered by `granted_at`.
     fn check_grant_intervals(&mut self) {
         let mut violations = Vec::new();
+        let mut possible = Vec::new();
+        // Per (scope, owner): the earliest invoke of any acquisition, whatever
+        // its outcome: no grant of that owner was decided before it.
+        let mut acquire_invoked_min: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+        for record in self.ops.values() {
+            if let Op::Acquire { scope, owner, .. } = record.op {
+                let earliest = acquire_invoked_min
+                    .entry((scope.as_str(), owner.as_str()))
+                    .or_insert(i64::MAX);
+                *earliest = (*earliest).min(record.invoke_true_us);
+            }
+        }
         let mut holders = BTreeSet::new();
         for (scope, scope_grants) in &self.grants {
             let mut ordered: Vec<&Grant> = scope_grants.values().collect();
@@ -734,21 +803,43 @@ impl<'h> Checker<'h> {
                     };
                     let mut events = vec![earlier.first_event, grant.first_event];
                     events.extend(end_events);
-                    violations.push((
-                        invariant,
-                        scope.clone(),
-                        events,
-                        format!(
-                            "{what}: {} token {} holds [{}, {}) and {} token {} was granted at {} (server us)",
-                            earlier.owner,
-                            earlier.token,
-                            earlier.granted_at_us,
-                            end_us,
-                            grant.owner,
-                            grant.token,
-                            grant.granted_at_us
-                        ),
-                    ));
+                    let message = format!(
+                        "{what}: {} token {} holds [{}, {}) and {} token {} was granted at {} (server us)",
+                        earlier.owner,
+                        earlier.token,
+                        earlier.granted_at_us,
+                        end_us,
+                        grant.owner,
+                        grant.token,
+                        grant.granted_at_us
+                    );
+                    let proven = match self.config.grant_stamps {
+                        GrantStamps::Decision => true,
+                        GrantStamps::StatementStart => {
+                            // Real-time proof: earlier decided (acknowledged)
+                            // before any acquisition of the later owner was
+                            // invoked, and the later one acknowledged before
+                            // an operation that still found earlier live.
+                            let later_invoked_us = acquire_invoked_min
+                                .get(&(scope.as_str(), grant.owner.as_str()))
+                                .copied()
+                                .unwrap_or(i64::MIN);
+                            earlier.reported_by_true_us < later_invoked_us
+                                && grant.reported_by_true_us < earlier.live_after_invoke_true_us
+                        }
+                    };
+                    if proven {
+                        violations.push((invariant, scope.clone(), events, message));
+                    } else {
+                        possible.push((
+                            invariant,
+                            scope.clone(),
+                            events,
+                            format!(
+                                "{message}; stamps are statement starts and real-time order does not prove it"
+                            ),
+                        ));
+                    }
                 }
                 if grant.released.is_none() && grant.release_unknown.is_some() {
                     lingering.push(grant);
@@ -762,6 +853,15 @@ impl<'h> Checker<'h> {
         self.report.stats.distinct_holders = holders.len() as u64;
         for (invariant, scope, events, message) in violations {
             self.violation(invariant, &scope, events, vec![], message);
+        }
+        for (invariant, scope, events, message) in possible {
+            self.report.possible.push(Violation {
+                invariant,
+                scope,
+                events: sorted(events),
+                rows: Vec::new(),
+                message,
+            });
         }
     }
 

@@ -50,8 +50,8 @@ mod history;
 mod recorder;
 
 pub use check::{
-    check, check_with_takeover_bound, CheckConfig, CheckReport, Invariant, Stats, TakeoverBound,
-    Violation,
+    check, check_with_takeover_bound, CheckConfig, CheckReport, GrantStamps, Invariant, Stats,
+    TakeoverBound, Violation,
 };
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome};
 pub use history::{History, HistoryError};

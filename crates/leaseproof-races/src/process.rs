@@ -306,7 +306,13 @@ pub async fn process_race(
     } else {
         BTreeSet::new()
     };
-    let report = check(&history, &CheckConfig { unfenced_workers });
+    let report = check(
+        &history,
+        &CheckConfig {
+            unfenced_workers,
+            grant_stamps: leaseproof_history::GrantStamps::Decision,
+        },
+    );
     Ok(RaceOutcome {
         scope,
         history,

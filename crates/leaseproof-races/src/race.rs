@@ -423,7 +423,14 @@ pub async fn judge(
 ) -> Result<(History, CheckReport), RaceError> {
     recorder.set_guarded_rows(read_guarded_rows(port, scope).await?);
     let history = recorder.snapshot();
-    let report = check(&history, &CheckConfig { unfenced_workers });
+    let report = check(
+        &history,
+        &CheckConfig {
+            unfenced_workers,
+            // The reference's statements decide with the `now()` they stamp.
+            grant_stamps: leaseproof_history::GrantStamps::Decision,
+        },
+    );
     Ok((history, report))
 }
 

@@ -20,8 +20,8 @@ use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
 
 use leaseproof_history::{
-    check, check_with_takeover_bound, CheckConfig, CheckReport, EventKind, GuardedRow, History, Op,
-    OpResult, Outcome, Recorder, TakeoverBound,
+    check, check_with_takeover_bound, CheckConfig, CheckReport, EventKind, GrantStamps, GuardedRow,
+    History, Op, OpResult, Outcome, Recorder, TakeoverBound,
 };
 use leaseproof_protocol::semantics::ExtensionRule;
 use leaseproof_protocol::{Owner, Scope, Ttl};
@@ -486,6 +486,9 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         } else {
             BTreeSet::new()
         },
+        // The simulated database serves the semantics, which decide with the
+        // time they stamp: a server-time overlap is a real one.
+        grant_stamps: GrantStamps::Decision,
     };
     let report = match scenario.takeover_bound_ms {
         // The simulated server's clock is true time plus the drawn offset,

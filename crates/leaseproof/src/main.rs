@@ -5,6 +5,7 @@
 //! and says what it checked. The other subcommands run one stage with its
 //! knobs exposed, or replay a failure.
 
+mod check;
 mod model;
 mod verify;
 
@@ -37,6 +38,8 @@ enum Command {
     Race(leaseproof_races::cli::RaceArgs),
     /// Measure acquisition under contention beside SELECT 1 and an advisory lock.
     Bench(leaseproof_benches::BenchArgs),
+    /// Judge a history file recorded by any program (docs/history-format.md).
+    Check(check::CheckArgs),
     /// One worker process of `race --processes` (internal).
     #[command(name = "race-worker", hide = true)]
     RaceWorker,
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => leaseproof_sim::cli::run_replay(args),
         Command::Race(args) => runtime().block_on(leaseproof_races::cli::run_race(args)),
         Command::Bench(args) => runtime().block_on(leaseproof_benches::run_bench(args)),
+        Command::Check(args) => check::run(args),
         Command::RaceWorker => match std::env::var(leaseproof_races::WORKER_CONFIG_ENV) {
             Ok(config_json) => {
                 runtime().block_on(leaseproof_races::run_worker_process(&config_json))

@@ -29,6 +29,7 @@ fn belief_overlap_of_an_unfenced_worker_is_a_violation() {
     let (builder, a_believes, b_believes) = overlapping_beliefs();
     let config = CheckConfig {
         unfenced_workers: ["a".to_string()].into(),
+        ..CheckConfig::default()
     };
     let report = check(&builder.build(), &config);
     assert_eq!(report.violations.len(), 1, "{report}");

@@ -143,3 +143,90 @@ fn earliest_unknown_release_decides_when_several_were_sent() {
     builder.release_unknown("a", "s", 1);
     assert_passes(&builder.build());
 }
+
+/// Issue 11's false-alarm shape: a design whose release deletes its row and
+/// whose rival's insert queued behind that delete, stamped with the insert
+/// statement's *start*: B's `granted_at` (1_019) lies before A's release
+/// (1_020) in server time, yet B's grant was decided only once the release
+/// committed. B's acquisition is invoked before A's release and acknowledged
+/// after it, so real-time order cannot order them either.
+fn queued_rival_history() -> (leaseproof_history::History, u64, u64) {
+    let mut builder = Builder::new();
+    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, b_acquire) = builder.invoke(
+        "b",
+        Op::Acquire {
+            scope: "s".to_string(),
+            owner: "b".to_string(),
+            ttl_us: TTL_US,
+        },
+    );
+    builder.release_ok("a", "s", 1, 1_020);
+    let b_granted = builder.complete(
+        "b",
+        b_acquire,
+        Outcome::Ok {
+            result: leaseproof_history::OpResult::Lease {
+                token: 2,
+                owner: "b".to_string(),
+                granted_at_us: 1_019,
+                expires_at_us: 1_019 + TTL_US,
+            },
+        },
+    );
+    (builder.build(), a_granted, b_granted)
+}
+
+fn statement_start() -> leaseproof_history::CheckConfig {
+    leaseproof_history::CheckConfig {
+        grant_stamps: leaseproof_history::GrantStamps::StatementStart,
+        ..leaseproof_history::CheckConfig::default()
+    }
+}
+
+#[test]
+fn a_rival_stamped_at_its_statement_start_behind_a_release_is_no_false_alarm() {
+    let (history, a_granted, b_granted) = queued_rival_history();
+    let report = leaseproof_history::check(&history, &statement_start());
+    assert!(report.is_ok(), "{report}");
+    // Not a pass of I1 either: the overlap is reported as undecidable.
+    assert_eq!(report.possible.len(), 1, "{report}");
+    assert_eq!(report.possible[0].invariant, Invariant::MutualExclusion);
+    assert!(report.possible[0].events.contains(&a_granted));
+    assert!(report.possible[0].events.contains(&b_granted));
+    assert!(report.possible[0].message.contains("does not prove it"));
+    // With decision stamps (the reference's), the same timestamps are a real overlap.
+    let strict = leaseproof_history::check(&history, &leaseproof_history::CheckConfig::default());
+    assert_eq!(
+        only_violation(&history).invariant,
+        Invariant::MutualExclusion
+    );
+    assert!(strict.possible.is_empty());
+}
+
+#[test]
+fn real_time_order_proves_an_overlap_of_statement_start_stamps() {
+    // B is granted and told so *before* A even invokes the release that then
+    // finds A's grant live: both held at once, whatever the stamps mean.
+    let mut builder = Builder::new();
+    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, b_granted) = builder.acquire_ok("b", "s", 2, 1_019);
+    let (_, a_released) = builder.release_ok("a", "s", 1, 1_020);
+    let report = leaseproof_history::check(&builder.build(), &statement_start());
+    assert_eq!(report.violations.len(), 1, "{report}");
+    let violation = &report.violations[0];
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+    assert_eq!(violation.events, vec![a_granted, b_granted, a_released]);
+    assert!(report.possible.is_empty());
+}
+
+#[test]
+fn a_renewal_that_finds_the_earlier_grant_live_also_proves_the_overlap() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_050);
+    builder.renew_ok("a", "s", 1, 1_000, 1_160);
+    let report = leaseproof_history::check(&builder.build(), &statement_start());
+    assert_eq!(report.violations.len(), 1, "{report}");
+    assert_eq!(report.violations[0].invariant, Invariant::MutualExclusion);
+}

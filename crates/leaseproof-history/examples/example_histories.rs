@@ -1,0 +1,142 @@
+//! Writes the example history files of `examples/histories/` (the format's
+//! documentation points at them; `leaseproof check` judges them in a test):
+//!
+//! - `clean.jsonl`: a grant, a renewal, a release, a rival's takeover;
+//! - `broken.jsonl`: a rival granted inside a live grant (I1);
+//! - `queued-rival.jsonl`: a rival stamped at its statement's start behind a
+//!   release — a violation only if the stamps were decision times
+//!   (`--grant-stamps decision`); with `--grant-stamps statement-start` the
+//!   checker reports it as *possible*, not as a violation.
+//!
+//! Run: `cargo run -p leaseproof-history --example example_histories -- examples/histories`
+
+use leaseproof_history::{EventKind, History, Op, OpResult, Outcome};
+
+struct Writer {
+    history: History,
+    true_us: i64,
+    op_id: u64,
+}
+
+impl Writer {
+    fn new() -> Writer {
+        Writer {
+            history: History::default(),
+            true_us: 0,
+            op_id: 0,
+        }
+    }
+
+    fn invoke(&mut self, worker: &str, op: Op) -> u64 {
+        self.true_us += 10;
+        let op_id = self.op_id;
+        self.op_id += 1;
+        self.history.push(
+            worker,
+            0,
+            self.true_us,
+            self.true_us,
+            EventKind::Invoke { op_id, op },
+        );
+        op_id
+    }
+
+    fn complete(&mut self, worker: &str, op_id: u64, result: OpResult) {
+        self.true_us += 10;
+        self.history.push(
+            worker,
+            0,
+            self.true_us,
+            self.true_us,
+            EventKind::Complete {
+                op_id,
+                outcome: Outcome::Ok { result },
+            },
+        );
+    }
+
+    fn acquire(&mut self, worker: &str, token: u64, granted_at_us: i64) {
+        let op_id = self.invoke(worker, acquire(worker));
+        self.complete(worker, op_id, lease(worker, token, granted_at_us));
+    }
+}
+
+fn acquire(worker: &str) -> Op {
+    Op::Acquire {
+        scope: "job".to_string(),
+        owner: worker.to_string(),
+        ttl_us: 1_000_000,
+    }
+}
+
+fn lease(worker: &str, token: u64, granted_at_us: i64) -> OpResult {
+    OpResult::Lease {
+        token,
+        owner: worker.to_string(),
+        granted_at_us,
+        expires_at_us: granted_at_us + 1_000_000,
+    }
+}
+
+fn release(writer: &mut Writer, worker: &str, token: u64, released_at_us: i64) {
+    let op_id = writer.invoke(
+        worker,
+        Op::Release {
+            scope: "job".to_string(),
+            owner: worker.to_string(),
+            token,
+        },
+    );
+    writer.complete(worker, op_id, OpResult::Released { released_at_us });
+}
+
+fn main() {
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "examples/histories".to_string());
+    let dir = std::path::Path::new(&dir);
+
+    let mut clean = Writer::new();
+    clean.acquire("a", 1, 1_700_000_000_000_000);
+    let renew = clean.invoke(
+        "a",
+        Op::Renew {
+            scope: "job".to_string(),
+            owner: "a".to_string(),
+            token: 1,
+            ttl_us: 1_000_000,
+        },
+    );
+    clean.complete(
+        "a",
+        renew,
+        OpResult::Lease {
+            token: 1,
+            owner: "a".to_string(),
+            granted_at_us: 1_700_000_000_000_000,
+            expires_at_us: 1_700_000_000_500_000 + 1_000_000,
+        },
+    );
+    release(&mut clean, "a", 1, 1_700_000_000_800_000);
+    clean.acquire("b", 2, 1_700_000_000_900_000);
+
+    let mut broken = Writer::new();
+    broken.acquire("a", 1, 1_700_000_000_000_000);
+    broken.acquire("b", 2, 1_700_000_000_400_000);
+
+    let mut queued = Writer::new();
+    queued.acquire("a", 1, 1_700_000_000_000_000);
+    let rival = queued.invoke("b", acquire("b"));
+    release(&mut queued, "a", 1, 1_700_000_000_300_000);
+    queued.complete("b", rival, lease("b", 2, 1_700_000_000_290_000));
+
+    for (name, writer) in [
+        ("clean", clean),
+        ("broken", broken),
+        ("queued-rival", queued),
+    ] {
+        let path = dir.join(format!("{name}.jsonl"));
+        writer.history.save(&path).expect("write the example");
+        println!("wrote {}", path.display());
+    }
+}

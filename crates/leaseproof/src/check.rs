@@ -1,0 +1,76 @@
+//! `leaseproof check <history.jsonl>`: judge a history recorded by any program.
+//!
+//! The format is documented in `docs/history-format.md` (version 1) with
+//! examples in `examples/histories/`. Exit codes: 0 clean (possible
+//! violations, which the evidence cannot decide, are printed but do not fail),
+//! 1 a violation, 2 bad input (the line and field that are wrong).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use leaseproof_history::{check, CheckConfig, GrantStamps, History, HistoryError};
+
+/// `leaseproof check FILE [--grant-stamps decision|statement-start] [--unfenced-worker W]…`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct CheckArgs {
+    /// The history, one JSON record per line (docs/history-format.md).
+    pub file: PathBuf,
+    /// What the design's `granted_at` means: `decision` (it decides with the
+    /// time it stamps, as the reference does: a server-time overlap is a real
+    /// one) or `statement-start` (a stamp only bounds the decision from
+    /// below: overlaps must be proven by real-time order).
+    #[arg(long, default_value = "decision", value_parser = |text: &str| text.parse::<GrantStamps>())]
+    pub grant_stamps: GrantStamps,
+    /// A worker that writes without the fence (its belief overlaps are violations).
+    #[arg(long = "unfenced-worker")]
+    pub unfenced_workers: Vec<String>,
+}
+
+/// Runs `leaseproof check`.
+pub fn run(args: CheckArgs) -> ExitCode {
+    let history = match History::load(&args.file) {
+        Ok(history) => history,
+        Err(HistoryError::Json {
+            line_number,
+            source,
+        }) => {
+            eprintln!(
+                "leaseproof check: {}:{line_number}: {source}",
+                args.file.display()
+            );
+            return ExitCode::from(2);
+        }
+        Err(error) => {
+            eprintln!("leaseproof check: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    if history.events.is_empty() {
+        eprintln!(
+            "leaseproof check: {}: no events: nothing to judge",
+            args.file.display()
+        );
+        return ExitCode::from(2);
+    }
+    let config = CheckConfig {
+        unfenced_workers: args.unfenced_workers.into_iter().collect::<BTreeSet<_>>(),
+        grant_stamps: args.grant_stamps,
+    };
+    let report = check(&history, &config);
+    print!("{report}");
+    if report.is_ok() {
+        if report.possible.is_empty() {
+            println!("PASS: {} events, no violation", history.events.len());
+        } else {
+            println!(
+                "PASS with {} possible violation(s) the evidence cannot decide",
+                report.possible.len()
+            );
+        }
+        ExitCode::SUCCESS
+    } else {
+        println!("FAIL: {} violation(s)", report.violations.len());
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,72 @@
+//! The `leaseproof` binary, run as a user runs it.
+//!
+//! Goal: `leaseproof check` judges the example histories of the format's
+//! documentation with the documented exit codes. Method: run the built
+//! binary on `examples/histories/*.jsonl` and on broken files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn check(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
+        .arg("check")
+        .args(args)
+        .current_dir(repository())
+        .output()
+        .expect("run leaseproof");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_passes_the_clean_example_and_fails_the_broken_one() {
+    let (code, stdout, _) = check(&["examples/histories/clean.jsonl"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("PASS"), "{stdout}");
+    let (code, stdout, _) = check(&["examples/histories/broken.jsonl"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("I1 mutual exclusion [job]"), "{stdout}");
+}
+
+#[test]
+fn check_judges_statement_start_stamps_without_crying_wolf() {
+    let (code, stdout, _) = check(&["examples/histories/queued-rival.jsonl"]);
+    assert_eq!(code, 1, "decision stamps make the overlap real: {stdout}");
+    let (code, stdout, _) = check(&[
+        "examples/histories/queued-rival.jsonl",
+        "--grant-stamps",
+        "statement-start",
+    ]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("possible (could not judge)"), "{stdout}");
+}
+
+#[test]
+fn check_refuses_bad_input_with_the_line_and_field() {
+    let directory = tempfile::tempdir().unwrap();
+    let bad = directory.path().join("bad.jsonl");
+    let clean =
+        std::fs::read_to_string(repository().join("examples/histories/clean.jsonl")).unwrap();
+    let mut lines: Vec<String> = clean.lines().map(str::to_string).collect();
+    lines[2] = lines[2].replace("\"true_time_us\"", "\"true_time\"");
+    std::fs::write(&bad, lines.join("\n")).unwrap();
+    let (code, _, stderr) = check(&[bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(":3:"), "names the line: {stderr}");
+    assert!(stderr.contains("true_time"), "names the field: {stderr}");
+    let (code, _, stderr) = check(&["no/such/file.jsonl"]);
+    assert_eq!(code, 2, "{stderr}");
+    let (code, _, stderr) = check(&[
+        "examples/histories/clean.jsonl",
+        "--grant-stamps",
+        "whenever",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+}
