@@ -118,7 +118,9 @@ impl Fault {
     /// pause, a dead holder), long where the lock must outlive a restart.
     fn ttl(self) -> Duration {
         match self {
-            Fault::ServerRestart | Fault::PersistentServerRestart => Duration::from_secs(5),
+            // Far longer than a restart on a loaded machine: the lock must
+            // outlive the restart for the scene to ask what the restart did.
+            Fault::ServerRestart | Fault::PersistentServerRestart => Duration::from_secs(30),
             _ => Duration::from_millis(TTL_MS),
         }
     }
@@ -392,7 +394,7 @@ async fn stage(
         LockKind::Advisory => Box::new(
             PostgresAdvisoryLockManager::new(database_url, "matrix")
                 .map_err(scene("advisory manager"))?
-                .with_probe_interval(Duration::from_secs(5)),
+                .with_probe_interval(Duration::from_secs(60)),
         ),
         LockKind::Redis | LockKind::RedisFenced => {
             let url = if fault == Fault::PersistentServerRestart {

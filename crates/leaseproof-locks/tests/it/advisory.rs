@@ -18,6 +18,19 @@ async fn manager() -> Option<(
     Some((database, manager))
 }
 
+/// A manager whose probe is slow enough that a rival's takeover always comes
+/// first, however loaded the machine.
+async fn slow_probe_manager() -> Option<(
+    leaseproof_pgcluster::TestDatabase,
+    PostgresAdvisoryLockManager,
+)> {
+    let database = leaseproof_pgcluster::test_database().await?;
+    let manager = PostgresAdvisoryLockManager::new(&database.url, "advisory")
+        .unwrap()
+        .with_probe_interval(Duration::from_secs(3));
+    Some((database, manager))
+}
+
 #[tokio::test]
 async fn the_lock_survives_the_callers_commits_rollbacks_and_a_concurrent_detach() {
     let Some((database, manager)) = manager().await else {
@@ -74,7 +87,7 @@ async fn a_killed_lock_connection_frees_the_lock_at_once_but_the_holder_learns_l
     // the server frees the lock immediately and a rival can take it, while
     // the holder's maintenance (on other connections) runs on until its probe
     // notices. Without a fence the two replicas work at once.
-    let Some((database, manager)) = manager().await else {
+    let Some((database, manager)) = slow_probe_manager().await else {
         return;
     };
     let maintained = table("killed");
@@ -100,7 +113,7 @@ async fn a_killed_lock_connection_frees_the_lock_at_once_but_the_holder_learns_l
         !guard.is_lost(),
         "the holder has not noticed yet: two holders"
     );
-    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
         .await
         .expect("the probe fires lost");
     assert!(matches!(guard.release().await, Err(LockError::Lost { .. })));

@@ -97,10 +97,12 @@ async fn the_keep_alive_holds_the_key_past_its_ttl_and_release_stops_it() {
     let Some(url) = leaseproof_redis_server::test_redis_url() else {
         return;
     };
-    let locks = manager(&url, 300, true).await;
+    // A TTL of 1.5 s renewed every 0.5 s: a loaded machine may delay one
+    // extension by a second without the key expiring.
+    let locks = manager(&url, 1_500, true).await;
     let maintained = table("kept");
     let holder = locks.acquire_lock(&maintained).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(900)).await; // three TTLs
+    tokio::time::sleep(Duration::from_millis(4_500)).await; // three TTLs
     assert!(matches!(
         locks.acquire_lock(&maintained).await,
         Err(LockError::Held { .. })
