@@ -26,12 +26,19 @@ pub const LEASES_COLUMNS: &[(&str, &str)] = &[
     ("expires_at", "timestamp with time zone"),
 ];
 
-/// A table's columns in the current schema: `$1` table name.
+/// A table's columns (the one `$1` resolves to on the search path), named as
+/// `information_schema` names their types.
+///
+/// Straight from `pg_attribute` by the table's oid, not through
+/// `information_schema.columns`: that view runs privilege functions over every
+/// relation in the snapshot, including those of a concurrent creator whose
+/// transaction just aborted, and can fail with `XX000` (cache lookup failed)
+/// exactly when workers start together — a failure that is not ours.
 pub const TABLE_COLUMNS: &str = "\
-SELECT column_name::text, data_type::text
-FROM information_schema.columns
-WHERE table_schema = current_schema() AND table_name = $1
-ORDER BY ordinal_position";
+SELECT a.attname::text, format_type(a.atttypid, NULL)
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum";
 
 /// One scope's row, times in µs: `$1` scope.
 pub const SELECT_ROW: &str = "\

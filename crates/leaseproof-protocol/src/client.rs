@@ -34,12 +34,15 @@ pub struct SqlStateError {
 ///   (`pg_type_typname_nsp_index`, `pg_class_relname_nsp_index`);
 /// - `42P07` duplicate_table and `42710` duplicate_object: the other
 ///   session's creation committed between this one's check and the insert of
-///   a dependent object (the primary key's index, a `bigserial`'s sequence).
+///   a dependent object (the primary key's index, a `bigserial`'s sequence);
+/// - `40P01` deadlock_detected: two creators of the same table and its
+///   dependent objects locked catalog rows in opposite orders, and the server
+///   aborted one so the other could finish.
 ///
 /// Everything else — `42501` permission denied, `25006` a read-only server,
 /// a lost connection, a table of the same name with other columns — is a
 /// real failure: retrying it would only hide it, so it is raised at once.
-pub const CONCURRENT_CREATION_SQLSTATES: [&str; 3] = ["23505", "42P07", "42710"];
+pub const CONCURRENT_CREATION_SQLSTATES: [&str; 4] = ["23505", "42P07", "42710", "40P01"];
 
 /// Whether a failed schema creation with this SQLSTATE is the
 /// concurrent-creation race (see [`CONCURRENT_CREATION_SQLSTATES`]).

@@ -65,7 +65,7 @@ async fn ensure_schema_survives_concurrent_creation() {
             results
                 .into_iter()
                 .filter_map(Result::err)
-                .map(|e| e.to_string()),
+                .map(|e| format!("{e} (SQLSTATE {:?})", PostgresLeases::sqlstate(&e))),
         );
         // Same barrier, no retry: how often the race really bites.
         let Some(database) = leaseproof_pgcluster::test_database().await else {
@@ -78,10 +78,7 @@ async fn ensure_schema_survives_concurrent_creation() {
         for error in results.into_iter().filter_map(Result::err) {
             let sqlstate = PostgresLeases::sqlstate(&error);
             assert!(
-                matches!(
-                    sqlstate.as_deref(),
-                    Some("23505") | Some("42P07") | Some("42710")
-                ),
+                leaseproof_protocol::client::is_concurrent_creation(sqlstate.as_deref()),
                 "only the known creation race may fail: {error} ({sqlstate:?})"
             );
             unretried_failures += 1;
