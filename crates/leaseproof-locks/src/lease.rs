@@ -13,7 +13,7 @@ use leaseproof_postgres::PostgresLeases;
 use leaseproof_protocol::{Lease, LeaseError, Owner, Scope, Ttl};
 use tokio::sync::watch;
 
-use crate::{LockError, LockGuard, LockManager, Releaser, TableName};
+use crate::{AbortOnDrop, LockError, LockGuard, LockManager, Releaser, TableName};
 
 /// The reference lease behind the lock-manager contract.
 #[derive(Clone, Debug)]
@@ -128,14 +128,6 @@ async fn keep_alive(leases: PostgresLeases, mut lease: Lease, ttl: Ttl, lost: wa
             }
             Err(_) => {}
         }
-    }
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

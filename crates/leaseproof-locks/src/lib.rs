@@ -118,6 +118,16 @@ pub trait LockManager: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
 }
 
+/// A background task (a keep-alive) that ends with the guard holding this,
+/// whether the guard is released or dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// What a backend does when its guard is released.
 trait Releaser: Send {
     /// Releases the lock; `Err(Lost)` when it was already gone.

@@ -25,7 +25,7 @@ use rand::Rng as _;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 
-use crate::{LockError, LockGuard, LockManager, Releaser, TableName};
+use crate::{AbortOnDrop, LockError, LockGuard, LockManager, Releaser, TableName};
 
 /// `KEYS[1]` lock key, `KEYS[2]` token counter; `ARGV[1]` value, `ARGV[2]` ttl ms.
 const ACQUIRE: &str = r"
@@ -181,7 +181,7 @@ impl RedisDistributedLockManager {
                 key,
                 value,
                 scope,
-                keep_alive: keep_alive.map(KeepAlive),
+                keep_alive: keep_alive.map(AbortOnDrop),
             }),
         ))
     }
@@ -233,21 +233,12 @@ async fn keep_alive(
     }
 }
 
-/// Aborts the keep-alive task when the guard goes, released or dropped.
-struct KeepAlive(tokio::task::JoinHandle<()>);
-
-impl Drop for KeepAlive {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 struct RedisReleaser {
     connection: MultiplexedConnection,
     key: String,
     value: String,
     scope: Scope,
-    keep_alive: Option<KeepAlive>,
+    keep_alive: Option<AbortOnDrop>,
 }
 
 impl Releaser for RedisReleaser {

@@ -563,14 +563,9 @@ impl PostgresLeases {
 
     /// SQLSTATE of the error behind a `LeaseError`, when the database sent one.
     pub fn sqlstate(error: &LeaseError) -> Option<String> {
-        let source = match error {
-            LeaseError::Schema { source }
-            | LeaseError::Database { source }
-            | LeaseError::Unavailable { source }
-            | LeaseError::OutcomeUnknown { source, .. } => source,
-            _ => return None,
-        };
-        source.downcast_ref::<sqlx::Error>().and_then(sqlstate)
+        client::backend_source(error)?
+            .downcast_ref::<sqlx::Error>()
+            .and_then(sqlstate)
     }
 }
 

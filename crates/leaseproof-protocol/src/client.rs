@@ -75,16 +75,20 @@ where
     }
 }
 
-/// The SQLSTATE of a [`SqlStateError`] behind a `LeaseError`, if there is one.
-pub fn sqlstate_of(error: &LeaseError) -> Option<String> {
-    let source = match error {
+/// The backend's error behind a `LeaseError`, for the variants that carry one.
+pub fn backend_source(error: &LeaseError) -> Option<&BackendError> {
+    match error {
         LeaseError::Schema { source }
         | LeaseError::Database { source }
         | LeaseError::Unavailable { source }
-        | LeaseError::OutcomeUnknown { source, .. } => source,
-        _ => return None,
-    };
-    source
+        | LeaseError::OutcomeUnknown { source, .. } => Some(source),
+        _ => None,
+    }
+}
+
+/// The SQLSTATE of a [`SqlStateError`] behind a `LeaseError`, if there is one.
+pub fn sqlstate_of(error: &LeaseError) -> Option<String> {
+    backend_source(error)?
         .downcast_ref::<SqlStateError>()
         .map(|error| error.code.clone())
 }

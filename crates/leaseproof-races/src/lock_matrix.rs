@@ -35,7 +35,7 @@ use leaseproof_locks::{
 };
 use leaseproof_pgcluster::DedicatedCluster;
 use leaseproof_postgres::{CycleError, PostgresLeases};
-use leaseproof_protocol::{FencingToken, Ttl};
+use leaseproof_protocol::{FencingToken, Scope, Ttl};
 use leaseproof_redis_server::RedisServer;
 use sqlx::{PgPool, Postgres};
 
@@ -339,6 +339,20 @@ impl Stage {
         }
     }
 
+    /// Terminates the session holding `scope`'s advisory lock (the lock
+    /// connection dies; the server frees the lock with it).
+    async fn terminate_advisory_session(&self, scope: &Scope) -> Result<(), SceneError> {
+        sqlx::query(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' \
+             AND classid = (($1 >> 32) & 4294967295)::oid AND objid = ($1 & 4294967295)::oid",
+        )
+        .bind(advisory_key(scope))
+        .execute(&self.work)
+        .await
+        .map(drop)
+        .map_err(scene("terminate the lock connection"))
+    }
+
     /// The work log's writers in commit order.
     async fn log(&self) -> Result<Vec<(String, Option<i64>)>, SceneError> {
         sqlx::query_as("SELECT writer, token FROM lock_work ORDER BY seq")
@@ -530,15 +544,8 @@ pub async fn run_cell(
     match fault {
         Fault::HolderPaused => tokio::time::sleep(Duration::from_millis(PAUSE_MS)).await,
         Fault::LockConnectionKilled => {
-            let key = advisory_key(stage.table.scope("matrix").as_ref().expect("valid"));
-            sqlx::query(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' \
-                 AND classid = (($1 >> 32) & 4294967295)::oid AND objid = ($1 & 4294967295)::oid",
-            )
-            .bind(key)
-            .execute(&stage.work)
-            .await
-            .map_err(scene("terminate the lock connection"))?;
+            let scope = holder.as_ref().expect("held").scope().clone();
+            stage.terminate_advisory_session(&scope).await?;
         }
         Fault::HolderKilled => {
             // A dead process releases nothing and runs no keep-alive: forget
@@ -546,15 +553,7 @@ pub async fn run_cell(
             // task, as with the process).
             let guard = holder.take().expect("held");
             if lock == LockKind::Advisory {
-                let key = advisory_key(guard.scope());
-                sqlx::query(
-                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' \
-                     AND classid = (($1 >> 32) & 4294967295)::oid AND objid = ($1 & 4294967295)::oid",
-                )
-                .bind(key)
-                .execute(&stage.work)
-                .await
-                .map_err(scene("close the dead holder's connection"))?;
+                stage.terminate_advisory_session(guard.scope()).await?;
             }
             std::mem::forget(guard);
         }
