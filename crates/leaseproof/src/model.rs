@@ -7,9 +7,11 @@ use leaseproof_models::{check, explore, CheckConfig, LeaseModel, ModelReport, Se
 /// Arguments of `leaseproof model`.
 #[derive(clap::Args, Debug)]
 pub struct ModelArgs {
-    /// Workers in the model (2 or 3 are exhausted in seconds; more grows fast).
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
+    /// Workers in the model: 2 to 4 (the state holds 4 slots; one worker cannot
+    /// witness a takeover or a belief overlap). 2 and 3 are exhausted in
+    /// seconds; 4 grows fast.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=4))]
+    pub workers: u8,
     /// `reference`, a broken variant's name, or `all`.
     #[arg(long, default_value = "all")]
     pub variant: String,
@@ -38,17 +40,17 @@ pub fn run(args: ModelArgs) -> ExitCode {
         let variant = variants[0];
         println!(
             "serving the explorer for {variant} with {} workers on http://{address}",
-            args.workers
+            usize::from(args.workers)
         );
         explore(
-            &CheckConfig::new(LeaseModel::new(args.workers, variant)),
+            &CheckConfig::new(LeaseModel::new(usize::from(args.workers), variant)),
             address,
         );
         return ExitCode::SUCCESS;
     }
     let mut all_as_expected = true;
     for variant in variants {
-        let mut config = CheckConfig::new(LeaseModel::new(args.workers, variant));
+        let mut config = CheckConfig::new(LeaseModel::new(usize::from(args.workers), variant));
         if args.symmetric && variant == Variant::Reference {
             config.search = Search::ExhaustiveSymmetric;
         }
