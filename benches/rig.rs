@@ -111,7 +111,7 @@ fn owner(text: String) -> Result<Owner, BenchError> {
 
 async fn create_table(connection: &mut PgConnection, ddl: &str) -> Result<(), BenchError> {
     // Two rigs preparing at once on a fresh database race on `pg_type`
-    // (DESIGN.md); the retry finds the table.
+    // (docs/protocol.md); the retry finds the table.
     if sqlx::query(ddl).execute(&mut *connection).await.is_err() {
         sqlx::query(ddl).execute(&mut *connection).await?;
     }

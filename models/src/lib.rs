@@ -10,7 +10,7 @@
 //! violation of the expected property for a variant) and turns the shortest
 //! counterexample into a readable `Trace`.
 //! Invariant: the model knows nothing of PostgreSQL, turmoil or the history
-//! crate; it re-states the protocol of DESIGN.md in its own terms.
+//! crate; it re-states the protocol of docs/protocol.md in its own terms.
 
 #![deny(missing_docs)]
 

@@ -1,6 +1,6 @@
 //! The properties the model checker holds the protocol to.
 //!
-//! Goal: state I1–I3 of DESIGN.md, start-up and bounded crash recovery as
+//! Goal: state I1–I3 of docs/protocol.md, start-up and bounded crash recovery as
 //! `always` properties, and pair them with `sometimes` witnesses so none of
 //! them can pass vacuously (I5).
 //! Method: each property is a predicate over one state; history lives in the

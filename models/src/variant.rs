@@ -13,7 +13,7 @@ use std::str::FromStr;
 /// Which protocol the model runs: the reference or one deliberate mistake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Variant {
-    /// The reference protocol of DESIGN.md.
+    /// The reference protocol of docs/protocol.md.
     Reference,
     /// Expiry judged by the worker's own clock: the worker sends its local time
     /// and the row stores deadlines in that worker's clock.

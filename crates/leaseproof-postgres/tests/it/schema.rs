@@ -1,5 +1,5 @@
 //! `ensure_schema` under concurrent creation, reproduced deterministically
-//! with two sessions as DESIGN.md describes: A holds `CREATE TABLE IF NOT
+//! with two sessions as docs/protocol.md describes: A holds `CREATE TABLE IF NOT
 //! EXISTS` open in a transaction, B runs the same statement and blocks on the
 //! `pg_type` unique index, A commits, and B fails with 23505 — unless it
 //! retries, in which case the retry finds the table.

@@ -4,7 +4,7 @@
 //! loses under concurrency, and pin the race itself down. Method: 16
 //! connections, each its own pool, connected first and then released at one
 //! barrier onto a fresh database, repeated over many rounds; plus the
-//! deterministic two-session reproduction from DESIGN.md: A runs `BEGIN;
+//! deterministic two-session reproduction from docs/protocol.md: A runs `BEGIN;
 //! CREATE TABLE IF NOT EXISTS …` and holds it, B runs the same statement and
 //! blocks on the `pg_type` unique index, A commits, B fails with `23505` on
 //! `pg_type_typname_nsp_index`, and B's retry finds the table. Invariant: with
