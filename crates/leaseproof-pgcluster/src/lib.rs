@@ -1,7 +1,7 @@
 //! Throwaway PostgreSQL servers for leaseproof's tests, benches and CLI.
 //!
 //! Goal: one call gives a test a fresh database on a real PostgreSQL server, in
-//! the order docs/protocol.md fixes ("PostgreSQL in tests"): `DATABASE_URL`, then a
+//! the order docs/protocol.md fixes ("PostgreSQL and Redis in tests"): `DATABASE_URL`, then a
 //! throwaway cluster from the system's binaries, and otherwise a loud skip line
 //! (or a panic when `LEASEPROOF_REQUIRE_PG=1`). Docker is detected and reported,
 //! but Docker-based provisioning (testcontainers) is deliberately not built.

@@ -1,7 +1,7 @@
 //! Where a PostgreSQL server comes from: `DATABASE_URL`, system binaries, Docker.
 //!
 //! Goal: pick the first available source in the order docs/protocol.md fixes
-//! ("PostgreSQL in tests"), and explain precisely why none was available.
+//! ("PostgreSQL and Redis in tests"), and explain precisely why none was available.
 //! Method: the probing (environment, file system, `docker info`) is separated from
 //! the decision ([`choose`]), which is a pure function so its order is unit-tested.
 //! Invariant: a set `DATABASE_URL` always wins; Docker is only ever reported, never
