@@ -13,7 +13,7 @@ use leaseproof_postgres::PostgresLeases;
 use leaseproof_protocol::{Lease, LeaseError, Owner, Scope, Ttl};
 use tokio::sync::watch;
 
-use crate::{AbortOnDrop, LockError, LockGuard, LockManager, Releaser, TableName};
+use crate::{AbortOnDrop, Extension, LockError, LockGuard, LockManager, Releaser, TableName};
 
 /// The reference lease behind the lock-manager contract.
 #[derive(Clone, Debug)]
@@ -107,28 +107,22 @@ impl LeaseLockManager {
     }
 }
 
-async fn keep_alive(leases: PostgresLeases, mut lease: Lease, ttl: Ttl, lost: watch::Sender<bool>) {
-    let interval = ttl.as_duration() / 3;
-    let mut last_renewed = tokio::time::Instant::now();
-    loop {
-        tokio::time::sleep(interval).await;
-        match leases.renew(&lease, ttl).await {
-            Ok(renewed) => {
-                assert_eq!(renewed.token, lease.token, "a renewal keeps its token");
-                lease = renewed;
-                last_renewed = tokio::time::Instant::now();
+/// Renews `lease` through the shared keep-alive rule; a renewal keeps its token.
+async fn keep_alive(leases: PostgresLeases, lease: Lease, ttl: Ttl, lost: watch::Sender<bool>) {
+    crate::keep_alive(ttl.as_duration(), lost, || {
+        let (leases, lease) = (leases.clone(), lease.clone());
+        async move {
+            match leases.renew(&lease, ttl).await {
+                Ok(renewed) => {
+                    assert_eq!(renewed.token, lease.token, "a renewal keeps its token");
+                    Extension::Extended
+                }
+                Err(LeaseError::Lost { .. }) => Extension::Gone,
+                Err(_) => Extension::Unreachable,
             }
-            Err(LeaseError::Lost { .. }) => {
-                let _ = lost.send(true);
-                return;
-            }
-            Err(_) if last_renewed.elapsed() + interval >= ttl.as_duration() => {
-                let _ = lost.send(true);
-                return;
-            }
-            Err(_) => {}
         }
-    }
+    })
+    .await;
 }
 
 struct LeaseReleaser {

@@ -17,6 +17,7 @@
 //! believing it holds the lock while a rival does. Only the token, checked
 //! where the work writes, stops its stale writes.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use futures_core::future::BoxFuture;
@@ -25,31 +26,45 @@ use rand::Rng as _;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 
-use crate::{AbortOnDrop, LockError, LockGuard, LockManager, Releaser, TableName};
+use crate::{AbortOnDrop, Extension, LockError, LockGuard, LockManager, Releaser, TableName};
+
+// Each script is hashed once (`EVALSHA` after the first `EVAL`), not per call.
 
 /// `KEYS[1]` lock key, `KEYS[2]` token counter; `ARGV[1]` value, `ARGV[2]` ttl ms.
-const ACQUIRE: &str = r"
+static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return redis.call('INCR', KEYS[2])
 end
 return 0
-";
+",
+    )
+});
 
 /// Compare-and-delete: `KEYS[1]` lock key, `ARGV[1]` our value.
-const RELEASE: &str = r"
+static RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('DEL', KEYS[1])
 end
 return 0
-";
+",
+    )
+});
 
 /// Compare-and-pexpire: `KEYS[1]` lock key, `ARGV[1]` our value, `ARGV[2]` ttl ms.
-const EXTEND: &str = r"
+static EXTEND: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
-";
+",
+    )
+});
 
 /// How a [`RedisDistributedLockManager`] holds its locks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,7 +165,7 @@ impl RedisDistributedLockManager {
         );
         let ttl_ms = self.options.ttl.as_millis() as u64;
         let mut connection = self.connection.clone();
-        let token: i64 = redis::Script::new(ACQUIRE)
+        let token: i64 = ACQUIRE
             .key(&key)
             .key(&token_key)
             .arg(&value)
@@ -199,38 +214,31 @@ impl RedisDistributedLockManager {
     }
 }
 
-/// Extends the key every `ttl / 3`; fires *lost* when it is no longer ours or
-/// Redis stayed unreachable until the TTL would have run out.
+/// Extends the key by compare-and-pexpire through the shared keep-alive rule.
 async fn keep_alive(
-    mut connection: MultiplexedConnection,
+    connection: MultiplexedConnection,
     key: String,
     value: String,
     ttl: Duration,
     lost: watch::Sender<bool>,
 ) {
-    let interval = ttl / 3;
-    let mut last_extended = tokio::time::Instant::now();
-    loop {
-        tokio::time::sleep(interval).await;
-        let extended: Result<i64, _> = redis::Script::new(EXTEND)
-            .key(&key)
-            .arg(&value)
-            .arg(ttl.as_millis() as u64)
-            .invoke_async(&mut connection)
-            .await;
-        match extended {
-            Ok(1) => last_extended = tokio::time::Instant::now(),
-            Ok(_) => {
-                let _ = lost.send(true);
-                return;
+    crate::keep_alive(ttl, lost, || {
+        let (mut connection, key, value) = (connection.clone(), key.clone(), value.clone());
+        async move {
+            let extended: Result<i64, _> = EXTEND
+                .key(&key)
+                .arg(&value)
+                .arg(ttl.as_millis() as u64)
+                .invoke_async(&mut connection)
+                .await;
+            match extended {
+                Ok(1) => Extension::Extended,
+                Ok(_) => Extension::Gone,
+                Err(_) => Extension::Unreachable,
             }
-            Err(_) if last_extended.elapsed() + interval >= ttl => {
-                let _ = lost.send(true);
-                return;
-            }
-            Err(_) => {}
         }
-    }
+    })
+    .await;
 }
 
 struct RedisReleaser {
@@ -252,7 +260,7 @@ impl Releaser for RedisReleaser {
                 keep_alive,
             } = *self;
             drop(keep_alive);
-            let deleted: i64 = redis::Script::new(RELEASE)
+            let deleted: i64 = RELEASE
                 .key(&key)
                 .arg(&value)
                 .invoke_async(&mut connection)

@@ -138,11 +138,6 @@ impl LeaseTable {
         }
     }
 
-    /// The rule this table extends live grants by.
-    pub fn extension_rule(&self) -> ExtensionRule {
-        self.extension_rule
-    }
-
     /// The row of `scope`, if it was ever granted.
     pub fn row(&self, scope: &Scope) -> Option<&LeaseRow> {
         self.rows.get(scope)
