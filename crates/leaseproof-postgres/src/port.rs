@@ -8,7 +8,7 @@ use leaseproof_protocol::{
 };
 use sqlx::PgConnection;
 
-use crate::errors::{after_send, unavailable};
+use crate::errors::{after_send, connection_lost, unavailable};
 use crate::{sql, CycleError, PostgresLeases};
 
 /// [`PostgresLeases`] plus the harness's guarded table (`leaseproof_guarded`),
@@ -121,8 +121,12 @@ impl LeasePort for HarnessPort {
                 fenced_at,
             }),
             Err(CycleError::Lease(error)) => Err(error),
-            // A failed insert, even over a lost connection, is a definite
-            // failure: COMMIT was never sent, so the transaction rolled back.
+            // COMMIT was never sent, so the transaction rolled back: a
+            // definite failure either way. Over a lost connection it is typed
+            // as the fence types it (`Unavailable`: the server went away,
+            // nothing took effect); with the pool users get (no ping on
+            // checkout) a restarted server surfaces exactly here.
+            Err(CycleError::Work(error)) if connection_lost(&error) => Err(unavailable(error)),
             Err(CycleError::Work(error)) => Err(client::broken_exchange(
                 "commit",
                 client::Broke::BeforeCommit,
