@@ -3,8 +3,8 @@
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
-    client, CommitReceipt, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
-    ServerTime, Ttl,
+    client, CommitReceipt, CycleFaults, CyclePoint, FencingToken, GuardedCycle, Lease, LeaseError,
+    LeasePort, Owner, Scope, ServerTime, Ttl,
 };
 use sqlx::PgConnection;
 
@@ -104,15 +104,26 @@ impl LeasePort for HarnessPort {
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
         // The library's own commit cycle, exactly as users call it: a bug in
         // the fence, the aborted-transaction probe or the commit mapping is a
-        // bug every race and conformance check runs into.
+        // bug every race and conformance check runs into. The faults run
+        // inside the caller's work, which `commit_cycle` runs after the fence
+        // and before its probe and COMMIT: exactly the stretch the row lock
+        // must cover.
         let guarded = lease.clone();
+        let after_fence = faults.at(CyclePoint::Fenced);
+        let after_writes = faults.at(CyclePoint::Written);
         let committed = self
             .leases
             .commit_cycle_at(lease, move |connection| {
-                insert_guarded(connection, guarded, cycle)
+                Box::pin(async move {
+                    after_fence.await;
+                    let seq_first = insert_guarded(connection, guarded, cycle).await?;
+                    after_writes.await;
+                    Ok(seq_first)
+                })
             })
             .await;
         match committed {
@@ -139,13 +150,16 @@ impl LeasePort for HarnessPort {
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
         let mut transaction = self.leases.begin().await?;
+        faults.at(CyclePoint::Fenced).await;
         let seq_first = insert_guarded(transaction.connection(), lease.clone(), cycle)
             .await
             .map_err(|error| LeaseError::Database {
                 source: Box::new(error),
             })?;
+        faults.at(CyclePoint::Written).await;
         transaction.commit().await?;
         Ok(CommitReceipt {
             seq_first,

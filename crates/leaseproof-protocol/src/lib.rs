@@ -27,6 +27,8 @@ mod ttl;
 pub use error::{BackendError, InvalidInput, LeaseError};
 pub use lease::{FencingToken, Lease, ServerTime};
 pub use owner::Owner;
-pub use port::{CommitReceipt, GuardedCycle, LeasePort};
+pub use port::{
+    CommitReceipt, CycleFault, CycleFaults, CyclePoint, GuardedCycle, LeasePort, NoCycleFaults,
+};
 pub use scope::Scope;
 pub use ttl::Ttl;

@@ -1,6 +1,7 @@
 //! The operations the worker loop drives, whatever the backend.
 
 use std::future::Future;
+use std::pin::Pin;
 
 use crate::{Lease, LeaseError, Owner, Scope, Ttl};
 
@@ -21,6 +22,45 @@ pub struct CommitReceipt {
     pub seq_first: i64,
     /// Server time of the fence.
     pub fenced_at: crate::ServerTime,
+}
+
+/// A point inside a commit cycle where a harness may inject a fault: the
+/// stretches a fence must cover. A fence whose row lock ends before `COMMIT`
+/// lets a rival take over during a pause at either point, and the stale writes
+/// then land under the rival's grant.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CyclePoint {
+    /// The fence proved the lease current (a fenced cycle holds its row lock
+    /// from here); the guarded writes come next. An unfenced cycle passes it
+    /// right after `BEGIN`.
+    Fenced,
+    /// The guarded writes are done; `COMMIT` comes next.
+    Written,
+}
+
+/// A fault to run at a [`CyclePoint`] (a pause, usually); `'static` so a port
+/// can carry it into a closure the library runs (`commit_cycle`'s work).
+pub type CycleFault = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Faults inside a commit cycle, handed to [`LeasePort::commit`].
+///
+/// A port calls [`CycleFaults::at`] once per point and cycle, in point order,
+/// at the point or before the cycle starts (the draw), and awaits the returned
+/// future exactly at the point. A cycle that ends early (a refused fence, a
+/// failed write) may never await a drawn fault.
+pub trait CycleFaults: Send + Sync {
+    /// The fault for `point` of the cycle about to run.
+    fn at(&self, point: CyclePoint) -> CycleFault;
+}
+
+/// No faults inside the cycle.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoCycleFaults;
+
+impl CycleFaults for NoCycleFaults {
+    fn at(&self, _point: CyclePoint) -> CycleFault {
+        Box::pin(async {})
+    }
 }
 
 /// A lease backend as the verification harness drives it: PostgreSQL, or the
@@ -60,17 +100,21 @@ pub trait LeasePort: Send + Sync {
 
     /// Writes `cycle` to the guarded table under the fence, in one transaction;
     /// `Err(LeaseError::Lost)` — and nothing written — when the fence refuses.
+    /// `faults` run at each [`CyclePoint`] of the cycle.
     fn commit(
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        faults: &dyn CycleFaults,
     ) -> impl Future<Output = Result<CommitReceipt, LeaseError>> + Send;
 
     /// The same writes without the fence. Only the harness's `unfenced` worker
     /// configuration calls it, to prove the checker catches what the fence prevents.
+    /// `faults` run at the same points (`Fenced` right after `BEGIN`).
     fn commit_unfenced(
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        faults: &dyn CycleFaults,
     ) -> impl Future<Output = Result<CommitReceipt, LeaseError>> + Send;
 }

@@ -12,8 +12,7 @@ fn main() {
         leaseproof_sim::RunOptions {
             unfenced,
             trace: true,
-            no_schema_retry: false,
-            shortening_extensions: false,
+            ..leaseproof_sim::RunOptions::default()
         },
     );
     for line in &outcome.trace {

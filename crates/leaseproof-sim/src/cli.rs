@@ -52,7 +52,7 @@ pub struct SimArgs {
 }
 
 /// `leaseproof replay <scenario> --seed <n>`.
-#[derive(clap::Args, Clone, Debug)]
+#[derive(clap::Args, Clone, Debug, Default)]
 pub struct ReplayArgs {
     /// The scenario name or path.
     pub scenario: String,
@@ -69,6 +69,14 @@ pub struct ReplayArgs {
     /// delayed same-owner statement shortens a live grant (issue 15).
     #[arg(long)]
     pub shortening_extensions: bool,
+    /// Run the simulated database with a fence that keeps no row lock (as if
+    /// it ran in a transaction of its own); `cycle-pause` catches it.
+    #[arg(long)]
+    pub fence_without_lock: bool,
+    /// Run the simulated database deciding with each client's clock instead
+    /// of its own; `skewed-clocks` catches it in true time.
+    #[arg(long)]
+    pub clock_follows_client: bool,
     /// Where to write the trace (default `leaseproof-replay-<scenario>-<seed>.trace`).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -138,8 +146,7 @@ fn print_failures(scenario: &Scenario, summary: &SweepSummary) {
         let options = RunOptions {
             unfenced: summary.unfenced,
             trace: true,
-            no_schema_retry: false,
-            shortening_extensions: false,
+            ..RunOptions::default()
         };
         let outcome = run(scenario, failure.seed, options);
         println!();
@@ -261,6 +268,8 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         trace: true,
         no_schema_retry: args.no_schema_retry,
         shortening_extensions: args.shortening_extensions,
+        fence_without_lock: args.fence_without_lock,
+        clock_follows_client: args.clock_follows_client,
     };
     let outcome = run(&scenario, args.seed, options);
     let text = outcome.trace.join("\n") + "\n";
@@ -272,12 +281,9 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         // Every option that changes the run is in the name, so two replays
         // of one seed with different options do not overwrite each other.
         let mut name = format!("leaseproof-replay-{}-{}", scenario.name, args.seed);
-        for (set, suffix) in [
-            (args.unfenced, "-unfenced"),
-            (args.no_schema_retry, "-no-schema-retry"),
-            (args.shortening_extensions, "-shortening-extensions"),
-        ] {
+        for (set, suffix) in options.flags() {
             if set {
+                name.push('-');
                 name.push_str(suffix);
             }
         }

@@ -110,6 +110,13 @@ pub struct DbConfig {
     pub schema_create: Duration,
     /// PostgreSQL's `idle_in_transaction_session_timeout`.
     pub idle_in_transaction_timeout: Duration,
+    /// Planted defect: the fence checks the lease but keeps no row lock, as
+    /// a fence run in a transaction of its own would (its lock ends with it).
+    pub fence_without_lock: bool,
+    /// Planted defect: the server decides every statement with its client's
+    /// clock instead of one clock of its own, as a design that trusts client
+    /// timestamps does. Only the true-time monitor can see it.
+    pub clock_follows_client: bool,
 }
 
 /// One incarnation of the server: sessions and locks, gone on crash.
@@ -176,7 +183,14 @@ fn server_error(code: &str, message: impl Into<String>) -> Response {
 }
 
 impl Server {
-    fn now(&self) -> ServerTime {
+    /// The server's `now()` for a statement of `client`: one clock, unless
+    /// the planted defect hands the decision to the client's clock.
+    fn now(&self, client: &str) -> ServerTime {
+        if self.config.clock_follows_client {
+            if let Some(clock) = self.trace.local_clock(client) {
+                return ServerTime::from_micros(clock.at(sim_now_us()));
+            }
+        }
         ServerTime::from_micros(sim_now_us() + self.config.server_offset_us)
     }
 
@@ -295,7 +309,7 @@ impl Server {
         transaction: &mut Option<Transaction>,
         request: Request,
     ) -> Response {
-        let now = self.now();
+        let now = self.now(client);
         // The same instant in true time: the true-time monitor holds the
         // server's clock to it.
         let arrived_true_us = sim_now_us();
@@ -411,7 +425,7 @@ impl Server {
                 self.wait_for_row(session, client, &lease.scope).await;
                 let holds = self.durable.borrow().leases.holds(&lease, now);
                 let transaction = transaction.as_mut().expect("checked above");
-                if holds {
+                if holds && !self.config.fence_without_lock {
                     let previous = self.locks.borrow_mut().insert(lease.scope.clone(), session);
                     assert!(
                         previous.is_none() || previous == Some(session),
@@ -420,6 +434,8 @@ impl Server {
                     if previous.is_none() {
                         transaction.locked.push(lease.scope.clone());
                     }
+                }
+                if holds {
                     transaction.fenced_at = Some(now);
                 }
                 self.line(client, || {
@@ -457,6 +473,13 @@ impl Server {
                 {
                     let mut durable = self.durable.borrow_mut();
                     for (lease, cycle_id, items) in &open.writes {
+                        // I3 at the commit instant, which only the simulation
+                        // knows exactly: the row must still carry the
+                        // write's token (a fence's row lock guarantees it).
+                        let row_token = durable.leases.row(&lease.scope).map(|row| row.token);
+                        durable
+                            .true_time
+                            .committed(lease, row_token, arrived_true_us);
                         // The rows carry the transaction's now(): its BEGIN.
                         let seqs = durable.guarded.append_unfenced(
                             lease,

@@ -171,6 +171,12 @@ impl FaultPlan {
             scenario.faults.pause_ms,
             scenario.latency_ms,
         ));
+        if scenario.faults.cycle_pause_probability > 0.0 {
+            lines[1].push_str(&format!(
+                " cycle_pause_probability={}",
+                scenario.faults.cycle_pause_probability
+            ));
+        }
         for worker in &self.workers {
             lines.push(format!(
                 "faults: {} clock_offset_ms={} clock_drift_ppm={} start_delay_ms={} work_ms={}",

@@ -22,8 +22,8 @@ use std::time::Duration;
 use leaseproof_protocol::client::{self, Broke, SqlStateError};
 use leaseproof_protocol::semantics::Acquisition;
 use leaseproof_protocol::{
-    BackendError, CommitReceipt, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
-    ServerTime, Ttl,
+    BackendError, CommitReceipt, CycleFaults, CyclePoint, GuardedCycle, Lease, LeaseError,
+    LeasePort, Owner, Scope, ServerTime, Ttl,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -187,6 +187,7 @@ impl SimPort {
         lease: &Lease,
         cycle: GuardedCycle,
         fenced: bool,
+        faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
         let mut connection = self.connect().await.map_err(|broken| {
             let reason = match broken {
@@ -224,6 +225,7 @@ impl SimPort {
                 Err(broken) => return Err(rolled_back(broken)),
             }
         }
+        faults.at(CyclePoint::Fenced).await;
         let write = Request::Write {
             lease: lease.clone(),
             cycle_id: cycle.cycle_id,
@@ -234,6 +236,7 @@ impl SimPort {
             Ok(other) => return Err(boxed(format!("write: unexpected reply {other:?}"))),
             Err(broken) => return Err(rolled_back(broken)),
         }
+        faults.at(CyclePoint::Written).await;
         match self.exchange(&mut connection, Request::Commit).await {
             Ok(Response::Committed {
                 seq_first,
@@ -377,15 +380,17 @@ impl LeasePort for SimPort {
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
-        self.transaction(lease, cycle, true).await
+        self.transaction(lease, cycle, true, faults).await
     }
 
     async fn commit_unfenced(
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
-        self.transaction(lease, cycle, false).await
+        self.transaction(lease, cycle, false, faults).await
     }
 }

@@ -24,7 +24,7 @@ use leaseproof_history::{
     History, Op, OpResult, Outcome, Recorder, TakeoverBound,
 };
 use leaseproof_protocol::semantics::ExtensionRule;
-use leaseproof_protocol::{Owner, Scope, Ttl};
+use leaseproof_protocol::{CycleFault, CyclePoint, Owner, Scope, Ttl};
 use leaseproof_worker::{run_worker, Clocks, Hooks, Step, WorkerConfig, WorkerSummary};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -53,9 +53,38 @@ pub struct RunOptions {
     /// ([`ExtensionRule::LatestStatementWins`]): a delayed same-owner statement
     /// shortens a live grant. The harness must catch it (chaos seeds 345, 1171).
     pub shortening_extensions: bool,
+    /// The simulated database's fence checks the lease but keeps no row lock
+    /// (a fence run in a transaction of its own). With pauses inside the
+    /// cycle (`cycle-pause`) the harness must catch it: I3.
+    pub fence_without_lock: bool,
+    /// The simulated database decides each statement with its client's clock
+    /// (a design trusting client timestamps). Skewed clocks must expose it:
+    /// I1 in true time.
+    pub clock_follows_client: bool,
 }
 
 impl RunOptions {
+    /// Every option that changes a run, with its replay flag's name (also the
+    /// suffix of replay file names and a key of the header line).
+    pub fn flags(&self) -> [(bool, &'static str); 5] {
+        [
+            (self.unfenced, "unfenced"),
+            (self.no_schema_retry, "no-schema-retry"),
+            (self.shortening_extensions, "shortening-extensions"),
+            (self.fence_without_lock, "fence-without-lock"),
+            (self.clock_follows_client, "clock-follows-client"),
+        ]
+    }
+
+    /// The replay flags of the options set, each with a leading space.
+    pub fn flag_arguments(&self) -> String {
+        self.flags()
+            .iter()
+            .filter(|(set, _)| *set)
+            .map(|(_, name)| format!(" --{name}"))
+            .collect()
+    }
+
     /// The extension rule the simulated database runs with.
     pub fn extension_rule(&self) -> ExtensionRule {
         if self.shortening_extensions {
@@ -100,24 +129,10 @@ impl RunOutcome {
     /// The one line that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -- replay {} --seed {}{}{}{}",
+            "cargo run --release -- replay {} --seed {}{}",
             self.scenario,
             self.seed,
-            if self.options.unfenced {
-                " --unfenced"
-            } else {
-                ""
-            },
-            if self.options.no_schema_retry {
-                " --no-schema-retry"
-            } else {
-                ""
-            },
-            if self.options.shortening_extensions {
-                " --shortening-extensions"
-            } else {
-                ""
-            }
+            self.options.flag_arguments()
         )
     }
 
@@ -180,21 +195,31 @@ impl Clocks for SimClocks {
     }
 }
 
-/// Pauses before a commit (after the belief check): the GC pause.
+/// Pauses before a commit (after the belief check): the GC pause; and, where
+/// the scenario asks, pauses inside the commit cycle (after the fence, after
+/// the writes) from a stream of their own.
 #[derive(Debug)]
 pub struct PauseHooks {
     client: String,
     probability: f64,
+    cycle_probability: f64,
     pause_ms: [u64; 2],
     rng: Mutex<ChaCha8Rng>,
+    /// Its own stream: adding cycle pauses to a scenario leaves the draws of
+    /// the pause before the commit (and so every recorded seed) unchanged.
+    cycle_rng: Mutex<ChaCha8Rng>,
     trace: Trace,
 }
+
+/// Mixed into a worker's pause seed for the cycle-pause stream.
+const CYCLE_PAUSE_STREAM: u64 = 0xC1C1_E5EE_D000_0001;
 
 impl PauseHooks {
     /// Hooks drawing from their own RNG seeded with `rng_seed`.
     pub fn new(
         client: String,
         probability: f64,
+        cycle_probability: f64,
         pause_ms: [u64; 2],
         rng_seed: u64,
         trace: Trace,
@@ -202,25 +227,31 @@ impl PauseHooks {
         PauseHooks {
             client,
             probability,
+            cycle_probability,
             pause_ms,
             rng: Mutex::new(ChaCha8Rng::seed_from_u64(rng_seed)),
+            cycle_rng: Mutex::new(ChaCha8Rng::seed_from_u64(rng_seed ^ CYCLE_PAUSE_STREAM)),
             trace,
         }
+    }
+
+    fn draw(&self, rng: &Mutex<ChaCha8Rng>, probability: f64) -> Option<u64> {
+        if probability <= 0.0 {
+            return None;
+        }
+        let mut rng = rng.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        rng.gen_bool(probability)
+            .then(|| rng.gen_range(self.pause_ms[0]..=self.pause_ms[1]))
     }
 }
 
 impl Hooks for PauseHooks {
     fn before(&self, step: Step) -> impl std::future::Future<Output = ()> + Send {
-        let pause = (step == Step::Commit && self.probability > 0.0)
-            .then(|| {
-                let mut rng = self
-                    .rng
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                rng.gen_bool(self.probability)
-                    .then(|| rng.gen_range(self.pause_ms[0]..=self.pause_ms[1]))
-            })
-            .flatten();
+        let pause = if step == Step::Commit {
+            self.draw(&self.rng, self.probability)
+        } else {
+            None
+        };
         if let Some(pause_ms) = pause {
             self.trace.line(Some(&self.client), || {
                 format!(
@@ -234,6 +265,24 @@ impl Hooks for PauseHooks {
                 tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             }
         }
+    }
+
+    fn inside_cycle(&self, point: CyclePoint) -> CycleFault {
+        let pause = self.draw(&self.cycle_rng, self.cycle_probability);
+        let (client, trace) = (self.client.clone(), self.trace.clone());
+        Box::pin(async move {
+            let Some(pause_ms) = pause else {
+                return;
+            };
+            let place = match point {
+                CyclePoint::Fenced => "after the fence, before the writes",
+                CyclePoint::Written => "after the writes, before COMMIT",
+            };
+            trace.line(Some(&client), || {
+                format!("{client}: PAUSE {pause_ms} ms inside the cycle, {place}")
+            });
+            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+        })
     }
 }
 
@@ -262,8 +311,12 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
     let scenario = &scenario;
     let plan = FaultPlan::draw(scenario, seed);
     let mut header = plan.header(scenario, options.unfenced);
-    if options.shortening_extensions {
-        header[0].push_str(" shortening_extensions=true");
+    // The planted defects, where set (the fence and retry settings are in
+    // the line already).
+    for (set, name) in &options.flags()[2..] {
+        if *set {
+            header[0].push_str(&format!(" {}=true", name.replace('-', "_")));
+        }
     }
     let trace = Trace::new(options.trace, &plan);
     let tick = Duration::from_millis(scenario.tick_ms);
@@ -291,6 +344,8 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         lost_reply_probability: plan.lost_reply_probability,
         schema_create: Duration::from_millis(plan.schema_create_ms),
         idle_in_transaction_timeout: Duration::from_millis(scenario.idle_in_transaction_timeout_ms),
+        fence_without_lock: options.fence_without_lock,
+        clock_follows_client: options.clock_follows_client,
     };
     {
         let durable = Rc::clone(&durable);
@@ -361,6 +416,7 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
             let hooks = PauseHooks::new(
                 owner.to_string(),
                 scenario.faults.pause_probability,
+                scenario.faults.cycle_pause_probability,
                 scenario.faults.pause_ms,
                 worker
                     .rng_seed

@@ -85,8 +85,14 @@ pub struct Faults {
     pub server_offset_ms: Span<i64>,
     /// Probability that a worker pauses before a commit.
     pub pause_probability: f64,
-    /// Length of such a pause (longer than the TTL to matter).
+    /// Length of such a pause (longer than the TTL to matter), and of a
+    /// pause inside the commit cycle.
     pub pause_ms: Span<u64>,
+    /// Probability that a worker pauses inside a commit cycle, drawn at each
+    /// of its two points: after the fence (its row lock held) and after the
+    /// writes, before `COMMIT`. The stretch a fence must cover until commit.
+    /// Drawn from a stream of its own, so other scenarios' seeds keep theirs.
+    pub cycle_pause_probability: f64,
     /// How many worker crashes a run has.
     pub worker_crashes: Span<u32>,
     /// How long a crashed worker stays down before its new incarnation starts.
@@ -115,6 +121,7 @@ impl Default for Faults {
             server_offset_ms: [0, 0],
             pause_probability: 0.0,
             pause_ms: [0, 0],
+            cycle_pause_probability: 0.0,
             worker_crashes: [0, 0],
             worker_downtime_ms: [0, 0],
             db_crashes: [0, 0],
@@ -203,7 +210,7 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// The default scenarios, embedded: (name, TOML text).
-pub const EMBEDDED: [(&str, &str); 7] = [
+pub const EMBEDDED: [(&str, &str); 8] = [
     (
         "skewed-clocks",
         include_str!("../../../scenarios/skewed-clocks.toml"),
@@ -213,6 +220,10 @@ pub const EMBEDDED: [(&str, &str); 7] = [
         include_str!("../../../scenarios/crash-mid-cycle.toml"),
     ),
     ("gc-pause", include_str!("../../../scenarios/gc-pause.toml")),
+    (
+        "cycle-pause",
+        include_str!("../../../scenarios/cycle-pause.toml"),
+    ),
     (
         "partition",
         include_str!("../../../scenarios/partition.toml"),
@@ -332,6 +343,9 @@ impl Scenario {
         if !(0.0..=1.0).contains(&faults.pause_probability) {
             return Err("pause_probability must be within [0, 1]".into());
         }
+        if !(0.0..=1.0).contains(&faults.cycle_pause_probability) {
+            return Err("cycle_pause_probability must be within [0, 1]".into());
+        }
         span("pause_ms", &faults.pause_ms)?;
         span("worker_crashes", &faults.worker_crashes)?;
         span("worker_downtime_ms", &faults.worker_downtime_ms)?;
@@ -350,6 +364,7 @@ impl Scenario {
         let stalling_faults = faults.partitions[1] > 0
             || faults.db_crashes[1] > 0
             || faults.pause_probability > 0.0
+            || faults.cycle_pause_probability > 0.0
             || faults.lost_reply_probability[1] > 0.0;
         if self.takeover_bound_ms.is_some() && stalling_faults {
             return Err("takeover_bound_ms needs faults of worker crashes alone \

@@ -211,9 +211,7 @@ pub fn sweep(
     let jobs = config.jobs.clamp(1, seeds.len().max(1));
     let options = RunOptions {
         unfenced: config.unfenced,
-        trace: false,
-        no_schema_retry: false,
-        shortening_extensions: false,
+        ..RunOptions::default()
     };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
@@ -282,6 +280,13 @@ pub struct Regression {
     /// ([`RunOptions::shortening_extensions`]).
     #[serde(default)]
     pub shortening_extensions: bool,
+    /// Run with a fence that keeps no row lock ([`RunOptions::fence_without_lock`]).
+    #[serde(default)]
+    pub fence_without_lock: bool,
+    /// Run with a server deciding on its clients' clocks
+    /// ([`RunOptions::clock_follows_client`]).
+    #[serde(default)]
+    pub clock_follows_client: bool,
     /// What the run must show.
     pub expect: RegressionExpect,
     /// Invariant codes (`I3`, `B`, …) the run's violations must include:
@@ -327,6 +332,8 @@ pub fn run_regression(regression: &Regression) -> Result<RunOutcome, String> {
         trace: false,
         no_schema_retry: false,
         shortening_extensions: regression.shortening_extensions,
+        fence_without_lock: regression.fence_without_lock,
+        clock_follows_client: regression.clock_follows_client,
     };
     let outcome = run(&scenario, regression.seed, options);
     match (regression.expect, outcome.is_ok()) {

@@ -92,6 +92,12 @@ impl Trace {
         sim_us + self.server_offset_us
     }
 
+    /// The drawn local clock of `worker` (a base name or an owner id).
+    pub fn local_clock(&self, worker: &str) -> Option<LocalClock> {
+        let base = worker.split('#').next().unwrap_or(worker);
+        self.clocks.get(base).copied()
+    }
+
     /// Records a line about `worker` (a base name like `w2`, or an owner id
     /// like `w2#inc1`; `None` for the database or the driver) at simulated
     /// time `sim_us`. `text` is only called when tracing is enabled.
@@ -100,8 +106,7 @@ impl Trace {
             return;
         }
         let local = worker
-            .map(|worker| worker.split('#').next().unwrap_or(worker))
-            .and_then(|worker| self.clocks.get(worker))
+            .and_then(|worker| self.local_clock(worker))
             .map_or_else(|| "-".to_string(), |clock| format_us(clock.at(sim_us)));
         let line = format!(
             "[sim {} | srv {} | local {}] {}",

@@ -1,4 +1,5 @@
-//! I1 judged in true time, which only the simulation knows.
+//! I1 judged in true time, and I3 at the exact commit instant: evidence only
+//! the simulation has.
 //!
 //! Goal: the checker trusts the database's timestamps, so a simulated server
 //! whose `now()` is not one clock — one that follows its client's clock, or
@@ -12,6 +13,13 @@
 //! server clock (`now = true + offset`, whatever the offset) this is exactly
 //! the server-time rule, so the reference can never fail it; with any other
 //! clock the overlap shows here.
+//!
+//! I3 needs the instant a write commits, which a history cannot give (a
+//! cycle's outcome arrives later, and its rows carry `BEGIN`'s `now()`). The
+//! host reports every COMMIT with the lease row as it is at that instant: a
+//! write whose token is no longer the row's landed under a rival's grant. A
+//! fence that keeps its row lock until commit makes that impossible; a fence
+//! whose lock ended earlier, or no fence, shows here.
 //! Invariant: the monitor lives with the durable tables (it survives a server
 //! restart) and reads no clock of its own: the host passes both times in.
 
@@ -84,6 +92,27 @@ impl TrueTimeMonitor {
                 grant.true_end_us = grant.true_end_us.max(true_end_us);
             }
         }
+    }
+
+    /// A guarded write under `lease` committed at `committed_true_us` while
+    /// the lease row carried `row_token`.
+    pub fn committed(
+        &mut self,
+        lease: &Lease,
+        row_token: Option<FencingToken>,
+        committed_true_us: i64,
+    ) {
+        if row_token == Some(lease.token) {
+            return;
+        }
+        self.violations.push(format!(
+            "I3 at commit [{}]: a write under token {} of {} committed at true {} while the row carried {} (it landed under a rival's grant)",
+            lease.scope,
+            lease.token,
+            lease.owner,
+            format_us(committed_true_us),
+            row_token.map_or("no grant".to_string(), |token| format!("token {token}"))
+        ));
     }
 
     /// A release of `token` on `scope` that arrived at `arrived_true_us`.

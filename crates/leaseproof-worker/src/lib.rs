@@ -25,7 +25,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use leaseproof_history::{EventKind, FailReason, Op, OpResult, Outcome, Recorder, Stamp};
-use leaseproof_protocol::{GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope, Ttl};
+use leaseproof_protocol::{
+    CycleFault, CycleFaults, CyclePoint, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
+    Ttl,
+};
 
 /// Where a worker reads time.
 pub trait Clocks: Send + Sync {
@@ -51,12 +54,29 @@ pub enum Step {
     Release,
 }
 
-/// Fault injection at [`Step`]s. The default does nothing.
+/// Fault injection at [`Step`]s of the loop and at [`CyclePoint`]s inside
+/// each commit cycle (the port runs those). The defaults do nothing.
 pub trait Hooks: Send + Sync {
     /// Called before `step`; may sleep (a pause) before returning.
     fn before(&self, step: Step) -> impl Future<Output = ()> + Send {
         let _ = step;
         async {}
+    }
+
+    /// The fault to run at `point` of the commit cycle about to start (the
+    /// port calls it per [`CycleFaults`]' contract).
+    fn inside_cycle(&self, point: CyclePoint) -> CycleFault {
+        let _ = point;
+        Box::pin(async {})
+    }
+}
+
+/// The worker's hooks as the port's [`CycleFaults`].
+struct CycleHooks<'a, H>(&'a H);
+
+impl<H: Hooks> CycleFaults for CycleHooks<'_, H> {
+    fn at(&self, point: CyclePoint) -> CycleFault {
+        self.0.inside_cycle(point)
     }
 }
 
@@ -323,10 +343,11 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
             cycle_id: cycle.cycle_id as u64,
             items: cycle.items,
         });
+        let faults = CycleHooks(self.hooks);
         let result = if config.unfenced {
-            self.port.commit_unfenced(&held.lease, cycle).await
+            self.port.commit_unfenced(&held.lease, cycle, &faults).await
         } else {
-            self.port.commit(&held.lease, cycle).await
+            self.port.commit(&held.lease, cycle, &faults).await
         };
         match result {
             Ok(receipt) => {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use leaseproof_history::{FailReason, Invariant, Outcome, Recorder};
 use leaseproof_postgres::{sql, HarnessPort};
-use leaseproof_protocol::{GuardedCycle, LeasePort as _, Owner, Scope};
+use leaseproof_protocol::{CyclePoint, GuardedCycle, LeasePort as _, NoCycleFaults, Owner, Scope};
 use leaseproof_races::clock::RunClock;
 use leaseproof_races::hooks::PauseOnce;
 use leaseproof_races::race::{harness_port, judge, run_racers, unique_scope, Racer};
@@ -39,6 +39,12 @@ struct Scene {
 }
 
 async fn paused_holder_scene(port: &HarnessPort, unfenced: bool) -> Scene {
+    let pause = PauseOnce::at(Step::Commit, Duration::from_millis(HOLDER_PAUSE_MS));
+    holder_scene(port, unfenced, pause).await
+}
+
+/// The holder pauses per `holder_pause`; the rival starts late and takes over.
+async fn holder_scene(port: &HarnessPort, unfenced: bool, holder_pause: PauseOnce) -> Scene {
     let scope_name = unique_scope("pause");
     let scope = Scope::new(scope_name.clone()).unwrap();
     let race = RaceConfig {
@@ -61,10 +67,7 @@ async fn paused_holder_scene(port: &HarnessPort, unfenced: bool) -> Scene {
         .worker_config("rival".into(), Owner::generate(), scope, 5_000_000)
         .unwrap();
     rival.cycles = 2;
-    let holder_hooks = Arc::new(PauseOnce::at(
-        Step::Commit,
-        Duration::from_millis(HOLDER_PAUSE_MS),
-    ));
+    let holder_hooks = Arc::new(holder_pause);
     let racers = vec![
         Racer {
             config: holder,
@@ -194,6 +197,90 @@ async fn unfenced_stale_holder_corrupts_the_table_and_the_checker_flags_it() {
     assert!(scene.report.violations_of(Invariant::TokenOrder).is_empty());
 }
 
+/// Tokens of the guarded rows in commit order.
+fn row_tokens(scene: &Scene) -> Vec<u64> {
+    scene
+        .history
+        .guarded_rows
+        .iter()
+        .map(|row| row.token)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_inside_the_cycle_is_covered_by_the_fence_until_commit() {
+    // The holder pauses past its expiry at each point inside the library's
+    // `commit_cycle` in turn — after the fence, after the writes — with its
+    // row lock held. The rival's takeover must queue behind the commit: the
+    // stale-looking commit is legitimate (nobody else held), and the rival's
+    // rows follow it in token order.
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let port = harness_port(&database.url, &RaceConfig::default())
+        .await
+        .unwrap();
+    for point in [CyclePoint::Fenced, CyclePoint::Written] {
+        let pause = PauseOnce::inside_cycle(point, Duration::from_millis(HOLDER_PAUSE_MS));
+        let scene = holder_scene(&port, false, pause).await;
+        assert!(scene.report.is_ok(), "{point:?}: {}", scene.report);
+        assert_eq!(
+            scene.holder_commits, 1,
+            "{point:?}: the paused cycle committed"
+        );
+        assert_eq!(scene.holder_refused, 0, "{point:?}");
+        assert!(
+            scene.report.stats.takeovers >= 1,
+            "{point:?}: the rival took over"
+        );
+        let tokens = row_tokens(&scene);
+        assert!(
+            tokens.windows(2).all(|pair| pair[0] <= pair[1]),
+            "{point:?}: {tokens:?}"
+        );
+        assert!(
+            tokens.first() < tokens.last(),
+            "{point:?}: the holder's rows, then the rival's: {tokens:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfenced_pause_inside_the_cycle_lands_stale_rows_and_is_flagged() {
+    // The negative control of the test above: without the fence nothing
+    // holds the row during the pause, the rival takes over and commits, and
+    // the holder's rows land after the rival's. (Paused after its writes, the
+    // holder's rows keep their early `seq`: only commit-time evidence can
+    // convict them; see the commit-order checks.)
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let port = harness_port(&database.url, &RaceConfig::default())
+        .await
+        .unwrap();
+    for point in [CyclePoint::Fenced] {
+        let pause = PauseOnce::inside_cycle(point, Duration::from_millis(HOLDER_PAUSE_MS));
+        let scene = holder_scene(&port, true, pause).await;
+        let tokens = row_tokens(&scene);
+        assert!(
+            tokens.windows(2).any(|pair| pair[0] > pair[1]),
+            "{point:?}: the stale rows come after the rival's: {tokens:?}"
+        );
+        assert!(
+            !scene
+                .report
+                .violations_of(Invariant::FencedWrites)
+                .is_empty(),
+            "{point:?}: {}",
+            scene.report
+        );
+        assert!(scene
+            .report
+            .violations_of(Invariant::MutualExclusion)
+            .is_empty());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_holder_writes_inside_its_transaction_are_rolled_back() {
     let Some(database) = leaseproof_pgcluster::test_database().await else {
@@ -251,6 +338,7 @@ async fn refused_holder_writes_inside_its_transaction_are_rolled_back() {
                 cycle_id: 1,
                 items: 2,
             },
+            &NoCycleFaults,
         )
         .await
         .unwrap();

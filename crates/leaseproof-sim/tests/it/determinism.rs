@@ -11,8 +11,7 @@ fn chaos_trace(seed: u64) -> String {
     let options = RunOptions {
         unfenced: false,
         trace: true,
-        no_schema_retry: false,
-        shortening_extensions: false,
+        ..RunOptions::default()
     };
     run(&scenario, seed, options).trace.join("\n")
 }

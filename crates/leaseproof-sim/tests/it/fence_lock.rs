@@ -98,6 +98,8 @@ fn fence_makes_rival_takeover_wait_for_the_commit() {
         lost_reply_probability: 0.0,
         schema_create: Duration::from_millis(1),
         idle_in_transaction_timeout: Duration::from_secs(60),
+        fence_without_lock: false,
+        clock_follows_client: false,
     };
     sim.host(DB_HOST, move || {
         db::serve(Rc::clone(&durable), config.clone(), trace.clone())

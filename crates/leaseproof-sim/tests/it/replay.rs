@@ -27,10 +27,9 @@ fn replay_reproduces_a_failing_unfenced_seed() {
         scenario: "gc-pause".to_string(),
         seed: failure.seed,
         unfenced: true,
-        no_schema_retry: false,
-        shortening_extensions: false,
         out: Some(path.clone()),
         quiet: true,
+        ..ReplayArgs::default()
     });
     assert_eq!(code, ExitCode::FAILURE, "the replayed seed fails again");
     let written = std::fs::read_to_string(&path).expect("replay wrote the trace");
@@ -48,8 +47,7 @@ fn replay_reproduces_a_failing_unfenced_seed() {
         RunOptions {
             unfenced: true,
             trace: true,
-            no_schema_retry: false,
-            shortening_extensions: false,
+            ..RunOptions::default()
         },
     );
     assert_eq!(written, outcome.trace.join("\n") + "\n");
@@ -74,11 +72,9 @@ fn replay_of_a_passing_seed_succeeds() {
     let code = run_replay(ReplayArgs {
         scenario: "partition".to_string(),
         seed: 3,
-        unfenced: false,
-        no_schema_retry: false,
-        shortening_extensions: false,
         out: Some(path.clone()),
         quiet: true,
+        ..ReplayArgs::default()
     });
     assert_eq!(code, ExitCode::SUCCESS);
     let written = std::fs::read_to_string(&path).expect("replay wrote the trace");

@@ -14,6 +14,7 @@ fn every_default_scenario_loads_from_file_and_embedded_alike() {
         "skewed-clocks",
         "crash-mid-cycle",
         "gc-pause",
+        "cycle-pause",
         "partition",
         "lost-replies",
         "concurrent-schema",

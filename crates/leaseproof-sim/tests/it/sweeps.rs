@@ -130,6 +130,17 @@ fn gc_pause_before_commit_is_refused_by_the_fence() {
 }
 
 #[test]
+fn pauses_inside_the_cycle_are_covered_by_the_fence_until_commit() {
+    // The fence's row lock spans the pause: rivals queue behind it (their
+    // acquisitions outwait their timeouts: unknown), and take over after.
+    let summary = sweep_reference("cycle-pause");
+    if many_seeds("pauses_inside_the_cycle_are_covered_by_the_fence_until_commit") {
+        assert!(summary.takeovers > 0);
+        assert!(summary.unknown_ops > 0);
+    }
+}
+
+#[test]
 fn partitions_never_produce_two_holders() {
     let summary = sweep_reference("partition");
     if many_seeds("partitions_never_produce_two_holders") {

@@ -2,8 +2,8 @@ use std::time::Duration;
 
 use leaseproof_history::{EventKind, Recorder};
 use leaseproof_protocol::{
-    CommitReceipt, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
-    ServerTime, Ttl,
+    CommitReceipt, CycleFaults, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner,
+    Scope, ServerTime, Ttl,
 };
 use leaseproof_worker::{run_worker, Clocks, NoHooks, WorkerConfig};
 
@@ -51,6 +51,7 @@ impl LeasePort for StubPort {
         &self,
         _lease: &Lease,
         _cycle: GuardedCycle,
+        _faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
         tokio::time::sleep(Duration::from_millis(LATENCY_MS)).await;
         Ok(CommitReceipt {
@@ -63,8 +64,9 @@ impl LeasePort for StubPort {
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
-        self.commit(lease, cycle).await
+        self.commit(lease, cycle, faults).await
     }
 }
 
