@@ -1145,6 +1145,7 @@ impl<'h> Checker<'h> {
                 previous = Some(row);
             }
         }
+        violations.extend(commit_order_violations(&self.history.guarded_rows));
         for (invariant, scope, events, rows, message) in violations {
             self.violation(invariant, &scope, events, rows, message);
         }
@@ -1573,4 +1574,73 @@ fn cycles_of(rows: &[GuardedRow]) -> BTreeMap<(String, u64), Vec<&GuardedRow>> {
         rows.sort_by_key(|row| row.seq);
     }
     cycles
+}
+
+/// A committed cycle's commit time, token and first `seq`.
+type CycleCommit = (i64, u64, u64);
+
+/// I3 in commit order, where rows carry their transaction's commit time:
+/// committed cycles appear in token order. A cycle under token `t` that
+/// committed strictly after a cycle under a larger token landed under a
+/// rival's grant — whatever its `seq` and `written_at` say (a cycle that
+/// wrote before a takeover and committed after it keeps its early `seq`).
+/// Sound for any fence that keeps the lease row locked until commit (the
+/// takeover must wait for the commit) and for any token check at the store
+/// (it refuses the older token); it assumes commit times come from one clock
+/// that does not step back during the run. Equal commit times prove nothing
+/// and are not compared; rows without a commit time are not judged here.
+fn commit_order_violations(rows: &[GuardedRow]) -> Vec<PendingViolation> {
+    // scope -> (owner, cycle_id) -> (committed_at, token, first seq).
+    let mut by_scope: BTreeMap<&str, BTreeMap<(&str, u64), CycleCommit>> = BTreeMap::new();
+    for row in rows {
+        let Some(committed_at_us) = row.committed_at_us else {
+            continue;
+        };
+        by_scope
+            .entry(&row.scope)
+            .or_default()
+            .entry((&row.owner, row.cycle_id))
+            .and_modify(|cycle| cycle.2 = cycle.2.min(row.seq))
+            .or_insert((committed_at_us, row.token, row.seq));
+    }
+    let mut violations = Vec::new();
+    for (scope, cycles) in by_scope {
+        let mut ordered: Vec<(i64, u64, &str, u64, u64)> = cycles
+            .into_iter()
+            .map(|((owner, cycle_id), (committed_at_us, token, seq))| {
+                (committed_at_us, token, owner, cycle_id, seq)
+            })
+            .collect();
+        ordered.sort_unstable();
+        // The highest-token cycle among those committed strictly earlier:
+        // cycles committed at one instant are judged against earlier
+        // instants only.
+        let mut highest_before: Option<(i64, u64, &str, u64, u64)> = None;
+        for instant in ordered.chunk_by(|a, b| a.0 == b.0) {
+            for &(committed_at_us, token, owner, cycle_id, seq) in instant {
+                let Some(highest) = highest_before else {
+                    break;
+                };
+                if token < highest.1 {
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.to_string(),
+                        vec![],
+                        vec![highest.4, seq],
+                        format!(
+                            "committed out of token order: cycle {cycle_id} of {owner} (token {token}) committed at {committed_at_us}, \
+                             after cycle {} of {} (token {}) committed at {} (server us)",
+                            highest.3, highest.2, highest.1, highest.0
+                        ),
+                    ));
+                }
+            }
+            for &cycle in instant {
+                if highest_before.is_none_or(|highest| cycle.1 > highest.1) {
+                    highest_before = Some(cycle);
+                }
+            }
+        }
+    }
+    violations
 }

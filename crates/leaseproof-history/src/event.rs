@@ -215,4 +215,8 @@ pub struct GuardedRow {
     pub item: u32,
     /// Server time of the write, taken under the lease row lock.
     pub written_at_us: i64,
+    /// Server time the row's transaction committed, when the backend can
+    /// tell; absent, the commit-order rule of I3 is not judged for the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_at_us: Option<i64>,
 }

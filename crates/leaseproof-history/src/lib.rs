@@ -32,7 +32,7 @@
 //! // After the run, the guarded table is the ground truth.
 //! recorder.set_guarded_rows(vec![GuardedRow {
 //!     seq: 1, scope: "nightly".into(), owner: "tick-1".into(), token: 1,
-//!     cycle_id: 7, item: 0, written_at_us: 2_000,
+//!     cycle_id: 7, item: 0, written_at_us: 2_000, committed_at_us: None,
 //! }]);
 //! let report = check(&recorder.snapshot(), &CheckConfig::default());
 //! assert!(report.is_ok(), "{report}");

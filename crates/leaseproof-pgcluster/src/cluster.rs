@@ -244,7 +244,9 @@ impl Cluster {
              synchronous_commit = {synchronous_commit}\n\
              full_page_writes = off\n\
              max_connections = 300\n\
-             shared_buffers = 128MB\n",
+             shared_buffers = 128MB\n\
+             # Commit-time evidence for I3: pg_xact_commit_timestamp(xmin).\n\
+             track_commit_timestamp = on\n",
             synchronous_commit = if self.commits_survive_crash {
                 "on"
             } else {

@@ -31,14 +31,13 @@ impl HarnessPort {
     /// checker compares reported commits with.
     pub async fn guarded_rows(&self) -> Result<Vec<GuardedRow>, LeaseError> {
         let mut connection = self.leases.pool().acquire().await.map_err(unavailable)?;
-        let rows: Vec<(i64, String, String, i64, i64, i32, i64)> =
-            sqlx::query_as(sql::SELECT_GUARDED)
-                .fetch_all(&mut *connection)
-                .await
-                .map_err(|error| after_send("guarded_rows", error))?;
+        let rows: Vec<GuardedRecord> = sqlx::query_as(sql::SELECT_GUARDED)
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|error| after_send("guarded_rows", error))?;
         rows.into_iter()
             .map(
-                |(seq, scope, owner, token, cycle_id, item, written_at_us)| {
+                |(seq, scope, owner, token, cycle_id, item, written_at_us, committed_at_us)| {
                     Ok(GuardedRow {
                         scope: Scope::new(scope)?,
                         owner: Owner::new(owner)?,
@@ -47,12 +46,17 @@ impl HarnessPort {
                         item,
                         seq,
                         written_at: ServerTime::from_micros(written_at_us),
+                        committed_at: committed_at_us.map(ServerTime::from_micros),
                     })
                 },
             )
             .collect()
     }
 }
+
+/// A row of `sql::SELECT_GUARDED`: seq, scope, owner, token, cycle_id, item,
+/// written_at and (with `track_commit_timestamp`) committed_at, in µs.
+type GuardedRecord = (i64, String, String, i64, i64, i32, i64, Option<i64>);
 
 fn insert_guarded(
     connection: &mut PgConnection,

@@ -186,5 +186,8 @@ RETURNING seq";
 /// The guarded table's contents in commit order, times in µs.
 pub const SELECT_GUARDED: &str = "\
 SELECT seq, scope, owner, token, cycle_id, item,
-       (extract(epoch FROM written_at) * 1000000)::int8
+       (extract(epoch FROM written_at) * 1000000)::int8,
+       CASE WHEN current_setting('track_commit_timestamp')::bool
+            THEN (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::int8
+       END
 FROM leaseproof_guarded ORDER BY seq";

@@ -275,6 +275,10 @@ pub struct GuardedRow {
     pub seq: i64,
     /// Server time of the write, taken under the lease row's lock.
     pub written_at: ServerTime,
+    /// Server time its transaction committed, where the backend can tell
+    /// (the simulated database exactly; PostgreSQL with
+    /// `track_commit_timestamp = on`).
+    pub committed_at: Option<ServerTime>,
 }
 
 /// Why a fenced commit was refused.
@@ -330,6 +334,24 @@ impl GuardedLog {
         items: u32,
         now: ServerTime,
     ) -> std::ops::Range<i64> {
+        self.append_committed(lease, cycle_id, items, now, now)
+    }
+
+    /// Rows written at `written_at` (their transaction's `now()`) by a
+    /// transaction that committed at `committed_at`, unfenced like
+    /// [`Self::append_unfenced`].
+    pub fn append_committed(
+        &mut self,
+        lease: &Lease,
+        cycle_id: i64,
+        items: u32,
+        written_at: ServerTime,
+        committed_at: ServerTime,
+    ) -> std::ops::Range<i64> {
+        assert!(
+            committed_at >= written_at,
+            "a transaction commits no earlier than its now()"
+        );
         let seq_first = self.seq_next;
         for item in 0..items {
             self.rows.push(GuardedRow {
@@ -339,7 +361,8 @@ impl GuardedLog {
                 cycle_id,
                 item: i32::try_from(item).expect("items per cycle fit i32"),
                 seq: self.seq_next,
-                written_at: now,
+                written_at,
+                committed_at: Some(committed_at),
             });
             self.seq_next += 1;
         }

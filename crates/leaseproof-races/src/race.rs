@@ -336,17 +336,7 @@ pub async fn harness_port(url: &str, config: &RaceConfig) -> Result<HarnessPort,
 
 /// Converts the port's guarded rows into the history's plain form.
 pub fn history_rows(rows: &[leaseproof_protocol::semantics::GuardedRow]) -> Vec<GuardedRow> {
-    rows.iter()
-        .map(|row| GuardedRow {
-            seq: u64::try_from(row.seq).expect("bigserial is positive"),
-            scope: row.scope.to_string(),
-            owner: row.owner.to_string(),
-            token: u64::try_from(row.token.0).expect("tokens are positive"),
-            cycle_id: u64::try_from(row.cycle_id).expect("cycle ids are positive"),
-            item: u32::try_from(row.item).expect("items are non-negative"),
-            written_at_us: row.written_at.micros,
-        })
-        .collect()
+    rows.iter().map(leaseproof_worker::history_row).collect()
 }
 
 /// The guarded table's rows of `scope`, retried for a few seconds so a race

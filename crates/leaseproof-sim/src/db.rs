@@ -480,12 +480,14 @@ impl Server {
                         durable
                             .true_time
                             .committed(lease, row_token, arrived_true_us);
-                        // The rows carry the transaction's now(): its BEGIN.
-                        let seqs = durable.guarded.append_unfenced(
+                        // The rows carry the transaction's now() (its BEGIN)
+                        // and the commit instant: exact commit-time evidence.
+                        let seqs = durable.guarded.append_committed(
                             lease,
                             *cycle_id,
                             *items,
                             open.begun_at,
+                            now,
                         );
                         seq_first.get_or_insert(seqs.start);
                     }

@@ -20,8 +20,8 @@ use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
 
 use leaseproof_history::{
-    check, check_with_takeover_bound, CheckConfig, CheckReport, EventKind, GrantStamps, GuardedRow,
-    History, Op, OpResult, Outcome, Recorder, TakeoverBound,
+    check, check_with_takeover_bound, CheckConfig, CheckReport, EventKind, GrantStamps, History,
+    Op, OpResult, Outcome, Recorder, TakeoverBound,
 };
 use leaseproof_protocol::semantics::ExtensionRule;
 use leaseproof_protocol::{CycleFault, CyclePoint, Owner, Scope, Ttl};
@@ -521,15 +521,7 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         .guarded
         .rows()
         .iter()
-        .map(|row| GuardedRow {
-            seq: u64::try_from(row.seq).expect("seq is positive"),
-            scope: row.scope.to_string(),
-            owner: row.owner.to_string(),
-            token: u64::try_from(row.token.0).expect("tokens are positive"),
-            cycle_id: u64::try_from(row.cycle_id).expect("cycle ids are positive"),
-            item: u32::try_from(row.item).expect("items are small"),
-            written_at_us: row.written_at.micros,
-        })
+        .map(leaseproof_worker::history_row)
         .collect();
     recorder.set_guarded_rows(rows);
     let history = recorder.snapshot();

@@ -453,6 +453,23 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
     }
 }
 
+/// A guarded row as a backend reads it, in the history's plain form: the one
+/// conversion the simulation and the real-server races share.
+pub fn history_row(
+    row: &leaseproof_protocol::semantics::GuardedRow,
+) -> leaseproof_history::GuardedRow {
+    leaseproof_history::GuardedRow {
+        seq: u64::try_from(row.seq).expect("seq is positive"),
+        scope: row.scope.to_string(),
+        owner: row.owner.to_string(),
+        token: u64::try_from(row.token.0).expect("tokens are positive"),
+        cycle_id: u64::try_from(row.cycle_id).expect("cycle ids are positive"),
+        item: u32::try_from(row.item).expect("items are non-negative"),
+        written_at_us: row.written_at.micros,
+        committed_at_us: row.committed_at.map(|committed_at| committed_at.micros),
+    }
+}
+
 fn token(lease: &Lease) -> u64 {
     u64::try_from(lease.token.0).expect("fencing tokens are positive")
 }

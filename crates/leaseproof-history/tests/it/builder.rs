@@ -288,7 +288,22 @@ impl Builder {
                 cycle_id,
                 item,
                 written_at_us,
+                committed_at_us: None,
             });
+        }
+        self
+    }
+
+    /// Gives the rows `seqs` a commit time (server µs).
+    pub fn committed_at(
+        &mut self,
+        seqs: std::ops::Range<u64>,
+        committed_at_us: i64,
+    ) -> &mut Builder {
+        for row in &mut self.history.guarded_rows {
+            if seqs.contains(&row.seq) {
+                row.committed_at_us = Some(committed_at_us);
+            }
         }
         self
     }

@@ -195,6 +195,7 @@ impl Simulator {
                             cycle_id: *cycle_id,
                             item,
                             written_at_us: now_us,
+                            committed_at_us: Some(now_us),
                         });
                     }
                     Ok(OpResult::Committed {

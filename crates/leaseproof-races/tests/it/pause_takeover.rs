@@ -249,22 +249,31 @@ async fn a_pause_inside_the_cycle_is_covered_by_the_fence_until_commit() {
 async fn an_unfenced_pause_inside_the_cycle_lands_stale_rows_and_is_flagged() {
     // The negative control of the test above: without the fence nothing
     // holds the row during the pause, the rival takes over and commits, and
-    // the holder's rows land after the rival's. (Paused after its writes, the
-    // holder's rows keep their early `seq`: only commit-time evidence can
-    // convict them; see the commit-order checks.)
+    // the holder's rows land after the rival's. Paused after its writes, the
+    // holder's rows keep their early `seq` and `written_at`: only their
+    // commit time (`track_commit_timestamp`, on in the throwaway cluster)
+    // convicts them.
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
     let port = harness_port(&database.url, &RaceConfig::default())
         .await
         .unwrap();
-    for point in [CyclePoint::Fenced] {
+    for point in [CyclePoint::Fenced, CyclePoint::Written] {
         let pause = PauseOnce::inside_cycle(point, Duration::from_millis(HOLDER_PAUSE_MS));
         let scene = holder_scene(&port, true, pause).await;
-        let tokens = row_tokens(&scene);
+        let rows = &scene.history.guarded_rows;
         assert!(
-            tokens.windows(2).any(|pair| pair[0] > pair[1]),
-            "{point:?}: the stale rows come after the rival's: {tokens:?}"
+            rows.iter().all(|row| row.committed_at_us.is_some()),
+            "{point:?}: the throwaway cluster tracks commit timestamps"
+        );
+        let stale_committed_last = rows
+            .iter()
+            .max_by_key(|row| (row.committed_at_us, row.seq))
+            .is_some_and(|row| row.owner == scene.holder_owner);
+        assert!(
+            stale_committed_last,
+            "{point:?}: the stale rows commit after the rival's: {rows:?}"
         );
         assert!(
             !scene
