@@ -10,7 +10,10 @@
 //! committed (an implicit transaction commits before `ReadyForQuery`), the
 //! client sees an IO error. Batches without a completed statement (a prepare
 //! round, a ping) pass, so arming before an unprepared statement still loses
-//! the reply of its execution, not of its preparation.
+//! the reply of its execution, not of its preparation. Armed for `COMMIT`
+//! ([`LostReplyProxy::arm_commit`]), only a batch whose completion is tagged
+//! `COMMIT` is lost: the guarded transaction committed, its client cannot
+//! know (a `COMMIT` of an aborted transaction is tagged `ROLLBACK` and passes).
 //! Invariant: only loopback traffic; the proxy never alters a byte it forwards,
 //! and it loses at most one reply per arming.
 
@@ -28,10 +31,14 @@ use tokio::task::JoinHandle;
 const COMMAND_COMPLETE: u8 = b'C';
 /// Message type of `ReadyForQuery`.
 const READY_FOR_QUERY: u8 = b'Z';
+/// The command tag of a committed transaction block's `COMMIT`.
+const COMMIT_TAG: &[u8] = b"COMMIT\0";
 
 #[derive(Debug, Default)]
 struct ProxyState {
     armed: AtomicBool,
+    /// While armed: lose only the reply of a `COMMIT`.
+    commit_only: AtomicBool,
     replies_dropped: AtomicU32,
 }
 
@@ -106,6 +113,14 @@ impl LostReplyProxy {
 
     /// Loses the reply of the next statement that completes, and closes its connection.
     pub fn arm(&self) {
+        self.state.commit_only.store(false, Ordering::SeqCst);
+        self.state.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// Loses the reply of the next `COMMIT` that commits (every other reply
+    /// passes), and closes its connection.
+    pub fn arm_commit(&self) {
+        self.state.commit_only.store(true, Ordering::SeqCst);
         self.state.armed.store(true, Ordering::SeqCst);
     }
 
@@ -148,28 +163,36 @@ async fn relay(client: TcpStream, server: TcpStream, state: Arc<ProxyState>) {
             continue;
         }
         pending.extend_from_slice(&buffer[..read]);
-        match scan_batches(&pending) {
-            Scan::LoseReply => {
-                if state.armed.swap(false, Ordering::SeqCst) {
-                    state.replies_dropped.fetch_add(1, Ordering::SeqCst);
-                    // Dropping both halves closes the client's connection; the
-                    // server sees it go and ends the (idle, committed) session.
-                    upstream.abort();
-                    return;
-                }
-                // Disarmed meanwhile: forward as usual.
-                if client_write.write_all(&pending).await.is_err() {
+        // Every whole batch in `pending` is decided now: one read may carry
+        // a passing batch and the one to lose.
+        loop {
+            match scan_batches(&pending, state.commit_only.load(Ordering::SeqCst)) {
+                Scan::LoseReply => {
+                    if state.armed.swap(false, Ordering::SeqCst) {
+                        state.replies_dropped.fetch_add(1, Ordering::SeqCst);
+                        // Dropping both halves closes the client's connection;
+                        // the server sees it go and ends the (idle, committed)
+                        // session.
+                        upstream.abort();
+                        return;
+                    }
+                    // Disarmed meanwhile: forward as usual.
+                    if client_write.write_all(&pending).await.is_err() {
+                        upstream.abort();
+                        return;
+                    }
+                    pending.clear();
                     break;
                 }
-                pending.clear();
-            }
-            Scan::Forward(length) => {
-                if client_write.write_all(&pending[..length]).await.is_err() {
-                    break;
+                Scan::Forward(length) => {
+                    if client_write.write_all(&pending[..length]).await.is_err() {
+                        upstream.abort();
+                        return;
+                    }
+                    pending.drain(..length);
                 }
-                pending.drain(..length);
+                Scan::NeedMore => break,
             }
-            Scan::NeedMore => {}
         }
     }
     upstream.abort();
@@ -185,8 +208,9 @@ enum Scan {
 }
 
 /// Walks the backend messages in `bytes` (type byte + big-endian length that
-/// counts itself) batch by batch, a batch ending with `ReadyForQuery`.
-fn scan_batches(bytes: &[u8]) -> Scan {
+/// counts itself) batch by batch, a batch ending with `ReadyForQuery`; with
+/// `commit_only`, only a completion tagged `COMMIT` makes a batch lost.
+fn scan_batches(bytes: &[u8], commit_only: bool) -> Scan {
     let mut position = 0;
     let mut batch_has_completion = false;
     let mut forwardable = 0;
@@ -201,13 +225,18 @@ fn scan_batches(bytes: &[u8]) -> Scan {
         if bytes.len() < end {
             break;
         }
-        if kind == COMMAND_COMPLETE {
+        if kind == COMMAND_COMPLETE && (!commit_only || &bytes[position + 5..end] == COMMIT_TAG) {
             batch_has_completion = true;
         }
         position = end;
         if kind == READY_FOR_QUERY {
             if batch_has_completion {
-                return Scan::LoseReply;
+                // Pass the batches before it first; the next scan loses it.
+                return if forwardable > 0 {
+                    Scan::Forward(forwardable)
+                } else {
+                    Scan::LoseReply
+                };
             }
             forwardable = position;
         }
@@ -238,7 +267,7 @@ mod tests {
             message(b'Z', b"I"),
         ]
         .concat();
-        assert!(matches!(scan_batches(&prepare), Scan::Forward(n) if n == prepare.len()));
+        assert!(matches!(scan_batches(&prepare, false), Scan::Forward(n) if n == prepare.len()));
         let execute = [
             message(b'2', b""),
             message(b'D', b"\0\x01\0\0\0\x011"),
@@ -246,10 +275,23 @@ mod tests {
             message(b'Z', b"I"),
         ]
         .concat();
-        assert!(matches!(scan_batches(&execute), Scan::LoseReply));
+        assert!(matches!(scan_batches(&execute, false), Scan::LoseReply));
         assert!(matches!(
-            scan_batches(&execute[..execute.len() - 2]),
+            scan_batches(&execute[..execute.len() - 2], false),
             Scan::NeedMore
         ));
+    }
+
+    #[test]
+    fn armed_for_commit_only_a_committing_commit_is_lost() {
+        let insert = [message(b'C', b"INSERT 0 1\0"), message(b'Z', b"T")].concat();
+        assert!(matches!(scan_batches(&insert, true), Scan::Forward(n) if n == insert.len()));
+        let rolled_back = [message(b'C', b"ROLLBACK\0"), message(b'Z', b"I")].concat();
+        assert!(matches!(scan_batches(&rolled_back, true), Scan::Forward(_)));
+        let commit = [message(b'C', b"COMMIT\0"), message(b'Z', b"I")].concat();
+        assert!(matches!(scan_batches(&commit, true), Scan::LoseReply));
+        // A batch before the COMMIT passes, the COMMIT's is lost.
+        let both = [insert, commit].concat();
+        assert!(matches!(scan_batches(&both, true), Scan::Forward(n) if n < both.len()));
     }
 }

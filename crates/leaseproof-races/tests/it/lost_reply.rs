@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leaseproof_history::{EventKind, OpResult, Outcome, Recorder};
+use leaseproof_history::{EventKind, FailReason, Invariant, OpResult, Outcome, Recorder};
 use leaseproof_postgres::{HarnessPort, PostgresLeases};
 use leaseproof_protocol::semantics::LeaseRow;
 use leaseproof_protocol::{LeasePort as _, Owner, Scope};
@@ -162,5 +162,103 @@ async fn lost_acquisition_reply_is_unknown_and_the_retry_is_idempotent() {
     assert_eq!(
         *granted_at_us, row.granted_at.micros,
         "idempotent: same grant"
+    );
+}
+
+/// Loses the reply of the first guarded transaction's `COMMIT`.
+struct LoseFirstCommitReply {
+    proxy: Arc<LostReplyProxy>,
+    commits: AtomicU32,
+}
+
+impl Hooks for LoseFirstCommitReply {
+    async fn before(&self, step: Step) {
+        if step == Step::Commit && self.commits.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.proxy.arm_commit();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_commit_reply_is_unknown_and_the_committed_rows_are_allowed() {
+    // The library's commit cycle sends COMMIT, the server commits, the reply
+    // is lost: the cycle's outcome is unknown (Jepsen's `info`), its rows are
+    // in the table, and the checker accepts either. Had the library called
+    // it a failure — the same history with the outcome turned into `Fail` —
+    // the rows would convict it (I4).
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let race = RaceConfig::default();
+    let direct = harness_port(&database.url, &race).await.unwrap();
+    direct.ensure_schema().await.unwrap();
+    let (proxy, through_proxy) = match LostReplyProxy::in_front_of(&database.url).await {
+        Ok(proxy) => proxy,
+        Err(error) if std::env::var_os("DATABASE_URL").is_some() => {
+            let reason = format!("lost-reply proxy needs a loopback server: {error}");
+            leaseproof_pgcluster::skip_or_panic(
+                &leaseproof_pgcluster::PgUnavailable { reason },
+                leaseproof_pgcluster::require_pg(),
+            );
+            return;
+        }
+        Err(error) => panic!("starting the proxy: {error}"),
+    };
+    let proxy = Arc::new(proxy);
+    let pool = connect_pool_with(through_proxy, 2, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let proxied = HarnessPort::new(PostgresLeases::new(pool));
+    let scope_name = unique_scope("lost-commit");
+    let scope = Scope::new(scope_name.clone()).unwrap();
+    let mut worker = race
+        .worker_config("proxied".into(), Owner::generate(), scope, 10_000_000)
+        .unwrap();
+    worker.cycles = 2;
+    worker.cycles_per_grant = 3;
+    let hooks = LoseFirstCommitReply {
+        proxy: Arc::clone(&proxy),
+        commits: AtomicU32::new(0),
+    };
+    let recorder = Recorder::new();
+    let summary = run_worker(&proxied, &worker, &RunClock::start(), &hooks, &recorder).await;
+
+    assert_eq!(proxy.replies_dropped(), 1, "exactly one reply was lost");
+    assert_eq!(
+        summary.unknown, 1,
+        "the lost COMMIT reply is unknown: {summary:?}"
+    );
+    assert_eq!(summary.errors, 0, "{summary:?}");
+    assert_eq!(summary.commits, 2, "{summary:?}");
+    let (history, report) = judge(&direct, &scope_name, &recorder, Default::default())
+        .await
+        .unwrap();
+    assert!(report.is_ok(), "{report}");
+    // The unknown cycle committed: three cycles' rows are in the table.
+    let cycles: std::collections::BTreeSet<u64> = history
+        .guarded_rows
+        .iter()
+        .map(|row| row.cycle_id)
+        .collect();
+    assert_eq!(cycles.len(), 3, "{:?}", history.guarded_rows);
+
+    // Negative control: the library reporting the lost COMMIT as a failure.
+    let mut misreported = history.clone();
+    let mut turned = 0;
+    for event in &mut misreported.events {
+        if let EventKind::Complete { outcome, .. } = &mut event.kind {
+            if matches!(outcome, Outcome::Unknown { .. }) {
+                *outcome = Outcome::Fail {
+                    reason: FailReason::Error("commit failed".into()),
+                };
+                turned += 1;
+            }
+        }
+    }
+    assert_eq!(turned, 1);
+    let misjudged = leaseproof_history::check(&misreported, &Default::default());
+    assert!(
+        !misjudged.violations_of(Invariant::NothingLost).is_empty(),
+        "{misjudged}"
     );
 }
