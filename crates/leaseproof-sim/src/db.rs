@@ -282,6 +282,16 @@ impl Server {
         self.changed.notify_waiters();
     }
 
+    /// Paired with [`Self::wait_for_row`]: a statement that changes a lease
+    /// row runs only while no other session holds the row's lock.
+    fn assert_row_free_for(&self, session: u64, scope: &Scope) {
+        let holder = self.locks.borrow().get(scope).copied();
+        assert!(
+            holder.is_none_or(|holder| holder == session),
+            "s{session} changes {scope}'s row while s{holder:?} holds its lock"
+        );
+    }
+
     /// Waits until no *other* session holds `scope`'s row lock.
     async fn wait_for_row(&self, session: u64, client: &str, scope: &Scope) {
         let mut waited = false;
@@ -317,6 +327,7 @@ impl Server {
             Request::EnsureSchema => self.ensure_schema(session, client).await,
             Request::Acquire { scope, owner, ttl } => {
                 self.wait_for_row(session, client, &scope).await;
+                self.assert_row_free_for(session, &scope);
                 let acquisition = {
                     let mut durable = self.durable.borrow_mut();
                     let acquisition = durable.leases.acquire(&scope, &owner, ttl, now);
@@ -345,6 +356,7 @@ impl Server {
             }
             Request::Renew { lease, ttl } => {
                 self.wait_for_row(session, client, &lease.scope).await;
+                self.assert_row_free_for(session, &lease.scope);
                 let renewed = {
                     let mut durable = self.durable.borrow_mut();
                     let renewed = durable.leases.renew(&lease, ttl, now);
@@ -374,6 +386,7 @@ impl Server {
             }
             Request::Release { lease } => {
                 self.wait_for_row(session, client, &lease.scope).await;
+                self.assert_row_free_for(session, &lease.scope);
                 let released = {
                     let mut durable = self.durable.borrow_mut();
                     let released = durable.leases.release(&lease, now);
@@ -469,6 +482,21 @@ impl Server {
                 let Some(open) = transaction.take() else {
                     return server_error("25P01", "commit outside a transaction");
                 };
+                // Paired with the fence: a fenced transaction still holds the
+                // row lock its fence took, until this COMMIT frees it.
+                if open.fenced_at.is_some() && !self.config.fence_without_lock {
+                    assert!(
+                        !open.locked.is_empty(),
+                        "a fenced transaction holds a row lock"
+                    );
+                    for scope in &open.locked {
+                        assert_eq!(
+                            self.locks.borrow().get(scope),
+                            Some(&session),
+                            "the fence's row lock is held until COMMIT"
+                        );
+                    }
+                }
                 let mut seq_first = None;
                 {
                     let mut durable = self.durable.borrow_mut();
