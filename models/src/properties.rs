@@ -15,16 +15,21 @@
 //! acquire rule hands the row to a live worker".
 
 use crate::model::{LeaseModel, LeaseState, Phase};
+use leaseproof_history::Invariant;
 use stateright::Property;
 
+// The invariants are named once, by the checker's `Invariant`: a model
+// counterexample and a checker violation of one rule carry one name.
+
 /// I1: grant intervals never overlap in server time.
-pub const MUTUAL_EXCLUSION: &str = "i1-mutual-exclusion";
+pub const MUTUAL_EXCLUSION: &str = Invariant::MutualExclusion.slug();
 /// I2: each grant's token exceeds every earlier grant's.
-pub const TOKEN_ORDER: &str = "i2-token-order";
+pub const TOKEN_ORDER: &str = Invariant::TokenOrder.slug();
 /// I3: a guarded write commits only under its current grant, in token order.
-pub const FENCED_WRITES: &str = "i3-fenced-writes";
-/// Bounded liveness: a crashed holder's scope can be taken over once TTL has passed.
-pub const CRASHED_HOLDER_TAKEN_OVER: &str = "crashed-holder-taken-over-within-ttl";
+pub const FENCED_WRITES: &str = Invariant::FencedWrites.slug();
+/// I5, bounded takeover: a crashed holder's scope can be taken over once TTL
+/// has passed (the checker's I5 bounds the same delay in a history).
+pub const CRASHED_HOLDER_TAKEN_OVER: &str = Invariant::BoundedTakeover.slug();
 /// Start-up survives concurrent schema creation: no worker fails to start.
 pub const EVERY_WORKER_STARTS: &str = "every-worker-starts";
 /// Witness: a lease is taken over by another incarnation after it expired.

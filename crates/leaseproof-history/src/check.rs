@@ -111,8 +111,34 @@ pub enum Invariant {
 }
 
 impl Invariant {
+    /// Every invariant, in the order reports list them.
+    pub const ALL: [Invariant; 7] = [
+        Invariant::MutualExclusion,
+        Invariant::TokenOrder,
+        Invariant::FencedWrites,
+        Invariant::NothingLost,
+        Invariant::BoundedTakeover,
+        Invariant::BeliefOverlap,
+        Invariant::WellFormed,
+    ];
+
+    /// The one name of the invariant, shared by the checker's reports, the
+    /// model's properties (`leaseproof model` prints it) and the docs:
+    /// `i1-mutual-exclusion`, …
+    pub const fn slug(self) -> &'static str {
+        match self {
+            Invariant::MutualExclusion => "i1-mutual-exclusion",
+            Invariant::TokenOrder => "i2-token-order",
+            Invariant::FencedWrites => "i3-fenced-writes",
+            Invariant::NothingLost => "i4-nothing-lost",
+            Invariant::BoundedTakeover => "i5-bounded-takeover",
+            Invariant::BeliefOverlap => "b-belief-overlap",
+            Invariant::WellFormed => "h-well-formed",
+        }
+    }
+
     /// The short code used in reports: `I1`…`I5`, `B` or `H`.
-    pub fn code(self) -> &'static str {
+    pub const fn code(self) -> &'static str {
         match self {
             Invariant::MutualExclusion => "I1",
             Invariant::TokenOrder => "I2",

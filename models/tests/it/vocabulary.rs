@@ -69,3 +69,34 @@ fn report_renders_every_property_and_the_counterexample() {
     assert!(rendered.contains("counterexample: 4 steps to decide every-worker-starts"));
     assert!(rendered.contains("SchemaUnblocked -> Failed"));
 }
+
+#[test]
+fn the_models_invariants_carry_the_checkers_names() {
+    // One vocabulary: a model counterexample and a checker violation of the
+    // same rule name it the same way.
+    use leaseproof_history::Invariant;
+    let names: Vec<&str> = leaseproof_models::properties::all()
+        .iter()
+        .map(|property| property.name)
+        .collect();
+    for invariant in [
+        Invariant::MutualExclusion,
+        Invariant::TokenOrder,
+        Invariant::FencedWrites,
+        Invariant::BoundedTakeover,
+    ] {
+        assert!(names.contains(&invariant.slug()), "{invariant}");
+        assert!(
+            invariant
+                .slug()
+                .starts_with(&invariant.code().to_ascii_lowercase()),
+            "{invariant}"
+        );
+    }
+    // The checker's names are unique.
+    let slugs: std::collections::BTreeSet<&str> = Invariant::ALL
+        .iter()
+        .map(|invariant| invariant.slug())
+        .collect();
+    assert_eq!(slugs.len(), Invariant::ALL.len());
+}
