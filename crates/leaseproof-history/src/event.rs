@@ -186,6 +186,22 @@ pub enum OpResult {
         /// Server time the grant ends unless renewed.
         expires_at_us: i64,
     },
+    /// Acquire and renew of a lock that reports no server times (an
+    /// advisory lock, a Redis key, a ZooKeeper node…): what it promised.
+    /// Mutual exclusion is then judged in real time from certain holds (see
+    /// `docs/history-format.md`).
+    Lock {
+        /// The fencing token, where the lock has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<u64>,
+        /// How long the lock promises to live from the operation's
+        /// invocation (its TTL); absent for a lock that lives until released
+        /// or lost (a session lock).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lifetime_us: Option<i64>,
+    },
+    /// Release of a lock that reports no server time.
+    Unlocked,
     /// Release: the server time the grant ended.
     Released {
         /// The row's new `expires_at`.

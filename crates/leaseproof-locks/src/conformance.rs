@@ -5,7 +5,9 @@
 //! once, locks of different tables are independent, release frees the lock,
 //! `is_locked` agrees, bad input is a typed error, and N tasks × rounds never
 //! hold one table at once.
-//! Method: mutual exclusion is judged in real time on one monotonic clock, as
+//! Method: the race is recorded as a history and judged by the one checker
+//! (`leaseproof_history::check`, its rule for locks without server times).
+//! Mutual exclusion is judged in real time on one monotonic clock, as
 //! Jepsen's checkers do, and only from what is *certain*: a task certainly
 //! held the lock from the moment its acquisition returned until it invoked
 //! the release — and, for a lock that lives `lifetime_min` at least, no
@@ -19,7 +21,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaseproof_protocol::FencingToken;
+use leaseproof_history::{
+    check, CheckConfig, EventKind, FailReason, Op, OpResult, Outcome, Recorder, Stamp,
+};
 
 use crate::{LockError, LockManager, TableName};
 
@@ -187,20 +191,6 @@ pub async fn bad_input_is_a_typed_error(manager: &dyn LockManager) -> Result<(),
     Ok(())
 }
 
-/// One hold a task certainly had, on the test's monotonic clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CertainHold {
-    /// The task.
-    pub task: usize,
-    /// When its acquisition returned.
-    pub from: Instant,
-    /// When it invoked the release, or the lock's guaranteed lifetime after
-    /// the acquisition was invoked, whichever came first.
-    pub until: Instant,
-    /// The guard's token, where the backend has one.
-    pub token: Option<FencingToken>,
-}
-
 /// What a mutual-exclusion race saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RaceSummary {
@@ -215,8 +205,11 @@ pub struct RaceSummary {
 /// `tasks` tasks × `rounds` rounds contend for `table`; each winner holds for
 /// `hold`, then releases. `lifetime_min` is how long a lock surely lives
 /// after its acquisition was invoked (the TTL of an expiring lock; `None`
-/// for one that lives with its session). Fails on any certain overlap, a
-/// token order against real time, or a vacuous race.
+/// for one that lives with its session). The race is recorded as a history
+/// (the lock's grants as [`OpResult::Lock`], on the test's monotonic clock)
+/// and judged by the one checker, `leaseproof_history::check`: it fails on a
+/// certain double hold, a token order against real time, or a vacuous race.
+/// The history comes back with the summary, for a report or a file.
 pub async fn tasks_never_hold_one_table_at_once(
     manager: Arc<dyn LockManager>,
     table: &TableName,
@@ -227,12 +220,28 @@ pub async fn tasks_never_hold_one_table_at_once(
 ) -> Result<RaceSummary, ConformanceError> {
     assert!(tasks >= 2, "a race needs two tasks");
     assert!(rounds >= 1);
+    // The table names the lock in the history (each manager prefixes it).
+    let scope = table.to_string();
+    let lifetime_us =
+        lifetime_min.map(|lifetime| i64::try_from(lifetime.as_micros()).unwrap_or(i64::MAX));
+    let recorder = Arc::new(Recorder::new());
+    let start = Instant::now();
     let barrier = Arc::new(tokio::sync::Barrier::new(tasks));
     let mut handles = Vec::new();
     for task in 0..tasks {
         let (manager, table, barrier) = (Arc::clone(&manager), table.clone(), Arc::clone(&barrier));
+        let (recorder, scope) = (Arc::clone(&recorder), scope.clone());
         handles.push(tokio::spawn(async move {
-            let mut holds = Vec::new();
+            let worker = format!("task-{task}");
+            fn stamp(worker: &str, start: Instant) -> Stamp<'_> {
+                let true_time_us = i64::try_from(start.elapsed().as_micros()).unwrap_or(i64::MAX);
+                Stamp {
+                    worker,
+                    incarnation: 0,
+                    true_time_us,
+                    local_time_us: true_time_us,
+                }
+            }
             let mut refusals = 0;
             for _ in 0..rounds {
                 barrier.wait().await;
@@ -240,69 +249,88 @@ pub async fn tasks_never_hold_one_table_at_once(
                 // store that answers in microseconds.
                 let jitter_us = rand::Rng::gen_range(&mut rand::thread_rng(), 0..2_000);
                 tokio::time::sleep(Duration::from_micros(jitter_us)).await;
-                let invoked = Instant::now();
+                let acquire = recorder.invoke(
+                    stamp(&worker, start),
+                    Op::Acquire {
+                        scope: scope.clone(),
+                        owner: worker.clone(),
+                        ttl_us: lifetime_us.unwrap_or(0),
+                    },
+                );
                 match manager.acquire_lock(&table).await {
                     Ok(guard) => {
-                        let from = Instant::now();
+                        let token = guard
+                            .fencing_token()
+                            .map(|token| u64::try_from(token.0).unwrap_or(0));
+                        recorder.complete(
+                            stamp(&worker, start),
+                            acquire,
+                            Outcome::Ok {
+                                result: OpResult::Lock { token, lifetime_us },
+                            },
+                        );
                         tokio::time::sleep(hold).await;
-                        let releasing = Instant::now();
-                        let until = lifetime_min
-                            .map_or(releasing, |lifetime| releasing.min(invoked + lifetime));
-                        let token = guard.fencing_token();
+                        let release = recorder.invoke(
+                            stamp(&worker, start),
+                            Op::Release {
+                                scope: scope.clone(),
+                                owner: worker.clone(),
+                                token: token.unwrap_or(0),
+                            },
+                        );
                         guard
                             .release()
                             .await
                             .map_err(|error| format!("release: {error}"))?;
-                        holds.push(CertainHold {
-                            task,
-                            from,
-                            until,
-                            token,
-                        });
+                        recorder.complete(
+                            stamp(&worker, start),
+                            release,
+                            Outcome::Ok {
+                                result: OpResult::Unlocked,
+                            },
+                        );
                     }
-                    Err(LockError::Held { .. }) => refusals += 1,
+                    Err(LockError::Held { .. }) => {
+                        refusals += 1;
+                        recorder.complete(
+                            stamp(&worker, start),
+                            acquire,
+                            Outcome::Fail {
+                                reason: FailReason::Held,
+                            },
+                        );
+                    }
                     Err(error) => return Err(format!("acquire: {error}")),
                 }
             }
-            Ok::<_, String>((holds, refusals))
+            Ok::<_, String>(refusals)
         }));
     }
-    let mut holds = Vec::new();
     let mut summary = RaceSummary::default();
     for handle in handles {
-        let (task_holds, refusals) = handle
+        summary.refusals += handle
             .await
             .map_err(|error| fail(&*manager, format!("a task panicked: {error}")))?
             .map_err(|error| fail(&*manager, error))?;
-        holds.extend(task_holds);
-        summary.refusals += refusals;
     }
-    holds.sort_by_key(|hold| hold.from);
-    for (index, earlier) in holds.iter().enumerate() {
-        for later in &holds[index + 1..] {
-            if later.from < earlier.until && later.task != earlier.task {
-                return Err(fail(
-                    &*manager,
-                    format!(
-                        "tasks {} and {} certainly held {table} at once ({:?} of overlap)",
-                        earlier.task,
-                        later.task,
-                        earlier.until - later.from
-                    ),
-                ));
-            }
-            if let (Some(first), Some(second)) = (earlier.token, later.token) {
-                if earlier.until <= later.from && second <= first {
-                    return Err(fail(
-                        &*manager,
-                        format!("token {second} was granted after token {first} had ended"),
-                    ));
-                }
-            }
+    let history = recorder.snapshot();
+    let report = check(&history, &CheckConfig::default());
+    if !report.is_ok() {
+        return Err(fail(&*manager, format!("the checker found {report}")));
+    }
+    let mut winners = Vec::new();
+    for event in &history.events {
+        if let EventKind::Complete {
+            outcome: Outcome::Ok {
+                result: OpResult::Lock { .. },
+            },
+            ..
+        } = &event.kind
+        {
+            summary.holds += 1;
+            winners.push(event.worker.clone());
         }
     }
-    summary.holds = holds.len();
-    let mut winners: Vec<usize> = holds.iter().map(|hold| hold.task).collect();
     winners.sort_unstable();
     winners.dedup();
     summary.winners = winners.len();

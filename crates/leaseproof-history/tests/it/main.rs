@@ -6,6 +6,7 @@
 
 mod beliefs;
 mod builder;
+mod certain_holds;
 mod fenced_writes;
 mod format;
 mod mutual_exclusion;

@@ -41,6 +41,8 @@ use std::fmt;
 use crate::event::{EventKind, FailReason, GuardedRow, Op, OpResult, Outcome};
 use crate::history::History;
 
+mod certain_holds;
+
 /// What the checker is told beyond the history.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CheckConfig {
@@ -468,6 +470,7 @@ fn check_inner(
     checker.pair_operations();
     checker.collect_grants();
     checker.check_grant_intervals();
+    checker.check_certain_holds();
     checker.check_guarded_rows();
     checker.check_commits();
     checker.check_beliefs();
@@ -553,10 +556,10 @@ impl<'h> Checker<'h> {
                         Some(record) => {
                             let kind_matches = match (record.op, outcome) {
                                 (Op::Acquire { .. } | Op::Renew { .. }, Outcome::Ok { result }) => {
-                                    matches!(result, OpResult::Lease { .. })
+                                    matches!(result, OpResult::Lease { .. } | OpResult::Lock { .. })
                                 }
                                 (Op::Release { .. }, Outcome::Ok { result }) => {
-                                    matches!(result, OpResult::Released { .. })
+                                    matches!(result, OpResult::Released { .. } | OpResult::Unlocked)
                                 }
                                 (Op::Commit { .. }, Outcome::Ok { result }) => {
                                     matches!(result, OpResult::Committed { .. })
@@ -1517,6 +1520,16 @@ impl<'h> Checker<'h> {
         }
     }
 
+    /// I1 and I2 for locks without server times ([`OpResult::Lock`]), in
+    /// real time: see `certain_holds`.
+    fn check_certain_holds(&mut self) {
+        for (invariant, scope, events, rows, message) in
+            certain_holds::violations(self.history, &self.ops)
+        {
+            self.violation(invariant, &scope, events, rows, message);
+        }
+    }
+
     fn count_operations(&mut self) {
         let stats = &mut self.report.stats;
         for record in self.ops.values() {
@@ -1524,6 +1537,17 @@ impl<'h> Checker<'h> {
                 stats.unknown_ops += 1;
             }
             match (record.op, record.completion) {
+                // Lock grants (no server times) count here; lease grants
+                // are counted from the grants they report.
+                (
+                    Op::Acquire { .. },
+                    Some((
+                        _,
+                        Outcome::Ok {
+                            result: OpResult::Lock { .. },
+                        },
+                    )),
+                ) => stats.grants += 1,
                 (Op::Release { .. }, Some((_, Outcome::Ok { .. }))) => stats.releases += 1,
                 (Op::Commit { .. }, Some((_, Outcome::Ok { .. }))) => stats.commits += 1,
                 (

@@ -1,0 +1,243 @@
+//! I1 and I2 for locks that report no server times, judged in real time.
+//!
+//! Goal: judge any lock — an advisory lock, a Redis key, a ZooKeeper node —
+//! from what it promised, without inventing timestamps it does not have, and
+//! never report a double hold the evidence does not prove.
+//! Method: every ok acquisition reporting [`OpResult::Lock`] gives a *certain
+//! hold* on the common clock: from the acquisition's acknowledgement (the lock
+//! was granted by then) until the earliest of
+//! - the holder's release, invoked (it gave the lock up no earlier),
+//! - the promised lifetime from the invocation of the acquisition or of its
+//!   latest ok renewal (`lifetime_us`: the store received the request no
+//!   earlier, so the promise runs at least that long),
+//! - the holder learning the lock is gone or its belief ending (`BeliefEnd`),
+//! - for a lock without a lifetime (it lives with its session), the
+//!   incarnation's last event (a crash ends the session),
+//! - the holder's next acquisition of the scope.
+//!
+//! Two certain holds of different owners that overlap are a real double grant
+//! (I1): both locks had promised to be held at that instant. Where both carry
+//! tokens and one was certainly granted before the other (acknowledged before
+//! the other was invoked), the later token must be larger (I2).
+//! Invariant: a hold is judged only inside what was certain, so a correct lock
+//! is never reported, whatever its latency; a lock that breaks its promise (a
+//! store restart losing keys, a session lock freed before its holder learns)
+//! is reported, and rightly: two holders relied on it at once.
+
+use std::collections::BTreeMap;
+
+use super::{OpRecord, PendingViolation};
+use crate::check::Invariant;
+use crate::event::{EventKind, Op, OpResult, Outcome};
+use crate::history::History;
+
+/// One certain hold of a lock.
+#[derive(Debug)]
+struct Hold<'h> {
+    owner: &'h str,
+    token: Option<u64>,
+    invoked_true_us: i64,
+    from_true_us: i64,
+    until_true_us: i64,
+    /// The acquisition's events, and the one that ends the hold.
+    events: Vec<u64>,
+}
+
+/// An incarnation: (worker, incarnation).
+type Incarnation<'h> = (&'h str, u64);
+
+pub(super) fn violations<'h>(
+    history: &'h History,
+    ops: &BTreeMap<u64, OpRecord<'h>>,
+) -> Vec<PendingViolation> {
+    let holds = certain_holds(history, ops);
+    let mut violations = Vec::new();
+    for (scope, holds) in holds {
+        for (index, earlier) in holds.iter().enumerate() {
+            for later in &holds[index + 1..] {
+                if earlier.owner == later.owner {
+                    continue;
+                }
+                let mut events = earlier.events.clone();
+                events.extend(&later.events);
+                if later.from_true_us < earlier.until_true_us
+                    && earlier.from_true_us < later.until_true_us
+                {
+                    violations.push((
+                        Invariant::MutualExclusion,
+                        scope.to_string(),
+                        events.clone(),
+                        vec![],
+                        format!(
+                            "{} and {} certainly held {scope} at once in real time: [{}, {}) and [{}, {}) (true us)",
+                            earlier.owner,
+                            later.owner,
+                            earlier.from_true_us,
+                            earlier.until_true_us,
+                            later.from_true_us,
+                            later.until_true_us
+                        ),
+                    ));
+                }
+                if let (Some(first), Some(second)) = (earlier.token, later.token) {
+                    // Certainly granted first: acknowledged before the other
+                    // was even invoked.
+                    if earlier.from_true_us < later.invoked_true_us && second <= first {
+                        violations.push((
+                            Invariant::TokenOrder,
+                            scope.to_string(),
+                            events,
+                            vec![],
+                            format!(
+                                "{} was granted token {second} after {} had been granted token {first}",
+                                later.owner, earlier.owner
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    violations
+}
+
+/// Certain holds per scope, ordered by their start.
+fn certain_holds<'h>(
+    history: &'h History,
+    ops: &BTreeMap<u64, OpRecord<'h>>,
+) -> BTreeMap<&'h str, Vec<Hold<'h>>> {
+    let incarnation_of = |event: u64| -> Incarnation<'h> {
+        let event = &history.events[event as usize];
+        (event.worker.as_str(), event.incarnation)
+    };
+    let mut last_event_true_us: BTreeMap<Incarnation<'h>, i64> = BTreeMap::new();
+    let mut belief_ends: BTreeMap<(Incarnation<'h>, &'h str), Vec<(i64, u64)>> = BTreeMap::new();
+    for event in &history.events {
+        let incarnation = (event.worker.as_str(), event.incarnation);
+        let last = last_event_true_us.entry(incarnation).or_insert(i64::MIN);
+        *last = (*last).max(event.true_time_us);
+        if let EventKind::BeliefEnd { scope, .. } = &event.kind {
+            belief_ends
+                .entry((incarnation, scope.as_str()))
+                .or_default()
+                .push((event.true_time_us, event.index));
+        }
+    }
+    // Each incarnation's operations on each scope, in invocation order.
+    let mut sequences: BTreeMap<(Incarnation<'h>, &'h str), Vec<&OpRecord<'h>>> = BTreeMap::new();
+    for record in ops.values() {
+        sequences
+            .entry((incarnation_of(record.invoke_event), record.op.scope()))
+            .or_default()
+            .push(record);
+    }
+    let mut holds: BTreeMap<&'h str, Vec<Hold<'h>>> = BTreeMap::new();
+    for ((incarnation, scope), mut records) in sequences {
+        records.sort_by_key(|record| record.invoke_event);
+        for (index, acquire) in records.iter().enumerate() {
+            let Some(hold) = hold_from(
+                acquire,
+                &records[index + 1..],
+                belief_ends
+                    .get(&(incarnation, scope))
+                    .map_or(&[], Vec::as_slice),
+                last_event_true_us[&incarnation],
+            ) else {
+                continue;
+            };
+            holds.entry(scope).or_default().push(hold);
+        }
+    }
+    for holds in holds.values_mut() {
+        holds.sort_by_key(|hold| (hold.from_true_us, hold.until_true_us));
+    }
+    holds
+}
+
+/// The certain hold an ok lock acquisition `acquire` gives, given the same
+/// incarnation's later operations on the scope, its belief ends there and
+/// its last event; `None` when it is not a lock grant or nothing is certain.
+fn hold_from<'h>(
+    acquire: &OpRecord<'h>,
+    later: &[&OpRecord<'h>],
+    belief_ends: &[(i64, u64)],
+    last_event_true_us: i64,
+) -> Option<Hold<'h>> {
+    let (Op::Acquire { owner, .. }, Some((complete_event, Outcome::Ok { result }))) =
+        (acquire.op, acquire.completion)
+    else {
+        return None;
+    };
+    let OpResult::Lock { token, lifetime_us } = result else {
+        return None;
+    };
+    let from_true_us = acquire.complete_true_us?;
+    let mut promised_until_us =
+        lifetime_us.map(|lifetime_us| acquire.invoke_true_us.saturating_add(lifetime_us));
+    // Without a lifetime the lock lives with its session: no longer than the
+    // incarnation that holds it.
+    let mut until_true_us = if lifetime_us.is_none() {
+        last_event_true_us
+    } else {
+        i64::MAX
+    };
+    let mut end_event = complete_event;
+    for record in later {
+        match (record.op, record.completion) {
+            (Op::Acquire { .. }, _) => {
+                if record.invoke_true_us < until_true_us {
+                    until_true_us = record.invoke_true_us;
+                    end_event = record.invoke_event;
+                }
+                break;
+            }
+            (Op::Release { .. }, _) => {
+                if record.invoke_true_us < until_true_us {
+                    until_true_us = record.invoke_true_us;
+                    end_event = record.invoke_event;
+                }
+                break;
+            }
+            (
+                Op::Renew { .. },
+                Some((
+                    _,
+                    Outcome::Ok {
+                        result:
+                            OpResult::Lock {
+                                lifetime_us: Some(renewed_us),
+                                ..
+                            },
+                    },
+                )),
+            ) if record.invoke_true_us < until_true_us => {
+                // Renewed while certainly held: the promise runs on from the
+                // renewal's invocation.
+                promised_until_us = promised_until_us.map(|until_us| {
+                    until_us.max(record.invoke_true_us.saturating_add(*renewed_us))
+                });
+            }
+            _ => {}
+        }
+    }
+    if let Some(&(ended_true_us, event)) = belief_ends
+        .iter()
+        .find(|(ended_true_us, _)| *ended_true_us >= from_true_us)
+    {
+        if ended_true_us < until_true_us {
+            until_true_us = ended_true_us;
+            end_event = event;
+        }
+    }
+    if let Some(promised_until_us) = promised_until_us {
+        until_true_us = until_true_us.min(promised_until_us);
+    }
+    (from_true_us < until_true_us).then(|| Hold {
+        owner,
+        token: *token,
+        invoked_true_us: acquire.invoke_true_us,
+        from_true_us,
+        until_true_us,
+        events: vec![acquire.invoke_event, complete_event, end_event],
+    })
+}

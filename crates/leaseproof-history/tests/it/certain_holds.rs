@@ -1,0 +1,250 @@
+//! I1 and I2 for locks that report no server times (`OpResult::Lock`),
+//! judged in real time from certain holds.
+//!
+//! Goal: a lock without timestamps (advisory, Redis, ZooKeeper) is judged
+//! from what it promised and never reported on latency alone. Method:
+//! hand-made stories on the common clock; each passing story has a failing
+//! twin that differs in one fact. Invariant: a double hold is reported only
+//! where both locks had certainly promised to be held at one instant.
+
+use leaseproof_history::{check, CheckConfig, EventKind, Invariant, Op, OpResult, Outcome};
+
+use crate::builder::{assert_passes, only_violation, Builder};
+
+fn acquire_op(worker: &str) -> Op {
+    Op::Acquire {
+        scope: "t".to_string(),
+        owner: worker.to_string(),
+        ttl_us: 100,
+    }
+}
+
+/// `worker` acquires: invoked at `invoked_us`, acknowledged at `acked_us`.
+fn lock(
+    builder: &mut Builder,
+    worker: &str,
+    token: Option<u64>,
+    lifetime_us: Option<i64>,
+    invoked_us: i64,
+    acked_us: i64,
+) {
+    builder.at(invoked_us);
+    let (_, op_id) = builder.invoke(worker, acquire_op(worker));
+    builder.at(acked_us);
+    builder.complete(
+        worker,
+        op_id,
+        Outcome::Ok {
+            result: OpResult::Lock { token, lifetime_us },
+        },
+    );
+}
+
+/// `worker` invokes its release at `invoked_us`; it succeeds at once.
+fn unlock(builder: &mut Builder, worker: &str, invoked_us: i64) {
+    builder.at(invoked_us);
+    let (_, op_id) = builder.invoke(
+        worker,
+        Op::Release {
+            scope: "t".to_string(),
+            owner: worker.to_string(),
+            token: 0,
+        },
+    );
+    builder.complete(
+        worker,
+        op_id,
+        Outcome::Ok {
+            result: OpResult::Unlocked,
+        },
+    );
+}
+
+#[test]
+fn two_session_locks_certainly_held_at_once_are_an_i1_violation() {
+    // Built in time order: a's acquisition at 8..10, b acknowledged at 200
+    // while a held until 300.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, None, 8, 10);
+    builder.at(150);
+    let (_, b_op) = builder.invoke("b", acquire_op("b"));
+    builder.at(200);
+    builder.complete(
+        "b",
+        b_op,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: None,
+                lifetime_us: None,
+            },
+        },
+    );
+    unlock(&mut builder, "a", 300);
+    unlock(&mut builder, "b", 400);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+    assert_eq!(
+        violation.message,
+        "a and b certainly held t at once in real time: [10, 300) and [200, 400) (true us)"
+    );
+}
+
+#[test]
+fn a_rival_acknowledged_after_the_release_was_invoked_passes() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, None, 8, 10);
+    // b invoked while a held (it may have queued), acknowledged after a let go.
+    builder.at(150);
+    let (_, b_op) = builder.invoke("b", acquire_op("b"));
+    unlock(&mut builder, "a", 300);
+    builder.at(310);
+    builder.complete(
+        "b",
+        b_op,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: None,
+                lifetime_us: None,
+            },
+        },
+    );
+    unlock(&mut builder, "b", 400);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn a_lost_signal_ends_a_session_locks_promise() {
+    // a learns at 150 that its lock is gone (its connection died); b gets
+    // it at 200: no double hold.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, None, 8, 10);
+    builder.at(150);
+    builder.history.push(
+        "a",
+        0,
+        150,
+        150,
+        EventKind::BeliefEnd {
+            scope: "t".to_string(),
+            token: 0,
+            reason: "lost".to_string(),
+        },
+    );
+    lock(&mut builder, "b", None, None, 160, 200);
+    unlock(&mut builder, "a", 300);
+    unlock(&mut builder, "b", 400);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn an_expiring_lock_is_judged_only_inside_its_promised_lifetime() {
+    // a's lock promises 100 µs from its invocation at 0: certain until 100.
+    // b acknowledged at 120 overlaps nothing certain, though a released
+    // only at 300 (a stalled holder is the fence's business).
+    let mut passing = Builder::new();
+    lock(&mut passing, "a", None, Some(100), 1, 10);
+    lock(&mut passing, "b", None, Some(100), 110, 120);
+    unlock(&mut passing, "a", 300);
+    assert_passes(&passing.build());
+    // The twin: b acknowledged at 90, inside a's promise.
+    let mut failing = Builder::new();
+    lock(&mut failing, "a", None, Some(100), 1, 10);
+    lock(&mut failing, "b", None, Some(100), 80, 90);
+    unlock(&mut failing, "a", 300);
+    let violation = only_violation(&failing.build());
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+}
+
+#[test]
+fn an_ok_renewal_extends_the_promise() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, Some(100), 1, 10);
+    builder.at(80);
+    let (_, renew) = builder.invoke(
+        "a",
+        Op::Renew {
+            scope: "t".to_string(),
+            owner: "a".to_string(),
+            token: 0,
+            ttl_us: 100,
+        },
+    );
+    builder.complete(
+        "a",
+        renew,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: None,
+                lifetime_us: Some(100),
+            },
+        },
+    );
+    // Certain until 180 now: b at 150 is a double hold.
+    lock(&mut builder, "b", None, Some(100), 140, 150);
+    unlock(&mut builder, "a", 300);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+    assert!(violation.message.contains("[10, 180)"), "{violation}");
+}
+
+#[test]
+fn tokens_must_grow_with_certain_grant_order() {
+    let story = |b_token: u64| {
+        let mut builder = Builder::new();
+        lock(&mut builder, "a", Some(5), Some(100), 1, 10);
+        unlock(&mut builder, "a", 50);
+        lock(&mut builder, "b", Some(b_token), Some(100), 60, 70);
+        builder.build()
+    };
+    assert_passes(&story(6));
+    let violation = only_violation(&story(5));
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert_eq!(
+        violation.message,
+        "b was granted token 5 after a had been granted token 5"
+    );
+}
+
+#[test]
+fn tokens_of_grants_in_no_certain_order_are_not_compared() {
+    // b invoked before a was acknowledged: either may have been granted
+    // first, so their tokens prove nothing (and their promises do not meet).
+    let mut unordered = Builder::new();
+    unordered.at(1);
+    let (_, b_op) = unordered.invoke("b", acquire_op("b"));
+    lock(&mut unordered, "a", Some(7), Some(100), 5, 10);
+    unlock(&mut unordered, "a", 20);
+    unordered.at(30);
+    unordered.complete(
+        "b",
+        b_op,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: Some(3),
+                lifetime_us: Some(100),
+            },
+        },
+    );
+    assert_passes(&unordered.build());
+    // b certainly first (acknowledged before a was invoked), with the larger
+    // token: I2; a's acknowledgement inside b's promise: I1.
+    let mut builder = Builder::new();
+    lock(&mut builder, "b", Some(9), Some(100), 1, 5);
+    lock(&mut builder, "a", Some(3), Some(100), 6, 8);
+    let report = check(&builder.build(), &CheckConfig::default());
+    // a invoked after b's acknowledgement: b certainly first, and its token
+    // is the larger: I2; and a's acknowledgement lies inside b's promise: I1.
+    assert_eq!(report.violations.len(), 2, "{report}");
+}
+
+#[test]
+fn lock_grants_are_counted() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, None, 1, 10);
+    unlock(&mut builder, "a", 20);
+    lock(&mut builder, "b", None, None, 30, 40);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.grants, 2);
+    assert_eq!(report.stats.releases, 1);
+}
