@@ -7,6 +7,10 @@
 //! history's ground truth and [`check`] gives the verdict.
 //! Invariant: the verdict is only worth something when the race was real:
 //! [`RaceOutcome::realness_problems`] lists what made it vacuous.
+//!
+//! The drivers take any [`RaceSubject`]: the reference lease ([`HarnessPort`])
+//! or a lock written elsewhere that implements [`LeasePort`] and can read back
+//! its guarded table (`examples/foreign-lease/` races one).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -14,15 +18,45 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseproof_history::{check, CheckConfig, CheckReport, GuardedRow, History, Recorder};
+use leaseproof_history::{
+    check, CheckConfig, CheckReport, GrantStamps, GuardedRow, History, Recorder,
+};
 use leaseproof_postgres::{HarnessPort, PostgresLeases};
-use leaseproof_protocol::{LeaseError, LeasePort as _, Owner, Scope, Ttl};
+use leaseproof_protocol::{LeaseError, LeasePort, Owner, Scope, Ttl};
 use leaseproof_worker::{run_worker, Hooks, NoHooks, WorkerConfig, WorkerSummary};
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::PgPool;
 
 use crate::clock::RunClock;
+
+/// What a real-server race drives: a lease (or lock) behind [`LeasePort`] —
+/// the same port the worker loop drives in the simulation — that can also
+/// read back the guarded table its commits wrote, the ground truth the
+/// checker compares reported commits with.
+pub trait RaceSubject: LeasePort + Clone + 'static {
+    /// Every row of the guarded table, in commit (`seq`) order.
+    fn guarded_rows(
+        &self,
+    ) -> impl std::future::Future<
+        Output = Result<Vec<leaseproof_protocol::semantics::GuardedRow>, LeaseError>,
+    > + Send;
+
+    /// What the subject's grant timestamps mean ([`GrantStamps`]): whether a
+    /// grant is stamped with the `now()` it decided with (the reference) or
+    /// only with its statement's start.
+    fn grant_stamps(&self) -> GrantStamps {
+        GrantStamps::Decision
+    }
+}
+
+impl RaceSubject for HarnessPort {
+    async fn guarded_rows(
+        &self,
+    ) -> Result<Vec<leaseproof_protocol::semantics::GuardedRow>, LeaseError> {
+        HarnessPort::guarded_rows(self).await
+    }
+}
 
 /// How a race is run. Times in ms; every field has a default that suits a
 /// test on a 2-core machine.
@@ -341,8 +375,8 @@ pub fn history_rows(rows: &[leaseproof_protocol::semantics::GuardedRow]) -> Vec<
 
 /// The guarded table's rows of `scope`, retried for a few seconds so a race
 /// that ends just after a server restart can still read its ground truth.
-pub async fn read_guarded_rows(
-    port: &HarnessPort,
+pub async fn read_guarded_rows<S: RaceSubject>(
+    port: &S,
     scope: &str,
 ) -> Result<Vec<GuardedRow>, RaceError> {
     const ATTEMPTS_MAX: u32 = 50;
@@ -375,8 +409,8 @@ pub struct Racer<H> {
 
 /// Runs `racers` concurrently as tokio tasks over clones of `port`, recording
 /// into `recorder` with `clock`; returns each worker's name and summary.
-pub async fn run_racers<H: Hooks + 'static>(
-    port: &HarnessPort,
+pub async fn run_racers<S: RaceSubject, H: Hooks + 'static>(
+    port: &S,
     racers: Vec<Racer<H>>,
     clock: RunClock,
     recorder: &Recorder,
@@ -405,8 +439,8 @@ pub async fn run_racers<H: Hooks + 'static>(
 }
 
 /// Reads the ground truth of `scope` into `recorder` and checks the history.
-pub async fn judge(
-    port: &HarnessPort,
+pub async fn judge<S: RaceSubject>(
+    port: &S,
     scope: &str,
     recorder: &Recorder,
     unfenced_workers: BTreeSet<String>,
@@ -417,8 +451,9 @@ pub async fn judge(
         &history,
         &CheckConfig {
             unfenced_workers,
-            // The reference's statements decide with the `now()` they stamp.
-            grant_stamps: leaseproof_history::GrantStamps::Decision,
+            // The reference's statements decide with the `now()` they stamp;
+            // another subject says what its stamps mean.
+            grant_stamps: port.grant_stamps(),
         },
     );
     Ok((history, report))
@@ -432,8 +467,8 @@ pub async fn task_race(url: &str, config: &RaceConfig) -> Result<RaceOutcome, Ra
 }
 
 /// [`task_race`] over an existing port, with hooks per worker index.
-pub async fn task_race_on<H: Hooks + 'static>(
-    port: &HarnessPort,
+pub async fn task_race_on<S: RaceSubject, H: Hooks + 'static>(
+    port: &S,
     config: &RaceConfig,
     hooks_for: impl Fn(usize) -> H,
 ) -> Result<RaceOutcome, RaceError> {

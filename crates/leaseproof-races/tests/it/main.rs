@@ -6,6 +6,7 @@
 
 mod cli;
 mod faults;
+mod foreign_lease;
 mod lock_matrix;
 mod lost_reply;
 mod pause_takeover;
