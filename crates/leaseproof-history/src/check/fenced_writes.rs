@@ -1,0 +1,423 @@
+//! I3 fenced writes: every guarded row lies inside its grant, under a granted
+//! token, in token order (by `seq`, and by commit time where rows carry it),
+//! and cycles never interleave.
+
+use super::*;
+
+impl<'h> Checker<'h> {
+    /// I3: every guarded row, grouped by cycle, against the grants and `seq` order.
+    pub(super) fn check_guarded_rows(&mut self) {
+        let mut violations: Vec<PendingViolation> = Vec::new();
+        let commits = self.commits_by_cycle();
+        let cycles = cycles_of(&self.history.guarded_rows);
+        let bounds: BTreeMap<&str, GrantBounds<'_>> = self
+            .grants
+            .iter()
+            .map(|(scope, grants)| (scope.as_str(), GrantBounds::new(grants)))
+            .collect();
+        // Who may hold a grant no ok outcome reported: owners with an unknown
+        // acquire, from the earliest invoke (true time) of one.
+        let mut unknown_acquires: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+        // Each scope's unknown acquires' invoke times, ascending: each may have
+        // granted one more token.
+        let mut unknown_acquire_times: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+        // Renewals whose outcome is unknown may have extended their grant.
+        let mut unknown_renewals: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
+        for record in self.ops.values().filter(|record| record.is_unknown()) {
+            let invoked_true_us = record.invoke_true_us;
+            match record.op {
+                Op::Acquire { scope, owner, .. } => {
+                    let earliest = unknown_acquires
+                        .entry((scope.as_str(), owner.as_str()))
+                        .or_insert(invoked_true_us);
+                    *earliest = (*earliest).min(invoked_true_us);
+                    unknown_acquire_times
+                        .entry(scope.as_str())
+                        .or_default()
+                        .push(invoked_true_us);
+                }
+                Op::Renew {
+                    scope,
+                    owner,
+                    token,
+                    ..
+                } => {
+                    let earliest = unknown_renewals
+                        .entry((scope.as_str(), owner.as_str(), *token))
+                        .or_insert(invoked_true_us);
+                    *earliest = (*earliest).min(invoked_true_us);
+                }
+                Op::Release { .. } | Op::Commit { .. } => {}
+            }
+        }
+        for times in unknown_acquire_times.values_mut() {
+            times.sort_unstable();
+        }
+
+        for ((owner, cycle_id), rows) in &cycles {
+            let scope = &rows[0].scope;
+            let token = rows[0].token;
+            let commit = commits.get(&(owner.as_str(), *cycle_id));
+            let commit_events = commit.map_or(vec![], |record| record.events());
+            // Unknown operations count only if they may have reached the server
+            // before the write: a write acknowledged ok cannot be excused by an
+            // operation invoked after the acknowledgement.
+            let acknowledged_by_true_us =
+                commit.map_or(i64::MAX, |record| record.acknowledged_by_true_us());
+            let unknown_acquire_before = unknown_acquires
+                .get(&(scope.as_str(), owner.as_str()))
+                .is_some_and(|invoked_true_us| {
+                    may_precede(*invoked_true_us, acknowledged_by_true_us)
+                });
+            let seqs = |rows: &[&GuardedRow]| rows.iter().map(|row| row.seq).collect::<Vec<_>>();
+            if rows
+                .iter()
+                .any(|row| row.scope != *scope || row.token != token)
+            {
+                violations.push((
+                    Invariant::FencedWrites,
+                    scope.clone(),
+                    commit_events.clone(),
+                    seqs(rows),
+                    format!("cycle {cycle_id} of {owner} has rows under several scopes or tokens"),
+                ));
+            }
+            match commit.map(|record| record.op) {
+                None => violations.push((
+                    Invariant::FencedWrites,
+                    scope.clone(),
+                    vec![],
+                    seqs(rows),
+                    format!("rows of cycle {cycle_id} of {owner} (token {token}) come from no recorded commit"),
+                )),
+                Some(Op::Commit { scope: commit_scope, token: commit_token, .. })
+                    if commit_scope != scope || *commit_token != token =>
+                {
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        commit_events.clone(),
+                        seqs(rows),
+                        format!(
+                            "cycle {cycle_id} of {owner} committed under {commit_scope} token {commit_token} \
+                             but its rows carry {scope} token {token}"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+
+            let scope_grants = self.grants.get(scope);
+            let grant = scope_grants.and_then(|grants| grants.get(&token));
+            let mut events = commit_events.clone();
+            match grant {
+                Some(grant) if grant.owner != *owner => {
+                    events.push(grant.first_event);
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events.clone(),
+                        seqs(rows),
+                        format!("{owner} wrote cycle {cycle_id} under token {token}, which was granted to {}", grant.owner),
+                    ));
+                }
+                Some(grant) => {
+                    // A write must also land before its own grant ended: after
+                    // expiry (or release) the grant is not current, even if no
+                    // rival has taken over yet. Unknown renewals or
+                    // re-acquisitions may have extended it: then the end is unknown.
+                    let extendable = unknown_acquire_before
+                        || unknown_renewals
+                            .get(&(scope.as_str(), owner.as_str(), token))
+                            .is_some_and(|invoked_true_us| {
+                                may_precede(*invoked_true_us, acknowledged_by_true_us)
+                            });
+                    let end_us = match grant.released {
+                        Some((released_at_us, _)) => released_at_us,
+                        None => grant.expires_at_us_max,
+                    };
+                    let after_end: Vec<&GuardedRow> = rows
+                        .iter()
+                        .copied()
+                        .filter(|row| row.written_at_us >= end_us)
+                        .collect();
+                    if !extendable && !after_end.is_empty() {
+                        let mut events = events.clone();
+                        events.push(grant.expires_event);
+                        violations.push((
+                            Invariant::FencedWrites,
+                            scope.clone(),
+                            events,
+                            seqs(&after_end),
+                            format!(
+                                "{owner} wrote cycle {cycle_id} under token {token} at {}, after the grant ended at {} (server us)",
+                                after_end[0].written_at_us, end_us
+                            ),
+                        ));
+                    }
+                }
+                None => {
+                    // Tokens grow by one per grant, so a token no ok outcome
+                    // reported is at most the known maximum plus one per unknown
+                    // acquire of the scope that may have come first.
+                    let token_known_max = scope_grants
+                        .and_then(|grants| grants.keys().next_back().copied())
+                        .unwrap_or(0);
+                    let unknown_acquires_before =
+                        unknown_acquire_times
+                            .get(scope.as_str())
+                            .map_or(0, |times| {
+                                times.partition_point(|invoked_true_us| {
+                                    may_precede(*invoked_true_us, acknowledged_by_true_us)
+                                })
+                            }) as u64;
+                    let maybe_granted = unknown_acquire_before
+                        && token <= token_known_max.saturating_add(unknown_acquires_before);
+                    if !maybe_granted {
+                        violations.push((
+                            Invariant::FencedWrites,
+                            scope.clone(),
+                            events.clone(),
+                            seqs(rows),
+                            format!("{owner} wrote cycle {cycle_id} under token {token}, which was never granted"),
+                        ));
+                    }
+                }
+            }
+            // Bounds in server time: no earlier than the latest grant with a token
+            // <= T, before the earliest grant with a larger token.
+            let (lower, upper) = bounds
+                .get(scope.as_str())
+                .map_or((None, None), |bounds| bounds.around(token));
+            if let Some(lower) = lower {
+                let early: Vec<&GuardedRow> = rows
+                    .iter()
+                    .copied()
+                    .filter(|row| row.written_at_us < lower.granted_at_us)
+                    .collect();
+                if !early.is_empty() {
+                    let mut events = events.clone();
+                    events.push(lower.first_event);
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events,
+                        seqs(&early),
+                        format!(
+                            "{owner} wrote cycle {cycle_id} (token {token}) at {} before token {} was granted at {} (server us)",
+                            early[0].written_at_us, lower.token, lower.granted_at_us
+                        ),
+                    ));
+                }
+            }
+            if let Some(upper) = upper {
+                let late: Vec<&GuardedRow> = rows
+                    .iter()
+                    .copied()
+                    .filter(|row| row.written_at_us >= upper.granted_at_us)
+                    .collect();
+                if !late.is_empty() {
+                    let mut events = events.clone();
+                    events.push(upper.first_event);
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events,
+                        seqs(&late),
+                        format!(
+                            "stale write: {owner} wrote cycle {cycle_id} under token {token} at {}, after {} got token {} at {} (server us)",
+                            late[0].written_at_us, upper.owner, upper.token, upper.granted_at_us
+                        ),
+                    ));
+                }
+            }
+        }
+
+        // Seq order within each scope: tokens never decrease, cycles never interleave.
+        let mut by_scope: BTreeMap<&str, Vec<&GuardedRow>> = BTreeMap::new();
+        for row in &self.history.guarded_rows {
+            by_scope.entry(&row.scope).or_default().push(row);
+        }
+        for (scope, mut rows) in by_scope {
+            rows.sort_by_key(|row| row.seq);
+            let mut highest: Option<&GuardedRow> = None;
+            let mut reported_backwards = BTreeSet::new();
+            let mut closed_cycles = BTreeSet::new();
+            let mut reported_interleaved = BTreeSet::new();
+            let mut previous: Option<&GuardedRow> = None;
+            for row in rows {
+                let cycle = (row.owner.as_str(), row.cycle_id);
+                if let Some(highest) = highest {
+                    if row.token < highest.token && reported_backwards.insert(cycle) {
+                        violations.push((
+                            Invariant::FencedWrites,
+                            scope.to_string(),
+                            vec![],
+                            vec![highest.seq, row.seq],
+                            format!(
+                                "token went backwards in commit order: seq {} has token {} ({}), seq {} has token {} ({})",
+                                highest.seq, highest.token, highest.owner, row.seq, row.token, row.owner
+                            ),
+                        ));
+                    }
+                }
+                if highest.is_none_or(|highest| row.token > highest.token) {
+                    highest = Some(row);
+                }
+                if let Some(previous) = previous {
+                    let previous_cycle = (previous.owner.as_str(), previous.cycle_id);
+                    if previous_cycle != cycle {
+                        closed_cycles.insert(previous_cycle);
+                        if closed_cycles.contains(&cycle) && reported_interleaved.insert(cycle) {
+                            violations.push((
+                                Invariant::FencedWrites,
+                                scope.to_string(),
+                                vec![],
+                                vec![previous.seq, row.seq],
+                                format!(
+                                    "cycles interleave: cycle {} of {} resumes at seq {} after cycle {} of {} at seq {}",
+                                    row.cycle_id, row.owner, row.seq, previous.cycle_id, previous.owner, previous.seq
+                                ),
+                            ));
+                        }
+                    }
+                }
+                previous = Some(row);
+            }
+        }
+        violations.extend(commit_order_violations(&self.history.guarded_rows));
+        for (invariant, scope, events, rows, message) in violations {
+            self.violation(invariant, &scope, events, rows, message);
+        }
+    }
+}
+
+/// One scope's grants in token order, indexed so that the grant window of any
+/// token is found in logarithmic time (a long run has tens of thousands).
+struct GrantBounds<'g> {
+    by_token: Vec<&'g Grant>,
+    /// `prefix_latest[i]`: the latest-granted of `by_token[..=i]`.
+    prefix_latest: Vec<&'g Grant>,
+    /// `suffix_earliest[i]`: the earliest-granted of `by_token[i..]`.
+    suffix_earliest: Vec<&'g Grant>,
+}
+
+impl<'g> GrantBounds<'g> {
+    fn new(grants: &'g BTreeMap<u64, Grant>) -> GrantBounds<'g> {
+        let by_token: Vec<&Grant> = grants.values().collect();
+        let mut prefix_latest: Vec<&Grant> = Vec::with_capacity(by_token.len());
+        for grant in &by_token {
+            let latest = match prefix_latest.last() {
+                Some(latest) if latest.granted_at_us >= grant.granted_at_us => latest,
+                _ => grant,
+            };
+            prefix_latest.push(latest);
+        }
+        let mut suffix_earliest: Vec<&Grant> = Vec::with_capacity(by_token.len());
+        for grant in by_token.iter().rev() {
+            let earliest = match suffix_earliest.last() {
+                Some(earliest) if earliest.granted_at_us <= grant.granted_at_us => earliest,
+                _ => grant,
+            };
+            suffix_earliest.push(earliest);
+        }
+        suffix_earliest.reverse();
+        GrantBounds {
+            by_token,
+            prefix_latest,
+            suffix_earliest,
+        }
+    }
+
+    /// The latest grant with a token `<= token` and the earliest with a larger one.
+    fn around(&self, token: u64) -> (Option<&'g Grant>, Option<&'g Grant>) {
+        let split = self.by_token.partition_point(|grant| grant.token <= token);
+        let lower = split.checked_sub(1).map(|index| self.prefix_latest[index]);
+        let upper = self.suffix_earliest.get(split).copied();
+        (lower, upper)
+    }
+}
+
+/// Guarded rows grouped by cycle (owner, cycle id), each group in `seq` order.
+pub(super) fn cycles_of(rows: &[GuardedRow]) -> BTreeMap<(String, u64), Vec<&GuardedRow>> {
+    let mut cycles: BTreeMap<(String, u64), Vec<&GuardedRow>> = BTreeMap::new();
+    for row in rows {
+        cycles
+            .entry((row.owner.clone(), row.cycle_id))
+            .or_default()
+            .push(row);
+    }
+    for rows in cycles.values_mut() {
+        rows.sort_by_key(|row| row.seq);
+    }
+    cycles
+}
+
+/// A committed cycle's commit time, token and first `seq`.
+type CycleCommit = (i64, u64, u64);
+
+/// I3 in commit order, where rows carry their transaction's commit time:
+/// committed cycles appear in token order. A cycle under token `t` that
+/// committed strictly after a cycle under a larger token landed under a
+/// rival's grant — whatever its `seq` and `written_at` say (a cycle that
+/// wrote before a takeover and committed after it keeps its early `seq`).
+/// Sound for any fence that keeps the lease row locked until commit (the
+/// takeover must wait for the commit) and for any token check at the store
+/// (it refuses the older token); it assumes commit times come from one clock
+/// that does not step back during the run. Equal commit times prove nothing
+/// and are not compared; rows without a commit time are not judged here.
+fn commit_order_violations(rows: &[GuardedRow]) -> Vec<PendingViolation> {
+    // scope -> (owner, cycle_id) -> (committed_at, token, first seq).
+    let mut by_scope: BTreeMap<&str, BTreeMap<(&str, u64), CycleCommit>> = BTreeMap::new();
+    for row in rows {
+        let Some(committed_at_us) = row.committed_at_us else {
+            continue;
+        };
+        by_scope
+            .entry(&row.scope)
+            .or_default()
+            .entry((&row.owner, row.cycle_id))
+            .and_modify(|cycle| cycle.2 = cycle.2.min(row.seq))
+            .or_insert((committed_at_us, row.token, row.seq));
+    }
+    let mut violations = Vec::new();
+    for (scope, cycles) in by_scope {
+        let mut ordered: Vec<(i64, u64, &str, u64, u64)> = cycles
+            .into_iter()
+            .map(|((owner, cycle_id), (committed_at_us, token, seq))| {
+                (committed_at_us, token, owner, cycle_id, seq)
+            })
+            .collect();
+        ordered.sort_unstable();
+        // The highest-token cycle among those committed strictly earlier:
+        // cycles committed at one instant are judged against earlier
+        // instants only.
+        let mut highest_before: Option<(i64, u64, &str, u64, u64)> = None;
+        for instant in ordered.chunk_by(|a, b| a.0 == b.0) {
+            for &(committed_at_us, token, owner, cycle_id, seq) in instant {
+                let Some(highest) = highest_before else {
+                    break;
+                };
+                if token < highest.1 {
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.to_string(),
+                        vec![],
+                        vec![highest.4, seq],
+                        format!(
+                            "committed out of token order: cycle {cycle_id} of {owner} (token {token}) committed at {committed_at_us}, \
+                             after cycle {} of {} (token {}) committed at {} (server us)",
+                            highest.3, highest.2, highest.1, highest.0
+                        ),
+                    ));
+                }
+            }
+            for &cycle in instant {
+                if highest_before.is_none_or(|highest| cycle.1 > highest.1) {
+                    highest_before = Some(cycle);
+                }
+            }
+        }
+    }
+    violations
+}

@@ -1,0 +1,137 @@
+//! I1 mutual exclusion: grant intervals of one scope never overlap in server
+//! time (or, for statement-start stamps, where real-time order proves it).
+
+use super::*;
+
+impl<'h> Checker<'h> {
+    /// I1 and the ordering part of I2, per scope, over grants ordered by `granted_at`.
+    pub(super) fn check_grant_intervals(&mut self) {
+        let mut violations = Vec::new();
+        let mut possible = Vec::new();
+        // Per (scope, owner): the earliest invoke of any acquisition, whatever
+        // its outcome: no grant of that owner was decided before it.
+        let mut acquire_invoked_min: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+        for record in self.ops.values() {
+            if let Op::Acquire { scope, owner, .. } = record.op {
+                let earliest = acquire_invoked_min
+                    .entry((scope.as_str(), owner.as_str()))
+                    .or_insert(i64::MAX);
+                *earliest = (*earliest).min(record.invoke_true_us);
+            }
+        }
+        let mut holders = BTreeSet::new();
+        for (scope, scope_grants) in &self.grants {
+            let mut ordered: Vec<&Grant> = scope_grants.values().collect();
+            ordered.sort_by_key(|grant| (grant.granted_at_us, grant.token));
+            // The grant whose interval reaches furthest so far.
+            let mut reach: Option<&Grant> = None;
+            // Grants with an unknown release, until their latest possible end.
+            let mut lingering: Vec<&Grant> = Vec::new();
+            let mut previous: Option<&Grant> = None;
+            for grant in ordered {
+                holders.insert(grant.owner.clone());
+                self.report.stats.grants += 1;
+                if let Some(previous) = previous {
+                    if grant.token > 1 && previous.owner != grant.owner {
+                        self.report.stats.takeovers += 1;
+                    }
+                    if grant.token < previous.token {
+                        violations.push((
+                            Invariant::TokenOrder,
+                            scope.clone(),
+                            vec![previous.first_event, grant.first_event],
+                            format!(
+                                "token went backwards: {} got token {} at {}, then {} got token {} at {} (server us)",
+                                previous.owner,
+                                previous.token,
+                                previous.granted_at_us,
+                                grant.owner,
+                                grant.token,
+                                grant.granted_at_us
+                            ),
+                        ));
+                    }
+                }
+                // Earlier grants that may still be live for this one: the one
+                // reaching furthest by its earliest end, then those whose unknown
+                // release this grant need not respect (few: pruned as they end).
+                lingering
+                    .retain(|earlier: &&Grant| earlier.expires_at_us_max > grant.granted_at_us);
+                let overlapped = reach
+                    .into_iter()
+                    .chain(lingering.iter().copied())
+                    .map(|earlier| (earlier, earlier.end_against(grant)))
+                    .find(|(_, (end_us, _))| grant.granted_at_us < *end_us);
+                if let Some((earlier, (end_us, end_events))) = overlapped {
+                    let (invariant, what) = if earlier.owner == grant.owner {
+                        (
+                            Invariant::TokenOrder,
+                            "re-acquired its live grant under a new token",
+                        )
+                    } else {
+                        (Invariant::MutualExclusion, "overlap")
+                    };
+                    let mut events = vec![earlier.first_event, grant.first_event];
+                    events.extend(end_events);
+                    let message = format!(
+                        "{what}: {} token {} holds [{}, {}) and {} token {} was granted at {} (server us)",
+                        earlier.owner,
+                        earlier.token,
+                        earlier.granted_at_us,
+                        end_us,
+                        grant.owner,
+                        grant.token,
+                        grant.granted_at_us
+                    );
+                    let proven = match self.config.grant_stamps {
+                        GrantStamps::Decision => true,
+                        GrantStamps::StatementStart => {
+                            // Real-time proof: earlier decided (acknowledged)
+                            // before any acquisition of the later owner was
+                            // invoked, and the later one acknowledged before
+                            // an operation that still found earlier live.
+                            let later_invoked_us = acquire_invoked_min
+                                .get(&(scope.as_str(), grant.owner.as_str()))
+                                .copied()
+                                .unwrap_or(i64::MIN);
+                            earlier.reported_by_true_us < later_invoked_us
+                                && grant.reported_by_true_us < earlier.live_after_invoke_true_us
+                        }
+                    };
+                    if proven {
+                        violations.push((invariant, scope.clone(), events, message));
+                    } else {
+                        possible.push((
+                            invariant,
+                            scope.clone(),
+                            events,
+                            format!(
+                                "{message}; stamps are statement starts and real-time order does not prove it"
+                            ),
+                        ));
+                    }
+                }
+                if grant.released.is_none() && grant.release_unknown.is_some() {
+                    lingering.push(grant);
+                }
+                if reach.is_none_or(|reach| grant.end().0 > reach.end().0) {
+                    reach = Some(grant);
+                }
+                previous = Some(grant);
+            }
+        }
+        self.report.stats.distinct_holders = holders.len() as u64;
+        for (invariant, scope, events, message) in violations {
+            self.violation(invariant, &scope, events, vec![], message);
+        }
+        for (invariant, scope, events, message) in possible {
+            self.report.possible.push(Violation {
+                invariant,
+                scope,
+                events: sorted(events),
+                rows: Vec::new(),
+                message,
+            });
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! I2 token order: the grants the ok outcomes report, and the rules of a
+//! single grant (its owner, a renewal keeps its token, tokens only grow).
+
+use super::*;
+
+impl<'h> Checker<'h> {
+    /// Builds [`Grant`]s from ok acquire/renew/release outcomes; checks the I2
+    /// rules that concern a single grant.
+    pub(super) fn collect_grants(&mut self) {
+        let mut violations = Vec::new();
+        let mut renewals = 0;
+        for record in self.ops.values() {
+            let Some((complete_event, Outcome::Ok { result })) = record.completion else {
+                continue;
+            };
+            let reported_true_us = record.acknowledged_by_true_us();
+            let (scope, requested_owner, ttl_us, renewed_token) = match record.op {
+                Op::Acquire {
+                    scope,
+                    owner,
+                    ttl_us,
+                } => (scope, owner, *ttl_us, None),
+                Op::Renew {
+                    scope,
+                    owner,
+                    token,
+                    ttl_us,
+                } => (scope, owner, *ttl_us, Some(*token)),
+                Op::Release { .. } | Op::Commit { .. } => continue,
+            };
+            let OpResult::Lease {
+                token,
+                owner,
+                granted_at_us,
+                expires_at_us,
+            } = result
+            else {
+                continue;
+            };
+            let events = record.events();
+            if owner != requested_owner {
+                violations.push((
+                    Invariant::TokenOrder,
+                    scope.clone(),
+                    events.clone(),
+                    format!("{requested_owner} was answered with {owner}'s row (token {token})"),
+                ));
+            }
+            if let Some(renewed_token) = renewed_token {
+                if renewed_token != *token {
+                    violations.push((
+                        Invariant::TokenOrder,
+                        scope.clone(),
+                        events.clone(),
+                        format!("{owner} renewed token {renewed_token} but got token {token}"),
+                    ));
+                }
+            }
+            let scope_grants = self.grants.entry(scope.clone()).or_default();
+            match scope_grants.get_mut(token) {
+                None => {
+                    if renewed_token.is_some() {
+                        renewals += 1;
+                    }
+                    scope_grants.insert(
+                        *token,
+                        Grant {
+                            token: *token,
+                            owner: owner.clone(),
+                            granted_at_us: *granted_at_us,
+                            first_event: complete_event,
+                            expires_at_us_max: *expires_at_us,
+                            expires_event: complete_event,
+                            live_at_us_max: expires_at_us - ttl_us,
+                            reported_by_true_us: reported_true_us,
+                            released: None,
+                            release_unknown: None,
+                            live_after_invoke_true_us: record.invoke_true_us,
+                        },
+                    );
+                }
+                Some(grant) => {
+                    renewals += 1;
+                    if grant.owner != *owner {
+                        violations.push((
+                            Invariant::TokenOrder,
+                            scope.clone(),
+                            vec![grant.first_event, complete_event],
+                            format!("token {token} granted to both {} and {owner}", grant.owner),
+                        ));
+                    }
+                    if grant.granted_at_us != *granted_at_us {
+                        violations.push((
+                            Invariant::TokenOrder,
+                            scope.clone(),
+                            vec![grant.first_event, complete_event],
+                            format!(
+                                "token {token} granted twice: at {} and at {granted_at_us} (server us)",
+                                grant.granted_at_us
+                            ),
+                        ));
+                    }
+                    if *expires_at_us > grant.expires_at_us_max {
+                        grant.expires_at_us_max = *expires_at_us;
+                        grant.expires_event = complete_event;
+                    }
+                    grant.live_at_us_max = grant.live_at_us_max.max(expires_at_us - ttl_us);
+                    grant.reported_by_true_us = grant.reported_by_true_us.min(reported_true_us);
+                    grant.live_after_invoke_true_us =
+                        grant.live_after_invoke_true_us.max(record.invoke_true_us);
+                }
+            }
+        }
+        self.report.stats.renewals = renewals;
+
+        // Releases cut a grant short; an unknown one may have.
+        for record in self.ops.values() {
+            let Op::Release {
+                scope,
+                owner,
+                token,
+            } = record.op
+            else {
+                continue;
+            };
+            let Some(grant) = self
+                .grants
+                .get_mut(scope)
+                .and_then(|grants| grants.get_mut(token))
+            else {
+                continue;
+            };
+            match record.completion {
+                Some((
+                    complete_event,
+                    Outcome::Ok {
+                        result: OpResult::Released { released_at_us },
+                    },
+                )) => {
+                    if grant.owner != *owner {
+                        violations.push((
+                            Invariant::TokenOrder,
+                            scope.clone(),
+                            vec![grant.first_event, complete_event],
+                            format!(
+                                "{owner} released token {token}, which was granted to {}",
+                                grant.owner
+                            ),
+                        ));
+                    }
+                    let earliest = grant.released.map_or(i64::MAX, |(at_us, _)| at_us);
+                    if *released_at_us < earliest {
+                        grant.released = Some((*released_at_us, complete_event));
+                    }
+                    // A release that released found the grant live.
+                    grant.live_after_invoke_true_us =
+                        grant.live_after_invoke_true_us.max(record.invoke_true_us);
+                }
+                None | Some((_, Outcome::Unknown { .. })) if grant.owner == *owner => {
+                    let invoked = (record.invoke_true_us, record.invoke_event);
+                    if grant
+                        .release_unknown
+                        .is_none_or(|earliest| invoked < earliest)
+                    {
+                        grant.release_unknown = Some(invoked);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (invariant, scope, events, message) in violations {
+            self.violation(invariant, &scope, events, vec![], message);
+        }
+    }
+}
