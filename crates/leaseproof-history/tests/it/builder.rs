@@ -337,6 +337,7 @@ impl Builder {
 /// The report's only violation; fails the test (printing the report) otherwise.
 pub fn only_violation(history: &History) -> Violation {
     let report = check(history, &CheckConfig::default());
+    assert!(!report.is_ok(), "a violation fails the report:\n{report}");
     assert_eq!(
         report.violations.len(),
         1,

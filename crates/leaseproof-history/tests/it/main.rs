@@ -7,6 +7,7 @@
 mod beliefs;
 mod builder;
 mod certain_holds;
+mod edges;
 mod fenced_writes;
 mod format;
 mod mutual_exclusion;

@@ -1,0 +1,345 @@
+//! The checker's edges: boundaries, counts, the report's text, and rules that
+//! only a rare story reaches. Each test names the mistake it catches — found
+//! by mutation testing (`ci/mutants.sh`): a mutant of the checker that every
+//! other test let live.
+
+use leaseproof_history::{
+    check, CheckConfig, CheckReport, EventKind, GrantStamps, History, Invariant, Op, OpResult,
+    Outcome, Violation,
+};
+
+use crate::builder::{assert_passes, only_violation, Builder, CommitEnd};
+
+#[test]
+fn grant_stamps_parse_by_name_and_refuse_others() {
+    assert_eq!("decision".parse(), Ok(GrantStamps::Decision));
+    assert_eq!("statement-start".parse(), Ok(GrantStamps::StatementStart));
+    assert!("now".parse::<GrantStamps>().is_err());
+}
+
+#[test]
+fn a_violation_reads_as_one_line_with_its_evidence() {
+    let violation = Violation {
+        invariant: Invariant::FencedWrites,
+        scope: "s".to_string(),
+        events: vec![3, 5],
+        rows: vec![],
+        message: "stale".to_string(),
+    };
+    assert_eq!(
+        violation.to_string(),
+        "I3 fenced writes [s]: stale (events [3, 5])"
+    );
+    let rows_only = Violation {
+        events: vec![],
+        rows: vec![7],
+        ..violation
+    };
+    assert_eq!(
+        rows_only.to_string(),
+        "I3 fenced writes [s]: stale (rows seq [7])"
+    );
+}
+
+#[test]
+fn an_operation_completed_twice_is_ill_formed() {
+    let mut builder = Builder::new();
+    let (_, op_id) = builder.invoke(
+        "a",
+        Op::Acquire {
+            scope: "s".to_string(),
+            owner: "a".to_string(),
+            ttl_us: 100,
+        },
+    );
+    for _ in 0..2 {
+        builder.complete(
+            "a",
+            op_id,
+            Outcome::Unknown {
+                reason: "lost".to_string(),
+            },
+        );
+    }
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::WellFormed);
+    assert!(violation.message.contains("completed twice"), "{violation}");
+}
+
+#[test]
+fn a_release_or_commit_answered_with_a_lease_is_ill_formed() {
+    let lease = Outcome::Ok {
+        result: OpResult::Lease {
+            token: 1,
+            owner: "a".to_string(),
+            granted_at_us: 1,
+            expires_at_us: 2,
+        },
+    };
+    for op in [
+        Op::Release {
+            scope: "s".to_string(),
+            owner: "a".to_string(),
+            token: 1,
+        },
+        Op::Commit {
+            scope: "s".to_string(),
+            owner: "a".to_string(),
+            token: 1,
+            cycle_id: 1,
+            items: 1,
+        },
+    ] {
+        let mut builder = Builder::new();
+        let (_, op_id) = builder.invoke("a", op);
+        builder.complete("a", op_id, lease.clone());
+        let report = check(&builder.build(), &CheckConfig::default());
+        assert!(
+            report
+                .violations_of(Invariant::WellFormed)
+                .iter()
+                .any(|violation| violation.message.contains("does not fit")),
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn renewals_are_counted_one_by_one() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.renew_ok("a", "s", 1, 1_000, 1_150);
+    builder.renew_ok("a", "s", 1, 1_000, 1_200);
+    builder.renew_ok("a", "s", 1, 1_000, 1_250);
+    let report = assert_passes(&builder.build());
+    assert_eq!(report.stats.renewals, 3);
+}
+
+#[test]
+fn takeovers_count_only_new_owners_after_the_first_grant() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    // a again after its own expiry: a new grant, not a takeover.
+    builder.acquire_ok("a", "s", 2, 1_200);
+    builder.acquire_ok("b", "s", 3, 1_400);
+    let report = assert_passes(&builder.build());
+    assert_eq!(report.stats.grants, 3);
+    assert_eq!(report.stats.takeovers, 1);
+}
+
+#[test]
+fn an_unknown_release_cuts_a_grant_back_to_its_last_renewal_not_its_start() {
+    // a was seen live at 1050 (its renewal's now()); its release is unknown.
+    // b granted at 1040 overlaps what a's renewal proved.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.renew_ok("a", "s", 1, 1_000, 1_150);
+    builder.release_unknown("a", "s", 1);
+    builder.acquire_ok("b", "s", 2, 1_040);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        !report.violations_of(Invariant::MutualExclusion).is_empty(),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_release_sent_by_another_owner_does_not_end_a_grant() {
+    // c's release of a's token cannot succeed (the owner must match): a's
+    // grant runs to its expiry, and b inside it is a double grant.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.release_unknown("c", "s", 1);
+    builder.acquire_ok("b", "s", 2, 1_050);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        !report.violations_of(Invariant::MutualExclusion).is_empty(),
+        "{report}"
+    );
+}
+
+#[test]
+fn an_unknown_release_invoked_after_a_rival_was_reported_is_no_excuse_later() {
+    // a's grant runs to 1100; its release, unknown, was invoked after b's
+    // grant (server 1060) was reported but before x's (server 1020, ended
+    // 1040, reported late). The release may explain x, not b: b overlaps a.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, x_op) = builder.invoke(
+        "x",
+        Op::Acquire {
+            scope: "s".to_string(),
+            owner: "x".to_string(),
+            ttl_us: 20,
+        },
+    );
+    builder.acquire_ok_until("b", "s", 3, 1_060, 1_160);
+    builder.release_unknown("a", "s", 1);
+    builder.complete(
+        "x",
+        x_op,
+        Outcome::Ok {
+            result: OpResult::Lease {
+                token: 2,
+                owner: "x".to_string(),
+                granted_at_us: 1_020,
+                expires_at_us: 1_040,
+            },
+        },
+    );
+    let report = check(&builder.build(), &CheckConfig::default());
+    let overlaps = report.violations_of(Invariant::MutualExclusion);
+    assert_eq!(overlaps.len(), 1, "{report}");
+    assert!(
+        overlaps[0]
+            .message
+            .contains("b token 3 was granted at 1060"),
+        "{report}"
+    );
+}
+
+/// a granted [1000, 1200) (acknowledged at true 20, renewed at true
+/// `renew_invoked_us`), b granted at 1050: an overlap in server time whose
+/// proof, for statement-start stamps, needs strict real-time order.
+fn statement_start_story(b_invoked_us: i64, b_acked_us: i64, renew_invoked_us: i64) -> CheckReport {
+    let lease = |owner: &str, token: u64, granted_at_us: i64, expires_at_us: i64| Outcome::Ok {
+        result: OpResult::Lease {
+            token,
+            owner: owner.to_string(),
+            granted_at_us,
+            expires_at_us,
+        },
+    };
+    let acquire = |owner: &str| Op::Acquire {
+        scope: "s".to_string(),
+        owner: owner.to_string(),
+        ttl_us: 100,
+    };
+    let mut history = History::default();
+    let mut push = |worker: &str, true_us: i64, kind: EventKind| {
+        history.push(worker, 0, true_us, true_us, kind);
+    };
+    push(
+        "a",
+        10,
+        EventKind::Invoke {
+            op_id: 0,
+            op: acquire("a"),
+        },
+    );
+    push(
+        "a",
+        20,
+        EventKind::Complete {
+            op_id: 0,
+            outcome: lease("a", 1, 1_000, 1_100),
+        },
+    );
+    push(
+        "b",
+        b_invoked_us,
+        EventKind::Invoke {
+            op_id: 1,
+            op: acquire("b"),
+        },
+    );
+    push(
+        "b",
+        b_acked_us,
+        EventKind::Complete {
+            op_id: 1,
+            outcome: lease("b", 2, 1_050, 1_150),
+        },
+    );
+    let renew = Op::Renew {
+        scope: "s".to_string(),
+        owner: "a".to_string(),
+        token: 1,
+        ttl_us: 100,
+    };
+    push(
+        "a",
+        renew_invoked_us,
+        EventKind::Invoke {
+            op_id: 2,
+            op: renew,
+        },
+    );
+    push(
+        "a",
+        renew_invoked_us + 1,
+        EventKind::Complete {
+            op_id: 2,
+            outcome: lease("a", 1, 1_000, 1_200),
+        },
+    );
+    let config = CheckConfig {
+        grant_stamps: GrantStamps::StatementStart,
+        ..CheckConfig::default()
+    };
+    check(&history, &config)
+}
+
+#[test]
+fn statement_start_stamps_need_a_strict_real_time_order() {
+    // Proven: b invoked after a's acknowledgement, acknowledged before a's
+    // renewal (which found a live) was invoked.
+    let proven = statement_start_story(21, 30, 40);
+    assert_eq!(
+        proven.violations_of(Invariant::MutualExclusion).len(),
+        1,
+        "{proven}"
+    );
+    // The same instants are not an order: only possible.
+    for report in [
+        statement_start_story(20, 30, 40),
+        statement_start_story(21, 40, 40),
+    ] {
+        assert!(report.is_ok(), "{report}");
+        assert_eq!(report.possible.len(), 1, "{report}");
+    }
+}
+
+#[test]
+fn a_cycle_with_rows_under_two_tokens_is_a_violation() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 7, 2, CommitEnd::Ok, 1_010);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_010);
+    builder.rows("a", "s", 2, 7, 1..2, 2, 1_010);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        report
+            .violations_of(Invariant::FencedWrites)
+            .iter()
+            .any(|violation| violation.message.contains("several scopes or tokens")),
+        "{report}"
+    );
+}
+
+#[test]
+fn rows_under_another_token_than_their_commit_reported_are_a_violation() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("a", "s", 2, 1_200);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_210);
+    builder.rows("a", "s", 2, 7, 0..1, 1, 1_210);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        report
+            .violations_of(Invariant::FencedWrites)
+            .iter()
+            .any(|violation| violation.message.contains("committed under s token 1")),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_row_written_at_the_instant_of_its_grant_passes() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_200);
+    builder.commit("b", "s", 2, 1, 1, CommitEnd::Ok, 1_200);
+    builder.rows("b", "s", 2, 1, 0..1, 1, 1_200);
+    assert_passes(&builder.build());
+}
