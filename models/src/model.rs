@@ -199,6 +199,8 @@ pub struct Ghost {
     pub grants: u8,
     /// Statements started late so far (bounded by `late_statements_max`).
     pub late_statements: u8,
+    /// Replies of renewals and commits lost so far (bounded by `lost_replies_max`).
+    pub lost_replies: u8,
     /// Monitor for I1: a grant started while another was current.
     pub grants_overlapped: bool,
     /// Monitor for I2: a grant's token did not exceed every earlier one.
@@ -271,6 +273,12 @@ pub enum Step {
     StartLateRenew,
     /// A late statement takes effect with the `now()` it started with.
     LandLate,
+    /// A renewal takes effect (or is refused) at the server and its reply is
+    /// lost: the worker keeps the deadline it had (it does not know).
+    RenewReplyLost,
+    /// A fenced commit runs at the server (commits, or is refused) and its
+    /// reply is lost: the worker keeps believing and carries on.
+    CommitReplyLost,
     /// `SessionLockLearnsLate`: the holder's lock session dies; the server
     /// frees the lock at once, the holder keeps believing (it learns late).
     SessionDies,
@@ -307,6 +315,8 @@ pub struct LeaseModel {
     pub grants_max: u8,
     /// Total statements that may start now and land later (0 disables them).
     pub late_statements_max: u8,
+    /// Total renewal and commit replies that may be lost (0 disables them).
+    pub lost_replies_max: u8,
 }
 
 impl LeaseModel {
@@ -336,6 +346,18 @@ impl LeaseModel {
         }
     }
 
+    /// The bounds for checking lost replies of renewals and fenced commits
+    /// (an unknown outcome the worker lives with): one per run, on the
+    /// default configuration otherwise, drift off (it adds states, not
+    /// behaviour: the kept deadline is the worker's own either way).
+    pub fn with_lost_replies(workers: usize, variant: Variant) -> Self {
+        LeaseModel {
+            drift_period_ticks: 0,
+            lost_replies_max: 1,
+            ..LeaseModel::standard(workers, variant)
+        }
+    }
+
     fn standard(workers: usize, variant: Variant) -> Self {
         LeaseModel {
             workers,
@@ -347,6 +369,7 @@ impl LeaseModel {
             crashes_max: 1,
             grants_max: 3,
             late_statements_max: 0,
+            lost_replies_max: 0,
         }
     }
 
@@ -656,6 +679,7 @@ impl LeaseModel {
         let entry = &state.workers[worker];
         let late_allowed =
             entry.late.is_none() && state.ghost.late_statements < self.late_statements_max;
+        let lost_allowed = state.ghost.lost_replies < self.lost_replies_max;
         let mut push = |step| actions.push(LeaseAction::Worker(w, step));
         match entry.phase {
             Phase::Starting { .. } => push(Step::EnsureSchema),
@@ -691,6 +715,12 @@ impl LeaseModel {
                 push(Step::Renew);
                 if late_allowed {
                     push(Step::StartLateRenew);
+                }
+                if lost_allowed {
+                    push(Step::RenewReplyLost);
+                    if self.variant != Variant::FenceThenWrite {
+                        push(Step::CommitReplyLost);
+                    }
                 }
                 push(Step::Release);
             }
@@ -849,6 +879,17 @@ impl LeaseModel {
                     } else {
                         Phase::Idle
                     };
+            }
+            (Step::RenewReplyLost, Phase::Holding { token, .. }) => {
+                let now = state.now_ticks;
+                self.renew(state, worker, entry.incarnation, token, now);
+                state.ghost.lost_replies += 1;
+            }
+            (Step::CommitReplyLost, Phase::Holding { token, .. }) => {
+                // Committed or refused, the worker cannot tell: it keeps
+                // believing until its deadline, as after a committed cycle.
+                self.commit(state, worker, real, token);
+                state.ghost.lost_replies += 1;
             }
             (Step::StartLateAcquire, Phase::Idle) => {
                 state.workers[worker].late = Some(LateStatement {

@@ -7,6 +7,7 @@
 //! `sometimes`; each variant violates exactly the property it is named for.
 
 mod late_statements;
+mod lost_replies;
 mod reference;
 mod variants;
 mod vocabulary;
