@@ -63,6 +63,7 @@ fn an_operation_completed_twice_is_ill_formed() {
     }
     let violation = only_violation(&builder.build());
     assert_eq!(violation.invariant, Invariant::WellFormed);
+    assert_eq!(violation.scope, "s", "the violation names the op's scope");
     assert!(violation.message.contains("completed twice"), "{violation}");
 }
 
@@ -342,4 +343,170 @@ fn a_row_written_at_the_instant_of_its_grant_passes() {
     builder.commit("b", "s", 2, 1, 1, CommitEnd::Ok, 1_200);
     builder.rows("b", "s", 2, 1, 0..1, 1, 1_200);
     assert_passes(&builder.build());
+}
+
+#[test]
+fn tokens_going_back_after_a_higher_one_are_caught_in_seq_order() {
+    // seq: token 1, token 2, token 1 — the third row goes back behind the
+    // second, though the first row already had token 1.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 1_010);
+    builder.rows("a", "s", 1, 1, 0..1, 1, 1_010);
+    builder.acquire_ok("b", "s", 2, 1_200);
+    builder.commit("b", "s", 2, 1, 1, CommitEnd::Ok, 1_210);
+    builder.rows("b", "s", 2, 1, 0..1, 2, 1_210);
+    builder.commit("a", "s", 1, 2, 1, CommitEnd::Ok, 1_050);
+    builder.rows("a", "s", 1, 2, 0..1, 3, 1_050);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        report
+            .violations_of(Invariant::FencedWrites)
+            .iter()
+            .any(
+                |violation| violation.message.contains("token went backwards")
+                    && violation.rows == vec![2, 3]
+            ),
+        "{report}"
+    );
+}
+
+#[test]
+fn commit_order_is_judged_against_the_highest_token_so_far() {
+    // Commit times: token 1 at 10, token 3 at 20, token 2 at 30.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_200);
+    builder.acquire_ok("c", "s", 3, 1_400);
+    for (worker, token, seq, written_at_us) in
+        [("a", 1, 1, 1_010), ("b", 2, 2, 1_210), ("c", 3, 3, 1_410)]
+    {
+        builder.commit(worker, "s", token, 1, 1, CommitEnd::Ok, written_at_us);
+        builder.rows(worker, "s", token, 1, 0..1, seq, written_at_us);
+    }
+    builder.committed_at(1..2, 10);
+    builder.committed_at(3..4, 20);
+    builder.committed_at(2..3, 30);
+    let report = check(&builder.build(), &CheckConfig::default());
+    let out_of_order: Vec<_> = report
+        .violations_of(Invariant::FencedWrites)
+        .into_iter()
+        .filter(|violation| violation.message.contains("committed out of token order"))
+        .collect();
+    assert_eq!(out_of_order.len(), 1, "{report}");
+    assert!(
+        out_of_order[0]
+            .message
+            .contains("(token 2) committed at 30"),
+        "{report}"
+    );
+}
+
+#[test]
+fn beliefs_that_only_touch_do_not_overlap() {
+    // a (unfenced) stops believing at true 100, b starts at true 100.
+    let mut history = History::default();
+    let belief = |scope: &str, start: bool| {
+        if start {
+            EventKind::BeliefStart {
+                scope: scope.to_string(),
+                token: 1,
+            }
+        } else {
+            EventKind::BeliefEnd {
+                scope: scope.to_string(),
+                token: 1,
+                reason: "released".to_string(),
+            }
+        }
+    };
+    history.push("a", 0, 10, 10, belief("s", true));
+    history.push("a", 0, 100, 100, belief("s", false));
+    history.push("b", 0, 100, 100, belief("s", true));
+    history.push("b", 0, 200, 200, belief("s", false));
+    let config = CheckConfig {
+        unfenced_workers: ["a".to_string(), "b".to_string()].into(),
+        ..CheckConfig::default()
+    };
+    let report = check(&history, &config);
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.belief_overlaps, 0);
+}
+
+/// `a` takes token 1 for [1000, 1100); the story goes on with `then`.
+fn holder_then(then: impl FnOnce(&mut Builder)) -> CheckReport {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    then(&mut builder);
+    check(&builder.build(), &CheckConfig::default())
+}
+
+#[test]
+fn a_restarted_holders_takeover_delay_is_measured_from_its_expiry() {
+    let report = holder_then(|builder| {
+        builder.acquire_held("b", "s");
+        builder.incarnation(1);
+        builder.acquire_held("a", "s");
+        builder.incarnation(0);
+        builder.acquire_ok("b", "s", 2, 1_150);
+    });
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.dead_holder_takeover_delays_us, vec![50]);
+}
+
+#[test]
+fn a_takeover_at_the_instant_of_expiry_is_a_zero_delay() {
+    let report = holder_then(|builder| {
+        builder.incarnation(1);
+        builder.acquire_held("a", "s");
+        builder.incarnation(0);
+        builder.acquire_ok("b", "s", 2, 1_100);
+    });
+    assert_eq!(report.stats.dead_holder_takeover_delays_us, vec![0]);
+}
+
+#[test]
+fn a_holder_that_released_is_not_a_dead_holder() {
+    let report = holder_then(|builder| {
+        builder.release_ok("a", "s", 1, 1_020);
+        builder.incarnation(1);
+        builder.acquire_held("a", "s");
+        builder.incarnation(0);
+        builder.acquire_ok("b", "s", 2, 1_150);
+    });
+    assert!(report.is_ok(), "{report}");
+    assert!(report.stats.dead_holder_takeover_delays_us.is_empty());
+}
+
+#[test]
+fn a_holder_whose_acquire_may_have_extended_its_grant_is_not_judged() {
+    // An unknown re-acquire of a's own lease may have moved its expiry.
+    let report = holder_then(|builder| {
+        builder.acquire_unknown("a", "s");
+        builder.incarnation(1);
+        builder.acquire_held("a", "s");
+        builder.incarnation(0);
+        builder.acquire_ok("b", "s", 2, 1_150);
+    });
+    assert!(
+        report.stats.dead_holder_takeover_delays_us.is_empty(),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_recorder_keeps_the_guarded_rows_it_is_given() {
+    let recorder = leaseproof_history::Recorder::new();
+    let row = leaseproof_history::GuardedRow {
+        seq: 1,
+        scope: "s".to_string(),
+        owner: "a".to_string(),
+        token: 1,
+        cycle_id: 1,
+        item: 0,
+        written_at_us: 5,
+        committed_at_us: Some(6),
+    };
+    recorder.set_guarded_rows(vec![row.clone()]);
+    assert_eq!(recorder.snapshot().guarded_rows, vec![row]);
 }
