@@ -5,6 +5,8 @@
 //! see directly — above all the belief deadline, which must be measured from
 //! the moment the acquisition was *sent*, on the worker's own clock. A longer
 //! belief is invisible to fenced runs (the fence saves them) and only
-//! statistically visible to unfenced ones, so it gets an exact test here.
+//! statistically visible to unfenced ones, so it gets an exact test here —
+//! and the whole record of scripted runs (`script.rs`), snapshot as data.
 
 mod deadline;
+mod script;
