@@ -46,6 +46,15 @@ pub struct RaceArgs {
     /// The Redis server for `--lock redis`.
     #[arg(long)]
     pub redis_url: Option<String>,
+    /// Offset the workers' local clocks by up to this many ms (spread from
+    /// -N to +N): the lease decides on the server's clock, so nothing changes
+    /// but the workers' beliefs.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..=86_400_000))]
+    pub clock_offset_ms: i64,
+    /// Drift the workers' local clocks by up to this many parts per million,
+    /// alternating slow and fast.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..500_000))]
+    pub clock_drift_ppm: i64,
 }
 
 impl RaceArgs {
@@ -59,6 +68,8 @@ impl RaceArgs {
         RaceConfig {
             ttl_ms: self.ttl_ms,
             pool_connections_max: if self.processes > 0 { 2 } else { 0 },
+            clock_offset_ms_max: self.clock_offset_ms,
+            clock_drift_ppm_max: self.clock_drift_ppm,
             ..RaceConfig::new(workers.max(1), self.rounds.max(1))
         }
     }

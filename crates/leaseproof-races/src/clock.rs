@@ -5,8 +5,10 @@
 //! (monotonic); across processes, µs since an agreed Unix-epoch instant read
 //! from the system clock (the only clock processes share), which only orders
 //! events and never enters a verdict — verdicts use the server's times.
-//! Invariant: true time equals local time here; no skew is injected (the
-//! simulation does that).
+//! Invariant: true time equals the run's clock; a worker's *local* clock is
+//! that time unless a [`SkewedClock`] offsets and drifts it (the simulation's
+//! `LocalClock` rule), which moves the worker's belief deadline and any
+//! client-side time a lock under test reads from it, never a verdict.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -39,6 +41,47 @@ impl Clocks for RunClock {
 
     fn local_now_us(&self) -> i64 {
         self.elapsed_us()
+    }
+}
+
+/// How one worker's local clock departs from the run's: `local = true +
+/// offset_us + true * drift_ppm / 10^6` (the simulation's rule).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClockSkew {
+    /// Constant offset, µs.
+    pub offset_us: i64,
+    /// Rate error, parts per million (100000 = 10 % fast).
+    pub drift_ppm: i64,
+}
+
+impl ClockSkew {
+    /// The local reading at true time `true_us`.
+    pub fn local_at(&self, true_us: i64) -> i64 {
+        let drift_us = i64::try_from(i128::from(true_us) * i128::from(self.drift_ppm) / 1_000_000)
+            .unwrap_or(i64::MAX);
+        true_us
+            .saturating_add(self.offset_us)
+            .saturating_add(drift_us)
+    }
+}
+
+/// The run's clock as one worker reads it: true time unchanged, local time
+/// skewed.
+#[derive(Clone, Copy, Debug)]
+pub struct SkewedClock {
+    /// The run's common clock.
+    pub run: RunClock,
+    /// This worker's skew.
+    pub skew: ClockSkew,
+}
+
+impl Clocks for SkewedClock {
+    fn true_now_us(&self) -> i64 {
+        self.run.elapsed_us()
+    }
+
+    fn local_now_us(&self) -> i64 {
+        self.skew.local_at(self.run.elapsed_us())
     }
 }
 

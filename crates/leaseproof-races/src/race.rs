@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::PgPool;
 
-use crate::clock::RunClock;
+use crate::clock::{ClockSkew, RunClock, SkewedClock};
 
 /// What a real-server race drives: a lease (or lock) behind [`LeasePort`] —
 /// the same port the worker loop drives in the simulation — that can also
@@ -88,6 +88,13 @@ pub struct RaceConfig {
     pub acquire_timeout_ms: u64,
     /// Commit without the fence (the broken configuration).
     pub unfenced: bool,
+    /// Workers' local clocks are offset by up to this much, spread evenly
+    /// from `-max` to `+max` over the workers (0: no offset).
+    #[serde(default)]
+    pub clock_offset_ms_max: i64,
+    /// And drift by up to this rate, alternating slow and fast (0: none).
+    #[serde(default)]
+    pub clock_drift_ppm_max: i64,
 }
 
 impl Default for RaceConfig {
@@ -106,11 +113,36 @@ impl Default for RaceConfig {
             pool_connections_max: 0,
             acquire_timeout_ms: 2_000,
             unfenced: false,
+            clock_offset_ms_max: 0,
+            clock_drift_ppm_max: 0,
         }
     }
 }
 
 impl RaceConfig {
+    /// Worker `index`'s clock skew: offsets spread evenly over
+    /// `[-max, max]`, drifts alternating slow and fast — deterministic, so a
+    /// failing race can be rerun with the same clocks.
+    pub fn clock_skew(&self, index: usize) -> ClockSkew {
+        let spread = |max: i64| -> i64 {
+            if self.workers <= 1 || max == 0 {
+                return 0;
+            }
+            let index = i64::try_from(index).unwrap_or(0);
+            let last = i64::try_from(self.workers - 1).unwrap_or(1);
+            -max + 2 * max * index / last
+        };
+        let drift_ppm = if index % 2 == 0 {
+            -self.clock_drift_ppm_max
+        } else {
+            self.clock_drift_ppm_max
+        };
+        ClockSkew {
+            offset_us: spread(self.clock_offset_ms_max).saturating_mul(1_000),
+            drift_ppm,
+        }
+    }
+
     /// The default race with `workers` racers and `rounds` cycles each.
     pub fn new(workers: usize, rounds: u32) -> RaceConfig {
         RaceConfig {
@@ -398,13 +430,26 @@ pub async fn read_guarded_rows<S: RaceSubject>(
     }
 }
 
-/// One racer: its loop configuration and its fault hooks.
+/// One racer: its loop configuration, its fault hooks and its clock's skew.
 #[derive(Debug)]
 pub struct Racer<H> {
     /// The loop's configuration.
     pub config: WorkerConfig,
     /// Faults injected into this racer.
     pub hooks: Arc<H>,
+    /// How its local clock departs from the run's (none by default).
+    pub skew: ClockSkew,
+}
+
+impl<H> Racer<H> {
+    /// A racer with an unskewed clock.
+    pub fn new(config: WorkerConfig, hooks: Arc<H>) -> Racer<H> {
+        Racer {
+            config,
+            hooks,
+            skew: ClockSkew::default(),
+        }
+    }
 }
 
 /// Runs `racers` concurrently as tokio tasks over clones of `port`, recording
@@ -419,6 +464,10 @@ pub async fn run_racers<S: RaceSubject, H: Hooks + 'static>(
     for racer in racers {
         let port = port.clone();
         let recorder = recorder.clone();
+        let clock = SkewedClock {
+            run: clock,
+            skew: racer.skew,
+        };
         tasks.push(tokio::spawn(async move {
             let summary = run_worker(
                 &port,
@@ -493,6 +542,7 @@ pub async fn task_race_on<S: RaceSubject, H: Hooks + 'static>(
                 stop_at_true_us,
             )?,
             hooks: Arc::new(hooks_for(index)),
+            skew: config.clock_skew(index),
         });
     }
     let recorder = Recorder::new();

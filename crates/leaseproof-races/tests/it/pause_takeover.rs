@@ -69,17 +69,14 @@ async fn holder_scene(port: &HarnessPort, unfenced: bool, holder_pause: PauseOnc
     rival.cycles = 2;
     let holder_hooks = Arc::new(holder_pause);
     let racers = vec![
-        Racer {
-            config: holder,
-            hooks: Arc::clone(&holder_hooks),
-        },
-        Racer {
-            config: rival,
-            hooks: Arc::new(PauseOnce::at(
+        Racer::new(holder, Arc::clone(&holder_hooks)),
+        Racer::new(
+            rival,
+            Arc::new(PauseOnce::at(
                 Step::Acquire,
                 Duration::from_millis(RIVAL_DELAY_MS),
             )),
-        },
+        ),
     ];
     let recorder = Recorder::new();
     let summaries = run_racers(port, racers, RunClock::start(), &recorder).await;

@@ -68,3 +68,37 @@ async fn thirty_two_tasks_racing_keep_a_single_holder() {
     assert_clean_and_real(&outcome, 32, 6);
     assert!(outcome.report.stats.distinct_holders >= 8);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skewed_worker_clocks_change_beliefs_not_the_verdict() {
+    // Offsets of up to a minute and drifts of ±25 % on every worker's own
+    // clock: the lease compares times only on the server, so the race stays
+    // clean; the clocks really were skewed (the history's local times say so).
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let config = RaceConfig {
+        clock_offset_ms_max: 60_000,
+        clock_drift_ppm_max: 250_000,
+        ..RaceConfig::new(8, 6)
+    };
+    let outcome = task_race(&database.url, &config)
+        .await
+        .expect("the race runs");
+    eprint!("{}", outcome.summary());
+    assert_clean_and_real(&outcome, 8, 6);
+    let skews_ms: std::collections::BTreeSet<i64> = outcome
+        .history
+        .events
+        .iter()
+        .map(|event| (event.local_time_us - event.true_time_us) / 60_000_000)
+        .collect();
+    assert!(
+        skews_ms.contains(&-1) && skews_ms.contains(&1),
+        "local clocks a minute behind and ahead: {skews_ms:?}"
+    );
+    assert_eq!(config.clock_skew(0).offset_us, -60_000_000);
+    assert_eq!(config.clock_skew(7).offset_us, 60_000_000);
+    assert_eq!(config.clock_skew(0).drift_ppm, -250_000);
+    assert_eq!(config.clock_skew(1).drift_ppm, 250_000);
+}
