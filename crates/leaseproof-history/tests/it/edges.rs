@@ -510,3 +510,23 @@ fn the_recorder_keeps_the_guarded_rows_it_is_given() {
     recorder.set_guarded_rows(vec![row.clone()]);
     assert_eq!(recorder.snapshot().guarded_rows, vec![row]);
 }
+
+#[test]
+fn every_invariant_has_one_name_code_and_title() {
+    let names: Vec<String> = Invariant::ALL
+        .iter()
+        .map(|invariant| format!("{} {} {invariant}", invariant.slug(), invariant.code()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "i1-mutual-exclusion I1 I1 mutual exclusion",
+            "i2-token-order I2 I2 token order",
+            "i3-fenced-writes I3 I3 fenced writes",
+            "i4-nothing-lost I4 I4 nothing lost",
+            "i5-bounded-takeover I5 I5 bounded takeover",
+            "b-belief-overlap B B belief overlap",
+            "h-well-formed H H well-formed history",
+        ]
+    );
+}
