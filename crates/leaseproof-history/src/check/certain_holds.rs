@@ -184,14 +184,9 @@ fn hold_from<'h>(
     let mut end_event = complete_event;
     for record in later {
         match (record.op, record.completion) {
-            (Op::Acquire { .. }, _) => {
-                if record.invoke_true_us < until_true_us {
-                    until_true_us = record.invoke_true_us;
-                    end_event = record.invoke_event;
-                }
-                break;
-            }
-            (Op::Release { .. }, _) => {
+            // The holder's next acquisition (it no longer counted on this
+            // one) or its release, invoked: the hold is over by then.
+            (Op::Acquire { .. } | Op::Release { .. }, _) => {
                 if record.invoke_true_us < until_true_us {
                     until_true_us = record.invoke_true_us;
                     end_event = record.invoke_event;
@@ -210,9 +205,9 @@ fn hold_from<'h>(
                             },
                     },
                 )),
-            ) if record.invoke_true_us < until_true_us => {
-                // Renewed while certainly held: the promise runs on from the
-                // renewal's invocation.
+            ) => {
+                // Renewed (before any release or next acquisition, which end
+                // the walk): the promise runs on from the renewal's invocation.
                 promised_until_us = promised_until_us.map(|until_us| {
                     until_us.max(record.invoke_true_us.saturating_add(*renewed_us))
                 });

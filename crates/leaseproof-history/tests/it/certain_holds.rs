@@ -248,3 +248,90 @@ fn lock_grants_are_counted() {
     assert_eq!(report.stats.grants, 2);
     assert_eq!(report.stats.releases, 1);
 }
+
+/// Events at explicit true times (the builder's clock only moves forward).
+fn at_times(events: &[(&str, i64, EventKind)]) -> leaseproof_history::History {
+    let mut history = leaseproof_history::History::default();
+    for (worker, true_us, kind) in events {
+        history.push(worker, 0, *true_us, *true_us, kind.clone());
+    }
+    history
+}
+
+fn invoke(op_id: u64, op: Op) -> EventKind {
+    EventKind::Invoke { op_id, op }
+}
+
+fn granted(op_id: u64, token: Option<u64>) -> EventKind {
+    EventKind::Complete {
+        op_id,
+        outcome: Outcome::Ok {
+            result: OpResult::Lock {
+                token,
+                lifetime_us: None,
+            },
+        },
+    }
+}
+
+fn release_op(worker: &str) -> Op {
+    Op::Release {
+        scope: "t".to_string(),
+        owner: worker.to_string(),
+        token: 0,
+    }
+}
+
+#[test]
+fn holds_that_only_touch_do_not_overlap() {
+    // a invokes its release at 100; b is acknowledged at 100.
+    let history = at_times(&[
+        ("a", 1, invoke(0, acquire_op("a"))),
+        ("a", 10, granted(0, None)),
+        ("b", 50, invoke(1, acquire_op("b"))),
+        ("a", 100, invoke(2, release_op("a"))),
+        ("b", 100, granted(1, None)),
+        ("b", 200, invoke(3, release_op("b"))),
+    ]);
+    assert_passes(&history);
+}
+
+#[test]
+fn a_grant_acknowledged_as_the_other_was_invoked_is_not_certainly_first() {
+    // a acknowledged at 10 with token 5; b invoked at 10 exactly, token 4:
+    // no certain order, so no token verdict (and the holds do not meet).
+    let history = at_times(&[
+        ("a", 1, invoke(0, acquire_op("a"))),
+        ("a", 10, granted(0, Some(5))),
+        ("b", 10, invoke(1, acquire_op("b"))),
+        ("a", 20, invoke(2, release_op("a"))),
+        ("b", 30, granted(1, Some(4))),
+    ]);
+    assert_passes(&history);
+}
+
+#[test]
+fn the_holders_next_acquisition_ends_its_certain_hold() {
+    // a asks again at 50 (it no longer counts on its lock) and is refused;
+    // b holds from 60. a's release at 200 does not stretch the first hold.
+    let history = at_times(&[
+        ("a", 1, invoke(0, acquire_op("a"))),
+        ("a", 10, granted(0, None)),
+        ("a", 50, invoke(1, acquire_op("a"))),
+        (
+            "a",
+            55,
+            EventKind::Complete {
+                op_id: 1,
+                outcome: Outcome::Fail {
+                    reason: leaseproof_history::FailReason::Held,
+                },
+            },
+        ),
+        ("b", 56, invoke(2, acquire_op("b"))),
+        ("b", 60, granted(2, None)),
+        ("b", 100, invoke(3, release_op("b"))),
+        ("a", 200, invoke(4, release_op("a"))),
+    ]);
+    assert_passes(&history);
+}
