@@ -286,6 +286,19 @@ impl<'h> Checker<'h> {
             }
         }
         violations.extend(commit_order_violations(&self.history.guarded_rows));
+        let rows = &self.history.guarded_rows;
+        let untimed = rows
+            .iter()
+            .filter(|row| row.committed_at_us.is_none())
+            .count();
+        if untimed > 0 {
+            self.report.not_judged.push(format!(
+                "I3 in commit order: {untimed} of {} guarded rows carry no commit time (on \
+                 PostgreSQL, track_commit_timestamp = on); a write of theirs that began before \
+                 a takeover and committed after it cannot be seen",
+                rows.len()
+            ));
+        }
         for (invariant, scope, events, rows, message) in violations {
             self.violation(invariant, &scope, events, rows, message);
         }

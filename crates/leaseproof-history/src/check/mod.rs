@@ -280,6 +280,9 @@ pub struct CheckReport {
     /// stamped at their statement's start with no real-time proof): not a
     /// violation, and not a pass of that rule either — "could not judge".
     pub possible: Vec<Violation>,
+    /// Rules the evidence did not allow to judge at all, each with the
+    /// missing evidence (rows without commit times, say): not a pass either.
+    pub not_judged: Vec<String>,
     /// What the run exercised.
     pub stats: Stats,
 }
@@ -327,6 +330,9 @@ impl fmt::Display for CheckReport {
         }
         for possible in &self.possible {
             writeln!(formatter, "  possible (could not judge): {possible}")?;
+        }
+        for not_judged in &self.not_judged {
+            writeln!(formatter, "  not judged: {not_judged}")?;
         }
         Ok(())
     }

@@ -365,3 +365,22 @@ fn without_commit_times_the_commit_order_is_not_judged() {
     // The hole commit times close: the same story without them passes.
     assert_passes(&written_before_takeover(None));
 }
+
+#[test]
+fn rows_without_commit_times_say_the_commit_order_was_not_judged() {
+    let report = check(&written_before_takeover(None), &CheckConfig::default());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.not_judged.len(), 1, "{report}");
+    assert!(
+        report.not_judged[0].starts_with("I3 in commit order"),
+        "{report}"
+    );
+    assert!(report
+        .to_string()
+        .contains("not judged: I3 in commit order"));
+    let judged = check(
+        &written_before_takeover(Some(1_090)),
+        &CheckConfig::default(),
+    );
+    assert!(judged.not_judged.is_empty(), "{judged}");
+}

@@ -3,7 +3,8 @@
 //!
 //! Goal: the harness judges any lock behind `LeasePort` + `RaceSubject`, not
 //! only the reference. Method: eight tasks race the foreign lease; worker 0
-//! pauses after its writes, before `COMMIT`, for three TTLs. Invariant: the
+//! pauses after its writes, before `COMMIT`, for three TTLs; every worker's
+//! clock is offset and drifting. Invariant: the
 //! correct fence (`FOR UPDATE`) leaves a clean history; a fence that only
 //! checks (no row lock) lets the paused rows commit under a rival's grant,
 //! and the checker convicts it from the rows' commit times (I3).
@@ -22,7 +23,13 @@ use leaseproof_races::race::{connect_pool, task_race_on, RaceOutcome};
 use leaseproof_races::RaceConfig;
 
 async fn race(url: &str, fence: Fence) -> RaceOutcome {
-    let config = RaceConfig::default();
+    // The workers' own clocks are skewed too (a minute, ±25 %): this design
+    // compares times on the server only, so skew changes beliefs, not grants.
+    let config = RaceConfig {
+        clock_offset_ms_max: 60_000,
+        clock_drift_ppm_max: 250_000,
+        ..RaceConfig::default()
+    };
     let pool = connect_pool(
         url,
         config.pool_size(),
