@@ -2,8 +2,10 @@
 //! `design.rs` on a real server and let the one checker judge it.
 //!
 //! ```sh
-//! cargo run -p leaseproof-races --example foreign-lease            # the correct fence
-//! cargo run -p leaseproof-races --example foreign-lease -- check-only   # the broken one
+//! cargo run -p leaseproof-races --example foreign-lease                # the correct fence
+//! cargo run -p leaseproof-races --example foreign-lease -- check-only  # the broken one
+//! cargo run -p leaseproof-races --example foreign-lease -- app-clock   # ShedLock style, clocks in step
+//! cargo run -p leaseproof-races --example foreign-lease -- app-clock-skewed  # clocks 1 s apart: I1
 //! ```
 //!
 //! Uses `DATABASE_URL`, else a throwaway cluster from the system's binaries.
@@ -12,6 +14,7 @@
 //! takes no lock the paused worker's rows commit under a rival's grant and
 //! the checker says so (I3, from the rows' commit times).
 
+mod app_clock;
 mod design;
 
 use std::process::ExitCode;
@@ -25,17 +28,25 @@ use leaseproof_races::RaceConfig;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let fence = match std::env::args().nth(1).as_deref() {
-        None | Some("for-update") => Fence::ForUpdate,
-        Some("check-only") => Fence::CheckOnly,
+    let mode = std::env::args().nth(1);
+    let fence = match mode.as_deref() {
+        None | Some("for-update") => Some(Fence::ForUpdate),
+        Some("check-only") => Some(Fence::CheckOnly),
+        Some("app-clock" | "app-clock-skewed") => None,
         Some(other) => {
-            eprintln!("unknown fence {other:?}: for-update or check-only");
+            eprintln!(
+                "unknown mode {other:?}: for-update, check-only, app-clock or app-clock-skewed"
+            );
             return ExitCode::from(2);
         }
     };
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         eprintln!("no PostgreSQL: set DATABASE_URL or install its binaries");
         return ExitCode::from(2);
+    };
+    let Some(fence) = fence else {
+        let skewed = mode.as_deref() == Some("app-clock-skewed");
+        return app_clock_race(&database.url, skewed).await;
     };
     let config = RaceConfig::default();
     let pool = connect_pool(
@@ -50,6 +61,43 @@ async fn main() -> ExitCode {
     let outcome = task_race_on(&subject, &config, |worker| match worker {
         0 => PauseOnce::inside_cycle(CyclePoint::Written, ttl * 3),
         _ => PauseOnce::never(),
+    })
+    .await
+    .expect("the race runs");
+    print!("{}", outcome.report);
+    if outcome.report.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The ShedLock-style lock: no fence (the workers run unfenced), times from
+/// each worker's own clock; `skewed` puts the clocks up to a second apart.
+async fn app_clock_race(url: &str, skewed: bool) -> ExitCode {
+    let config = RaceConfig {
+        ttl_ms: 500,
+        work_ms: 50,
+        rounds: 4,
+        unfenced: true,
+        clock_offset_ms_max: if skewed { 1_000 } else { 0 },
+        ..RaceConfig::default()
+    };
+    let pool = connect_pool(
+        url,
+        config.pool_size(),
+        Duration::from_millis(config.acquire_timeout_ms),
+    )
+    .await
+    .expect("a pool");
+    let subject = app_clock::AppClockLock::new(pool);
+    let workers = config.workers;
+    let outcome = task_race_on(&subject, &config, |worker| {
+        if worker >= workers / 2 {
+            PauseOnce::at(leaseproof_worker::Step::Acquire, Duration::from_millis(300))
+        } else {
+            PauseOnce::never()
+        }
     })
     .await
     .expect("the race runs");

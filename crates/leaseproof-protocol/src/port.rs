@@ -69,6 +69,16 @@ impl CycleFaults for NoCycleFaults {
 ///
 /// Futures are `Send` so workers can be spawned on any tokio runtime.
 pub trait LeasePort: Send + Sync {
+    /// Whether the grant times this port returns (`granted_at`, `expires_at`,
+    /// release times) come from one server clock. A design that stamps them
+    /// with its clients' clocks says `false`: the worker then records its
+    /// grants as locks without server times (the token, and the TTL as the
+    /// promised lifetime), and the checker judges them in real time instead
+    /// of comparing timestamps from different clocks.
+    fn reports_server_times(&self) -> bool {
+        true
+    }
+
     /// Creates the lease (and guarded) tables if absent; survives concurrent creation.
     fn ensure_schema(&self) -> impl Future<Output = Result<(), LeaseError>> + Send;
 

@@ -48,6 +48,14 @@ pub trait RaceSubject: LeasePort + Clone + 'static {
     fn grant_stamps(&self) -> GrantStamps {
         GrantStamps::Decision
     }
+
+    /// The subject as one racer uses it, reading `clock` as that racer's own
+    /// clock does (`skew`): a design that takes time from its client gets the
+    /// racer's skewed clock here. The default shares the subject unchanged.
+    fn for_worker(&self, clock: SkewedClock) -> Self {
+        let _ = clock;
+        self.clone()
+    }
 }
 
 impl RaceSubject for HarnessPort {
@@ -462,12 +470,12 @@ pub async fn run_racers<S: RaceSubject, H: Hooks + 'static>(
 ) -> Vec<(String, WorkerSummary)> {
     let mut tasks = Vec::with_capacity(racers.len());
     for racer in racers {
-        let port = port.clone();
         let recorder = recorder.clone();
         let clock = SkewedClock {
             run: clock,
             skew: racer.skew,
         };
+        let port = port.for_worker(clock);
         tasks.push(tokio::spawn(async move {
             let summary = run_worker(
                 &port,

@@ -257,6 +257,19 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
         self.complete(op_id, outcome);
     }
 
+    /// What an ok acquire or renew reports: the lease row with its server
+    /// times, or — for a port whose times are not one server clock — the
+    /// token and the promised lifetime only.
+    fn lease_result(&self, lease: &Lease) -> OpResult {
+        if self.port.reports_server_times() {
+            return lease_result(lease);
+        }
+        OpResult::Lock {
+            token: Some(token(lease)),
+            lifetime_us: Some(self.config.ttl.as_micros()),
+        }
+    }
+
     fn deadline_from(&self, sent_local_us: i64) -> i64 {
         let margin_us = i64::try_from(self.config.deadline_margin.as_micros()).unwrap_or(i64::MAX);
         sent_local_us + self.config.ttl.as_micros() - margin_us
@@ -294,7 +307,7 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
                 self.complete(
                     op_id,
                     Outcome::Ok {
-                        result: lease_result(&lease),
+                        result: self.lease_result(&lease),
                     },
                 );
                 self.recorder.record(
@@ -400,7 +413,7 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
                 self.complete(
                     op_id,
                     Outcome::Ok {
-                        result: lease_result(&lease),
+                        result: self.lease_result(&lease),
                     },
                 );
                 Some(Holding {
@@ -434,14 +447,16 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
             token: token(&held.lease),
         });
         match self.port.release(&held.lease).await {
-            Ok(Some(released_at)) => self.complete(
-                op_id,
-                Outcome::Ok {
-                    result: OpResult::Released {
+            Ok(Some(released_at)) => {
+                let result = if self.port.reports_server_times() {
+                    OpResult::Released {
                         released_at_us: released_at.micros,
-                    },
-                },
-            ),
+                    }
+                } else {
+                    OpResult::Unlocked
+                };
+                self.complete(op_id, Outcome::Ok { result });
+            }
             Ok(None) => self.complete(
                 op_id,
                 Outcome::Fail {
