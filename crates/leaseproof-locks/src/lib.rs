@@ -187,7 +187,45 @@ impl fmt::Debug for LockGuard {
     }
 }
 
+/// A [`Releaser`] from a closure: how a manager written outside this crate
+/// says what its release does.
+struct ReleaseWith<F>(F);
+
+impl<F> Releaser for ReleaseWith<F>
+where
+    F: FnOnce() -> BoxFuture<'static, Result<(), LockError>> + Send,
+{
+    fn release(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
+        (self.0)()
+    }
+}
+
 impl LockGuard {
+    /// A guard for a [`LockManager`] written outside this crate (a ZooKeeper
+    /// or etcd manager, a lock under test): its scope, its fencing token if it
+    /// has one, a *lost* signal its manager sets to `true` when it learns the
+    /// lock is gone (keep the sender; a dropped sender is not a loss), and
+    /// what releasing it does — `Err(LockError::Lost)` when it was already
+    /// gone. Dropping the guard without [`LockGuard::release`] does not run
+    /// `release`.
+    pub fn custom<F>(
+        scope: Scope,
+        fencing_token: Option<FencingToken>,
+        lost: watch::Receiver<bool>,
+        release: F,
+    ) -> LockGuard
+    where
+        F: FnOnce() -> BoxFuture<'static, Result<(), LockError>> + Send + 'static,
+    {
+        LockGuard::new(
+            scope,
+            fencing_token,
+            None,
+            lost,
+            Box::new(ReleaseWith(release)),
+        )
+    }
+
     fn new(
         scope: Scope,
         fencing_token: Option<FencingToken>,

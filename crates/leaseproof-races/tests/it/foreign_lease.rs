@@ -163,3 +163,116 @@ async fn an_app_clock_lock_under_clock_skew_grants_twice_and_is_caught() {
         );
     }
 }
+
+#[path = "../../../../examples/foreign-lease/plain_del.rs"]
+mod plain_del;
+
+/// The paused-holder scene through the `LockManager` API, recorded as a
+/// history: H takes the lock (200 ms TTL) and stalls 300 ms; R takes it;
+/// H wakes and releases; T tries; then R and T release. Judged by the one
+/// checker (locks without server times: certain holds in real time).
+async fn paused_releaser_scene(
+    url: &str,
+    compare_and_delete: bool,
+) -> leaseproof_history::CheckReport {
+    use leaseproof_history::{
+        check, CheckConfig, FailReason, Op, OpResult, Outcome, Recorder, Stamp,
+    };
+    use leaseproof_locks::{LockError, LockManager as _, TableName};
+    const TTL_MS: u64 = 200;
+    let prefix = format!("plain-del-{}", leaseproof_races::race::unique_scope("p"));
+    let lock = plain_del::SetNxLock::connect(url, &prefix, TTL_MS, compare_and_delete)
+        .await
+        .unwrap();
+    let table = TableName::new("public", "events");
+    let recorder = Recorder::new();
+    let start = std::time::Instant::now();
+    let stamp = |worker: &'static str| {
+        let true_time_us = start.elapsed().as_micros() as i64;
+        Stamp {
+            worker,
+            incarnation: 0,
+            true_time_us,
+            local_time_us: true_time_us,
+        }
+    };
+    let acquire_op = |worker: &str| Op::Acquire {
+        scope: table.to_string(),
+        owner: worker.to_string(),
+        ttl_us: (TTL_MS * 1_000) as i64,
+    };
+    let release_op = |worker: &str| Op::Release {
+        scope: table.to_string(),
+        owner: worker.to_string(),
+        token: 0,
+    };
+    let granted = Outcome::Ok {
+        result: OpResult::Lock {
+            token: None,
+            lifetime_us: Some((TTL_MS * 1_000) as i64),
+        },
+    };
+    let acquire = |worker: &'static str| {
+        let (lock, table, recorder, granted) = (&lock, &table, &recorder, granted.clone());
+        async move {
+            let op = recorder.invoke(stamp(worker), acquire_op(worker));
+            match lock.acquire_lock(table).await {
+                Ok(guard) => {
+                    recorder.complete(stamp(worker), op, granted);
+                    Some(guard)
+                }
+                Err(LockError::Held { .. }) => {
+                    let held = Outcome::Fail {
+                        reason: FailReason::Held,
+                    };
+                    recorder.complete(stamp(worker), op, held);
+                    None
+                }
+                Err(error) => panic!("{worker}: {error}"),
+            }
+        }
+    };
+    let release = |worker: &'static str, guard: leaseproof_locks::LockGuard| {
+        let recorder = &recorder;
+        async move {
+            let op = recorder.invoke(stamp(worker), release_op(worker));
+            let outcome = match guard.release().await {
+                Ok(()) => Outcome::Ok {
+                    result: OpResult::Unlocked,
+                },
+                Err(_) => Outcome::Fail {
+                    reason: FailReason::Stale,
+                },
+            };
+            recorder.complete(stamp(worker), op, outcome);
+        }
+    };
+    let holder = acquire("h").await.expect("H takes the free lock");
+    tokio::time::sleep(std::time::Duration::from_millis(TTL_MS + 100)).await;
+    let rival = acquire("r").await.expect("R takes the expired lock");
+    release("h", holder).await;
+    let third = acquire("t").await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    release("r", rival).await;
+    if let Some(third) = third {
+        release("t", third).await;
+    }
+    check(&recorder.snapshot(), &CheckConfig::default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_lock_released_by_plain_del_is_caught_and_compare_and_delete_passes() {
+    let Some(url) = leaseproof_redis_server::test_redis_url() else {
+        return;
+    };
+    let plain = paused_releaser_scene(&url, false).await;
+    let overlaps = plain.violations_of(Invariant::MutualExclusion);
+    assert_eq!(overlaps.len(), 1, "{plain}");
+    assert!(
+        overlaps[0].message.starts_with("r and t certainly held"),
+        "{plain}"
+    );
+    assert_eq!(plain.violations.len(), 1, "{plain}");
+    let correct = paused_releaser_scene(&url, true).await;
+    assert!(correct.is_ok(), "{correct}");
+}
