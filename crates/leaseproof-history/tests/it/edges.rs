@@ -530,3 +530,35 @@ fn every_invariant_has_one_name_code_and_title() {
         ]
     );
 }
+
+#[test]
+fn a_holder_that_carried_on_and_then_restarted_is_a_dead_holder() {
+    // a works after its grant (a commit, acknowledged), then restarts: only
+    // the restart says it died.
+    let report = holder_then(|builder| {
+        builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 1_010);
+        builder.rows("a", "s", 1, 1, 0..1, 1, 1_010);
+        builder.incarnation(1);
+        builder.acquire_held("a", "s");
+        builder.incarnation(0);
+        builder.acquire_ok("b", "s", 2, 1_150);
+    });
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.dead_holder_takeover_delays_us, vec![50]);
+}
+
+#[test]
+fn a_holder_that_carried_on_and_never_restarted_is_not_a_dead_holder() {
+    // The negative space: alive and heard from after its grant.
+    let report = holder_then(|builder| {
+        builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 1_010);
+        builder.rows("a", "s", 1, 1, 0..1, 1, 1_010);
+        builder.acquire_ok("b", "s", 2, 1_150);
+        builder.acquire_held("a", "s");
+    });
+    assert!(report.is_ok(), "{report}");
+    assert!(
+        report.stats.dead_holder_takeover_delays_us.is_empty(),
+        "{report}"
+    );
+}
