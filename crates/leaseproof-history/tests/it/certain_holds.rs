@@ -335,3 +335,30 @@ fn the_holders_next_acquisition_ends_its_certain_hold() {
     ]);
     assert_passes(&history);
 }
+
+#[test]
+fn an_empty_certain_hold_proves_nothing() {
+    // a's promise (50 µs from its invocation at 100) ran out the instant it
+    // was acknowledged (150): nothing was certainly held, so b's hold around
+    // it is not proven to overlap.
+    let history = at_times(&[
+        ("b", 1, invoke(0, acquire_op("b"))),
+        ("b", 10, granted(0, None)),
+        ("a", 100, invoke(1, acquire_op("a"))),
+        (
+            "a",
+            150,
+            EventKind::Complete {
+                op_id: 1,
+                outcome: Outcome::Ok {
+                    result: OpResult::Lock {
+                        token: None,
+                        lifetime_us: Some(50),
+                    },
+                },
+            },
+        ),
+        ("b", 300, invoke(2, release_op("b"))),
+    ]);
+    assert_passes(&history);
+}

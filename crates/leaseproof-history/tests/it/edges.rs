@@ -562,3 +562,123 @@ fn a_holder_that_carried_on_and_never_restarted_is_not_a_dead_holder() {
         "{report}"
     );
 }
+
+#[test]
+fn a_grant_first_seen_through_its_renewal_counts_it_and_was_live_at_the_renewal() {
+    // a's acquisition reply was lost; its renewal is the first report of the
+    // grant (now() = 1150 - ttl = 1050). Its release is unknown; b granted at
+    // 1040 overlaps what the renewal proved.
+    let mut builder = Builder::new();
+    builder.acquire_unknown("a", "s");
+    builder.renew_ok("a", "s", 1, 1_000, 1_150);
+    let passing = builder.build();
+    let report = check(&passing, &CheckConfig::default());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.renewals, 1, "{report}");
+    builder.release_unknown("a", "s", 1);
+    builder.acquire_ok("b", "s", 2, 1_040);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        !report.violations_of(Invariant::MutualExclusion).is_empty(),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_earliest_invoked_unknown_release_counts_whatever_the_op_ids_say() {
+    // Two unknown releases of a's grant, op ids in the opposite order of
+    // their invocations (a file from elsewhere may number them so). The one
+    // invoked at 50 may have freed the scope before b's grant was reported
+    // at 60: b is excused.
+    let lease = |owner: &str, token: u64, granted_at_us: i64| Outcome::Ok {
+        result: OpResult::Lease {
+            token,
+            owner: owner.to_string(),
+            granted_at_us,
+            expires_at_us: granted_at_us + 100,
+        },
+    };
+    let acquire = |owner: &str| Op::Acquire {
+        scope: "s".to_string(),
+        owner: owner.to_string(),
+        ttl_us: 100,
+    };
+    let release = Op::Release {
+        scope: "s".to_string(),
+        owner: "a".to_string(),
+        token: 1,
+    };
+    let unknown = Outcome::Unknown {
+        reason: "timeout".to_string(),
+    };
+    let mut history = History::default();
+    let mut push = |worker: &str, true_us: i64, kind: EventKind| {
+        history.push(worker, 0, true_us, true_us, kind);
+    };
+    push(
+        "a",
+        10,
+        EventKind::Invoke {
+            op_id: 0,
+            op: acquire("a"),
+        },
+    );
+    push(
+        "a",
+        20,
+        EventKind::Complete {
+            op_id: 0,
+            outcome: lease("a", 1, 1_000),
+        },
+    );
+    push(
+        "a",
+        50,
+        EventKind::Invoke {
+            op_id: 5,
+            op: release.clone(),
+        },
+    );
+    push(
+        "a",
+        51,
+        EventKind::Complete {
+            op_id: 5,
+            outcome: unknown.clone(),
+        },
+    );
+    push(
+        "b",
+        55,
+        EventKind::Invoke {
+            op_id: 1,
+            op: acquire("b"),
+        },
+    );
+    push(
+        "b",
+        60,
+        EventKind::Complete {
+            op_id: 1,
+            outcome: lease("b", 2, 1_050),
+        },
+    );
+    push(
+        "a",
+        80,
+        EventKind::Invoke {
+            op_id: 3,
+            op: release,
+        },
+    );
+    push(
+        "a",
+        81,
+        EventKind::Complete {
+            op_id: 3,
+            outcome: unknown,
+        },
+    );
+    let report = check(&history, &CheckConfig::default());
+    assert!(report.is_ok(), "{report}");
+}
