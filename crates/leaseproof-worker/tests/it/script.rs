@@ -336,3 +336,43 @@ async fn a_belief_past_its_local_deadline_ends_before_any_commit() {
         "no commit after the deadline passed: {record:#?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_loop_stops_at_its_bounds_exactly() {
+    // Stopping at true 10 ms: the acquisition returns at exactly 10 ms, so
+    // nothing new starts; the lease is released.
+    let mut stopping = config(5, 5);
+    stopping.stop_at_true_us = Some(10_000);
+    let (record, summary) = run(&ScriptedPort::default(), &stopping).await;
+    assert_eq!(
+        record,
+        [
+            "0 invoke acquire ttl 1000000",
+            "10 ok lease 7",
+            "10 belief start 7",
+            "10 belief end 7: released",
+            "10 invoke release 7",
+            "20 ok released at 5",
+        ]
+    );
+    assert_eq!(summary.operations, 2);
+    // At most three operations: acquire, commit, renew — then only the
+    // release of what it holds.
+    let mut bounded = config(5, 5);
+    bounded.operations_max = 3;
+    let (record, summary) = run(&ScriptedPort::default(), &bounded).await;
+    let invoked: Vec<&str> = record
+        .iter()
+        .filter_map(|line| line.split_once(" invoke ").map(|(_, op)| op))
+        .collect();
+    assert_eq!(
+        invoked,
+        [
+            "acquire ttl 1000000",
+            "commit 7 cycle 1 items 2",
+            "renew 7 ttl 1000000",
+            "release 7"
+        ]
+    );
+    assert_eq!(summary.operations, 4);
+}
