@@ -376,3 +376,35 @@ async fn the_loop_stops_at_its_bounds_exactly() {
     );
     assert_eq!(summary.operations, 4);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_grant_is_released_after_its_cycles_unknown_ones_included() {
+    // Two cycles per grant; the first commit's outcome is unknown and still
+    // counts as a cycle: release after the second, then a new grant.
+    let port = ScriptedPort {
+        commit: script(&[Reply::Unknown]),
+        ..ScriptedPort::default()
+    };
+    let (record, summary) = run(&port, &config(3, 2)).await;
+    let invoked: Vec<&str> = record
+        .iter()
+        .filter_map(|line| line.split_once(" invoke ").map(|(_, op)| op))
+        .collect();
+    assert_eq!(
+        invoked,
+        [
+            "acquire ttl 1000000",
+            "commit 7 cycle 1 items 2",
+            "renew 7 ttl 1000000",
+            "commit 7 cycle 2 items 2",
+            "release 7",
+            "acquire ttl 1000000",
+            "commit 7 cycle 3 items 2",
+            "renew 7 ttl 1000000",
+            "commit 7 cycle 4 items 2",
+            "release 7",
+        ]
+    );
+    assert_eq!(summary.commits, 3);
+    assert_eq!(summary.unknown, 1);
+}
