@@ -262,60 +262,44 @@ fn model_stage(report: &mut Report) {
         };
         report.record(STAGE, name, started, outcome);
     }
-    // Statements that start now and land later (issue 15): the reference must
-    // keep every property with them, as ShorteningExtension must not.
-    let started = Instant::now();
-    let config = leaseproof_models::CheckConfig {
-        model: leaseproof_models::LeaseModel::with_late_statements(
-            2,
-            leaseproof_models::Variant::Reference,
+    // Statements that start now and land later (issue 15), and lost replies
+    // of renewals and fenced commits: the reference keeps every property
+    // under each separately bounded configuration.
+    for (model, what, name) in [
+        (
+            leaseproof_models::LeaseModel::with_late_statements(
+                2,
+                leaseproof_models::Variant::Reference,
+            ),
+            "late statements",
+            "reference protocol, statements landing late (2 workers)",
         ),
-        search: leaseproof_models::Search::ExhaustiveSymmetric,
-    };
-    let result = leaseproof_models::check(&config);
-    let outcome = if result.as_expected() {
-        Ok(format!(
-            "every property holds over {} states (exhaustive, symmetric)",
-            result.unique_states
-        ))
-    } else {
-        Err(format!(
-            "the reference model failed a property with late statements:\n{result}"
-        ))
-    };
-    report.record(
-        STAGE,
-        "reference protocol, statements landing late (2 workers)",
-        started,
-        outcome,
-    );
-    // Lost replies of renewals and fenced commits: unknown outcomes the
-    // worker lives with.
-    let started = Instant::now();
-    let config = leaseproof_models::CheckConfig {
-        model: leaseproof_models::LeaseModel::with_lost_replies(
-            2,
-            leaseproof_models::Variant::Reference,
+        (
+            leaseproof_models::LeaseModel::with_lost_replies(
+                2,
+                leaseproof_models::Variant::Reference,
+            ),
+            "lost replies",
+            "reference protocol, renew and commit replies lost (2 workers)",
         ),
-        search: leaseproof_models::Search::ExhaustiveSymmetric,
-    };
-    let result = leaseproof_models::check(&config);
-    let outcome = if result.as_expected() {
-        Ok(format!(
-            "every property holds over {} states (exhaustive, symmetric)",
-            result.unique_states
-        ))
-    } else {
-        Err(format!(
-            "the reference model failed a property with lost replies:\n{result}"
-        ))
-    };
-    report.record(
-        STAGE,
-        "reference protocol, renew and commit replies lost (2 workers)",
-        started,
-        outcome,
-    );
+    ] {
+        let started = Instant::now();
+        let result = leaseproof_models::check(&leaseproof_models::CheckConfig {
+            model,
+            search: leaseproof_models::Search::ExhaustiveSymmetric,
+        });
+        let outcome = if result.as_expected() {
+            Ok(format!(
+                "every property holds over {} states (exhaustive, symmetric)",
+                result.unique_states
+            ))
+        } else {
+            Err(format!(
+                "the reference model failed a property with {what}:\n{result}"
+            ))
+        };
+        report.record(STAGE, name, started, outcome);
+    }
 }
 
 /// Every simulation scenario swept over the default seeds, fenced: clean.

@@ -54,6 +54,29 @@ impl Hooks for LoseFirstAcquisitionReply {
     }
 }
 
+/// A lossy proxy in front of the server at `url` and a lease port (pool of
+/// `connections`) whose traffic goes through it; `None` (after the skip line,
+/// or a panic under `LEASEPROOF_REQUIRE_PG`) for a server that is not on
+/// loopback — the proxy relays loopback traffic only.
+async fn proxied_port(url: &str, connections: u32) -> Option<(Arc<LostReplyProxy>, HarnessPort)> {
+    let (proxy, through_proxy) = match LostReplyProxy::in_front_of(url).await {
+        Ok(proxy) => proxy,
+        Err(error) if std::env::var_os("DATABASE_URL").is_some() => {
+            let reason = format!("lost-reply proxy needs a loopback server: {error}");
+            leaseproof_pgcluster::skip_or_panic(
+                &leaseproof_pgcluster::PgUnavailable { reason },
+                leaseproof_pgcluster::require_pg(),
+            );
+            return None;
+        }
+        Err(error) => panic!("starting the proxy: {error}"),
+    };
+    let pool = connect_pool_with(through_proxy, connections, Duration::from_secs(5))
+        .await
+        .unwrap();
+    Some((Arc::new(proxy), HarnessPort::new(PostgresLeases::new(pool))))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_acquisition_reply_is_unknown_and_the_retry_is_idempotent() {
     let Some(database) = leaseproof_pgcluster::test_database().await else {
@@ -65,24 +88,9 @@ async fn lost_acquisition_reply_is_unknown_and_the_retry_is_idempotent() {
     };
     let direct = harness_port(&database.url, &race).await.unwrap();
     direct.ensure_schema().await.unwrap();
-    let (proxy, through_proxy) = match LostReplyProxy::in_front_of(&database.url).await {
-        Ok(proxy) => proxy,
-        // A DATABASE_URL server elsewhere: the proxy relays loopback traffic only.
-        Err(error) if std::env::var_os("DATABASE_URL").is_some() => {
-            let reason = format!("lost-reply proxy needs a loopback server: {error}");
-            leaseproof_pgcluster::skip_or_panic(
-                &leaseproof_pgcluster::PgUnavailable { reason },
-                leaseproof_pgcluster::require_pg(),
-            );
-            return;
-        }
-        Err(error) => panic!("starting the proxy: {error}"),
+    let Some((proxy, proxied)) = proxied_port(&database.url, 1).await else {
+        return;
     };
-    let proxy = Arc::new(proxy);
-    let pool = connect_pool_with(through_proxy, 1, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let proxied = HarnessPort::new(PostgresLeases::new(pool));
 
     let scope_name = unique_scope("lost-reply");
     let scope = Scope::new(scope_name.clone()).unwrap();
@@ -192,23 +200,9 @@ async fn lost_commit_reply_is_unknown_and_the_committed_rows_are_allowed() {
     let race = RaceConfig::default();
     let direct = harness_port(&database.url, &race).await.unwrap();
     direct.ensure_schema().await.unwrap();
-    let (proxy, through_proxy) = match LostReplyProxy::in_front_of(&database.url).await {
-        Ok(proxy) => proxy,
-        Err(error) if std::env::var_os("DATABASE_URL").is_some() => {
-            let reason = format!("lost-reply proxy needs a loopback server: {error}");
-            leaseproof_pgcluster::skip_or_panic(
-                &leaseproof_pgcluster::PgUnavailable { reason },
-                leaseproof_pgcluster::require_pg(),
-            );
-            return;
-        }
-        Err(error) => panic!("starting the proxy: {error}"),
+    let Some((proxy, proxied)) = proxied_port(&database.url, 2).await else {
+        return;
     };
-    let proxy = Arc::new(proxy);
-    let pool = connect_pool_with(through_proxy, 2, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let proxied = HarnessPort::new(PostgresLeases::new(pool));
     let scope_name = unique_scope("lost-commit");
     let scope = Scope::new(scope_name.clone()).unwrap();
     let mut worker = race

@@ -5,7 +5,9 @@ use leaseproof_protocol::{
     CommitReceipt, CycleFaults, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner,
     Scope, ServerTime, Ttl,
 };
-use leaseproof_worker::{run_worker, Clocks, NoHooks, WorkerConfig};
+use leaseproof_worker::{run_worker, NoHooks, WorkerConfig};
+
+use crate::PausedClocks;
 
 const TTL_MS: u64 = 1_000;
 const LATENCY_MS: u64 = 200;
@@ -67,20 +69,6 @@ impl LeasePort for StubPort {
         faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
         self.commit(lease, cycle, faults).await
-    }
-}
-
-/// True and local time are both tokio's (paused) clock since the start.
-struct PausedClocks {
-    start: tokio::time::Instant,
-}
-
-impl Clocks for PausedClocks {
-    fn true_now_us(&self) -> i64 {
-        self.start.elapsed().as_micros() as i64
-    }
-    fn local_now_us(&self) -> i64 {
-        self.true_now_us()
     }
 }
 

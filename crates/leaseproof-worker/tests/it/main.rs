@@ -10,3 +10,20 @@
 
 mod deadline;
 mod script;
+
+use leaseproof_worker::Clocks;
+
+/// True and local time are both tokio's (paused) clock since the start.
+#[derive(Debug)]
+pub struct PausedClocks {
+    pub start: tokio::time::Instant,
+}
+
+impl Clocks for PausedClocks {
+    fn true_now_us(&self) -> i64 {
+        self.start.elapsed().as_micros() as i64
+    }
+    fn local_now_us(&self) -> i64 {
+        self.true_now_us()
+    }
+}

@@ -17,7 +17,9 @@ use leaseproof_protocol::{
     CommitReceipt, CycleFaults, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner,
     Scope, ServerTime, Ttl,
 };
-use leaseproof_worker::{run_worker, Clocks, NoHooks, WorkerConfig, WorkerSummary};
+use leaseproof_worker::{run_worker, NoHooks, WorkerConfig, WorkerSummary};
+
+use crate::PausedClocks;
 
 /// One scripted reply.
 #[derive(Clone, Copy, Debug)]
@@ -131,19 +133,6 @@ impl LeasePort for ScriptedPort {
         faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
         self.commit(lease, cycle, faults).await
-    }
-}
-
-struct PausedClocks {
-    start: tokio::time::Instant,
-}
-
-impl Clocks for PausedClocks {
-    fn true_now_us(&self) -> i64 {
-        self.start.elapsed().as_micros() as i64
-    }
-    fn local_now_us(&self) -> i64 {
-        self.true_now_us()
     }
 }
 
