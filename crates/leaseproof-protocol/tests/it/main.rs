@@ -4,3 +4,4 @@
 //! restarting) that the SQL and the simulated database inherit from it.
 
 mod semantics;
+mod types;
