@@ -55,6 +55,10 @@ pub struct RaceArgs {
     /// alternating slow and fast.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..500_000))]
     pub clock_drift_ppm: i64,
+    /// Write the judged history (merged over processes, with the guarded
+    /// rows) to this file, in the format `leaseproof check` reads.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<std::path::PathBuf>,
 }
 
 impl RaceArgs {
@@ -98,6 +102,13 @@ pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> 
     }
     match race(&args, launcher).await {
         Ok(outcome) => {
+            if let Some(path) = &args.history {
+                if let Err(error) = outcome.history.save(path) {
+                    eprintln!("leaseproof race: writing {}: {error}", path.display());
+                    return ExitCode::from(2);
+                }
+                eprintln!("history written to {}", path.display());
+            }
             let summary = outcome.summary();
             print!("{summary}");
             if summary.passed() {

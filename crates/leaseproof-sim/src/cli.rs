@@ -77,6 +77,10 @@ pub struct ReplayArgs {
     /// of its own; `skewed-clocks` catches it in true time.
     #[arg(long)]
     pub clock_follows_client: bool,
+    /// Also write the run's judged history (guarded rows included) to this
+    /// file, in the format `leaseproof check` reads.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
     /// Where to write the trace (default `leaseproof-replay-<scenario>-<seed>.trace`).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -272,6 +276,13 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         clock_follows_client: args.clock_follows_client,
     };
     let outcome = run(&scenario, args.seed, options);
+    if let Some(path) = &args.history {
+        if let Err(error) = outcome.history.save(path) {
+            eprintln!("leaseproof replay: writing {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+        eprintln!("history written to {}", path.display());
+    }
     let text = outcome.trace.join("\n") + "\n";
     if !args.quiet {
         // A closed pipe (`| head`) is not an error worth a panic.

@@ -56,6 +56,8 @@ async fn race_command_succeeds_on_a_clean_real_race() {
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("race.jsonl");
     let args = parse(&[
         "--workers",
         "4",
@@ -63,8 +65,17 @@ async fn race_command_succeeds_on_a_clean_real_race() {
         "4",
         "--database-url",
         &database.url,
+        "--history",
+        path.to_str().unwrap(),
     ]);
     assert_eq!(run_race_with(args, None).await, ExitCode::SUCCESS);
+    // The judged history, in the format `leaseproof check` reads: it passes
+    // again when read back, guarded rows and all.
+    let history = leaseproof_history::History::load(&path).unwrap();
+    assert_eq!(history.guarded_rows.len(), 4 * 4 * 2);
+    let report = leaseproof_history::check(&history, &Default::default());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.commits, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

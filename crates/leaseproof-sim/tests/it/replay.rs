@@ -23,15 +23,40 @@ fn replay_reproduces_a_failing_unfenced_seed() {
 
     let directory = tempfile::tempdir().expect("a temp dir");
     let path = directory.path().join("replay.trace");
+    let history_path = directory.path().join("replay.jsonl");
     let code = run_replay(ReplayArgs {
         scenario: "gc-pause".to_string(),
         seed: failure.seed,
         unfenced: true,
         out: Some(path.clone()),
+        history: Some(history_path.clone()),
         quiet: true,
         ..ReplayArgs::default()
     });
     assert_eq!(code, ExitCode::FAILURE, "the replayed seed fails again");
+    // The history file, judged on its own (as `leaseproof check --unfenced-worker`
+    // would), shows the same violation: the format carries everything.
+    let history = leaseproof_history::History::load(&history_path).expect("the history file");
+    let unfenced_workers = history
+        .events
+        .iter()
+        .map(|event| event.worker.clone())
+        .collect();
+    let report = leaseproof_history::check(
+        &history,
+        &leaseproof_history::CheckConfig {
+            unfenced_workers,
+            ..Default::default()
+        },
+    );
+    let mut codes: Vec<String> = report
+        .violations
+        .iter()
+        .map(|violation| violation.invariant.code().to_string())
+        .collect();
+    codes.sort();
+    codes.dedup();
+    assert_eq!(codes, failure.codes, "{report}");
     let written = std::fs::read_to_string(&path).expect("replay wrote the trace");
     let first_line = written.lines().next().expect("a non-empty trace");
     assert!(
