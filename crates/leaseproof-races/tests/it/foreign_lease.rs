@@ -23,6 +23,17 @@ use leaseproof_races::race::{connect_pool, task_race_on, RaceOutcome};
 use leaseproof_races::RaceConfig;
 use leaseproof_worker::Step;
 
+/// A pool sized and timed as `config` says.
+async fn pool_for(url: &str, config: &RaceConfig) -> sqlx::PgPool {
+    connect_pool(
+        url,
+        config.pool_size(),
+        Duration::from_millis(config.acquire_timeout_ms),
+    )
+    .await
+    .unwrap()
+}
+
 async fn race(url: &str, fence: Fence) -> RaceOutcome {
     // The workers' own clocks are skewed too (a minute, ±25 %): this design
     // compares times on the server only, so skew changes beliefs, not grants.
@@ -31,13 +42,7 @@ async fn race(url: &str, fence: Fence) -> RaceOutcome {
         clock_drift_ppm_max: 250_000,
         ..RaceConfig::default()
     };
-    let pool = connect_pool(
-        url,
-        config.pool_size(),
-        Duration::from_millis(config.acquire_timeout_ms),
-    )
-    .await
-    .unwrap();
+    let pool = pool_for(url, &config).await;
     let subject = ForeignLease::new(pool, fence);
     let pause = Duration::from_millis(3 * config.ttl_ms as u64);
     task_race_on(&subject, &config, |worker| match worker {
@@ -96,13 +101,7 @@ async fn app_clock_race(url: &str, offset_ms_max: i64) -> RaceOutcome {
         clock_offset_ms_max: offset_ms_max,
         ..RaceConfig::default()
     };
-    let pool = connect_pool(
-        url,
-        config.pool_size(),
-        Duration::from_millis(config.acquire_timeout_ms),
-    )
-    .await
-    .unwrap();
+    let pool = pool_for(url, &config).await;
     let subject = app_clock::AppClockLock::new(pool);
     let workers = config.workers;
     task_race_on(&subject, &config, |worker| {

@@ -198,6 +198,14 @@ fn render(recorder: &Recorder) -> Vec<String> {
         .collect()
 }
 
+/// The operations the record invoked, in order, without their times.
+fn invoked(record: &[String]) -> Vec<&str> {
+    record
+        .iter()
+        .filter_map(|line| line.split_once(" invoke ").map(|(_, op)| op))
+        .collect()
+}
+
 async fn run(port: &ScriptedPort, config: &WorkerConfig) -> (Vec<String>, WorkerSummary) {
     let recorder = Recorder::new();
     let clocks = PausedClocks {
@@ -350,10 +358,7 @@ async fn the_loop_stops_at_its_bounds_exactly() {
     let mut bounded = config(5, 5);
     bounded.operations_max = 3;
     let (record, summary) = run(&ScriptedPort::default(), &bounded).await;
-    let invoked: Vec<&str> = record
-        .iter()
-        .filter_map(|line| line.split_once(" invoke ").map(|(_, op)| op))
-        .collect();
+    let invoked = invoked(&record);
     assert_eq!(
         invoked,
         [
@@ -375,10 +380,7 @@ async fn a_grant_is_released_after_its_cycles_unknown_ones_included() {
         ..ScriptedPort::default()
     };
     let (record, summary) = run(&port, &config(3, 2)).await;
-    let invoked: Vec<&str> = record
-        .iter()
-        .filter_map(|line| line.split_once(" invoke ").map(|(_, op)| op))
-        .collect();
+    let invoked = invoked(&record);
     assert_eq!(
         invoked,
         [
