@@ -14,6 +14,7 @@
 
 #![deny(missing_docs)]
 
+pub mod judged;
 mod model;
 pub mod properties;
 mod trace;

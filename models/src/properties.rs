@@ -102,10 +102,40 @@ pub fn is_witness(name: &str) -> bool {
 }
 
 fn crashed_holder_taken_over(model: &LeaseModel, state: &LeaseState) -> bool {
+    if model.retry_interval_ticks > 0 {
+        return crashed_holder_taken_over_by_waiting_rival(model, state);
+    }
     match state.ghost.holder_crashed_at_ticks {
         Some(crashed_at_ticks) if state.now_ticks >= crashed_at_ticks + model.ttl_ticks => {
             model.some_live_worker_could_acquire(state)
         }
         _ => true,
     }
+}
+
+/// With a retry interval: once more than one interval has passed since a
+/// crashed holder's grant ended (`E`, at most TTL after the crash: nothing
+/// renews it after the crash), a rival that has been waiting (refused,
+/// retrying on schedule) has taken the scope over. A waiting rival was
+/// refused before `E` and retries one interval later, again and again, so
+/// its first attempt at or after `E` comes within one interval of it, and
+/// time cannot pass a due attempt. The checker's I5 measures the same delay
+/// from `expires_at`. Judged only while a new grant is still allowed by the
+/// model's bound on grants (otherwise nothing could take over).
+fn crashed_holder_taken_over_by_waiting_rival(model: &LeaseModel, state: &LeaseState) -> bool {
+    if state.ghost.holder_crashed_at_ticks.is_none() {
+        return true;
+    }
+    let Some(grant) = state.ghost.grant else {
+        return true;
+    };
+    if state.ghost.grants >= model.grants_max {
+        return true;
+    }
+    let bound_ticks = grant.end_server_ticks + model.retry_interval_ticks;
+    let rival_waiting = (0..model.workers).any(|worker| {
+        let entry = &state.workers[worker];
+        entry.phase == Phase::Idle && entry.retry_at_ticks.is_some()
+    });
+    !(state.now_ticks > bound_ticks && rival_waiting)
 }

@@ -45,11 +45,15 @@ pub enum Variant {
     /// frees it the moment the holder's session dies, and the holder learns
     /// late (at its next probe): meanwhile it works on, unfenced.
     SessionLockLearnsLate,
+    /// A refused rival backs off a whole TTL beyond its retry interval: safe,
+    /// but a crashed holder's scope stays unclaimed longer than TTL plus one
+    /// interval (checked with [`crate::LeaseModel::with_retry_interval`]).
+    BackoffBeyondInterval,
 }
 
 impl Variant {
     /// Every variant, the reference first.
-    pub const ALL: [Variant; 11] = [
+    pub const ALL: [Variant; 12] = [
         Variant::Reference,
         Variant::WorkerClockExpiry,
         Variant::ReadThenWrite,
@@ -61,6 +65,7 @@ impl Variant {
         Variant::SchemaNoRetry,
         Variant::ShorteningExtension,
         Variant::SessionLockLearnsLate,
+        Variant::BackoffBeyondInterval,
     ];
 
     /// The kebab-case name used on the command line, e.g. `"unfenced-commit"`.
@@ -77,6 +82,7 @@ impl Variant {
             Variant::SchemaNoRetry => "schema-no-retry",
             Variant::ShorteningExtension => "shortening-extension",
             Variant::SessionLockLearnsLate => "session-lock-learns-late",
+            Variant::BackoffBeyondInterval => "backoff-beyond-interval",
         }
     }
 
@@ -98,6 +104,9 @@ impl Variant {
             Variant::SessionLockLearnsLate => {
                 "a session lock freed when its session dies, the holder learning late, no fence"
             }
+            Variant::BackoffBeyondInterval => {
+                "a refused rival backs off a TTL beyond its retry interval"
+            }
         }
     }
 
@@ -115,6 +124,7 @@ impl Variant {
             Variant::SchemaNoRetry => Some(properties::EVERY_WORKER_STARTS),
             Variant::ShorteningExtension => Some(properties::MUTUAL_EXCLUSION),
             Variant::SessionLockLearnsLate => Some(properties::FENCED_WRITES),
+            Variant::BackoffBeyondInterval => Some(properties::CRASHED_HOLDER_TAKEN_OVER),
         }
     }
 }

@@ -230,6 +230,28 @@ async fn postgres_stage(args: &VerifyArgs, report: &mut Report) {
     );
 }
 
+/// The variant's shortest path the history checker convicts of the same
+/// invariant as the model (a start-up failure leaves no history to judge).
+fn judged_by_checker(
+    model: &leaseproof_models::LeaseModel,
+    variant: leaseproof_models::Variant,
+) -> Result<String, String> {
+    use leaseproof_models::judged;
+    let Some(invariant) = judged::expected_invariant(variant) else {
+        return Ok("no history to judge (start-up)".to_string());
+    };
+    match judged::shortest_convicted_path(model, invariant) {
+        Some((path, _)) => Ok(format!(
+            "the history checker convicts a {}-step path of {}",
+            path.len() - 1,
+            invariant.code()
+        )),
+        None => Err(format!(
+            "the history checker convicts no path of variant {variant} of {invariant}"
+        )),
+    }
+}
+
 /// The reference model exhausted (2 workers) and every broken variant refuted.
 fn model_stage(report: &mut Report) {
     const STAGE: &str = "model";
@@ -244,13 +266,14 @@ fn model_stage(report: &mut Report) {
                 result.unique_states
             )),
             (None, false) => Err(format!("the reference model failed a property:\n{result}")),
-            (Some(property), true) => Ok(format!(
-                "refuted: {property} fails in {} steps",
-                result
+            (Some(property), true) => {
+                let steps = result
                     .counterexample
                     .as_ref()
-                    .map_or(0, |trace| trace.steps.len())
-            )),
+                    .map_or(0, |trace| trace.steps.len());
+                judged_by_checker(&config.model, variant)
+                    .map(|judged| format!("refuted: {property} fails in {steps} steps; {judged}"))
+            }
             (Some(property), false) => Err(format!(
                 "variant {variant} was NOT refuted (expected {property} to fail)"
             )),
@@ -281,6 +304,14 @@ fn model_stage(report: &mut Report) {
             ),
             "lost replies",
             "reference protocol, renew and commit replies lost (2 workers)",
+        ),
+        (
+            leaseproof_models::LeaseModel::with_retry_interval(
+                2,
+                leaseproof_models::Variant::Reference,
+            ),
+            "a retry interval",
+            "reference protocol, takeover within TTL + one retry interval (2 workers)",
         ),
     ] {
         let started = Instant::now();

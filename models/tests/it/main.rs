@@ -6,8 +6,10 @@
 //! Invariant: the reference satisfies every `always` and witnesses every
 //! `sometimes`; each variant violates exactly the property it is named for.
 
+mod judged_by_checker;
 mod late_statements;
 mod lost_replies;
 mod reference;
+mod retry_interval;
 mod variants;
 mod vocabulary;

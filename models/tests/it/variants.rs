@@ -191,3 +191,23 @@ fn a_session_lock_whose_holder_learns_late_lets_a_stale_write_land() {
     );
     assert_eq!(steps, 6);
 }
+
+#[test]
+fn a_backoff_beyond_the_retry_interval_leaves_a_crashed_holders_scope_unclaimed_too_long() {
+    // With the retry interval modelled: safe (I1–I3 hold), but a rival that
+    // backs off a TTL beyond its interval misses the bounded takeover (I5).
+    let steps = counterexample_steps(Variant::BackoffBeyondInterval);
+    assert_eq!(steps, 10);
+    let report = check(&CheckConfig {
+        model: LeaseModel::new(2, Variant::BackoffBeyondInterval),
+        search: Search::ExhaustiveSymmetric,
+    });
+    assert_holds(
+        &report,
+        &[
+            properties::MUTUAL_EXCLUSION,
+            properties::TOKEN_ORDER,
+            properties::FENCED_WRITES,
+        ],
+    );
+}

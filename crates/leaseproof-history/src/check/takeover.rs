@@ -49,13 +49,26 @@ impl<'h> Checker<'h> {
         }
         let ops = &self.ops;
         // An event that leaves its worker in the acquisition loop for `scope`:
-        // an acquisition invoked, or one that completed without a grant.
+        // an acquisition invoked that did not succeed, or one that completed
+        // without a grant. An acquisition that was granted is not waiting,
+        // even while its reply is on the way: its worker waits for a reply,
+        // not for the scope, and will not retry (the model's delayed grant
+        // replies found this: a rival whose grant of long ago was still being
+        // delivered counted as waiting).
         let acquiring = |index: u64, scope: &str| -> bool {
             let Some(event) = event_at(index) else {
                 return false;
             };
             let op_id = match &event.kind {
-                EventKind::Invoke { op_id, .. } => op_id,
+                EventKind::Invoke { op_id, .. } => {
+                    let granted = ops.get(op_id).is_some_and(|record| {
+                        matches!(record.completion, Some((_, Outcome::Ok { .. })))
+                    });
+                    if granted {
+                        return false;
+                    }
+                    op_id
+                }
                 EventKind::Complete { op_id, outcome } => {
                     if matches!(outcome, Outcome::Ok { .. }) {
                         return false;

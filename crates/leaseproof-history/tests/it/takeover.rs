@@ -171,3 +171,42 @@ fn plain_check_measures_but_never_judges_the_bound() {
     assert!(report.is_ok(), "{report}");
     assert_eq!(report.stats.dead_holder_takeover_delays_us, vec![300]);
 }
+
+#[test]
+fn a_rival_whose_grant_reply_is_still_on_the_way_is_not_waiting_for_the_scope() {
+    // Found by judging the model's paths: `b` asked before `a` even got its
+    // grant, was granted token 1 at once, and its reply took until 500 to
+    // arrive — meanwhile `a` held token 2 and died. An acquisition that was
+    // granted waits for a reply, not for the scope: it will not retry, so a
+    // late next grant is no I5 violation.
+    let mut builder = Builder::new();
+    let (_, b_asks) = builder.at(1).invoke(
+        "b",
+        leaseproof_history::Op::Acquire {
+            scope: SCOPE.to_string(),
+            owner: "b".to_string(),
+            ttl_us: crate::builder::TTL_US,
+        },
+    );
+    builder.at(100).acquire_ok("a", SCOPE, 2, 100);
+    builder.at(500).complete(
+        "b",
+        b_asks,
+        leaseproof_history::Outcome::Ok {
+            result: leaseproof_history::OpResult::Lease {
+                token: 1,
+                owner: "b".to_string(),
+                granted_at_us: 1,
+                expires_at_us: 101,
+            },
+        },
+    );
+    builder.at(600).acquire_ok("c", SCOPE, 3, 600);
+    let report = judge(&builder.build());
+    assert!(
+        report.violations_of(Invariant::BoundedTakeover).is_empty(),
+        "{report}"
+    );
+    // The delay is measured, not judged: 400 µs after a's grant ended.
+    assert_eq!(report.stats.dead_holder_takeover_delays_us, vec![400]);
+}
