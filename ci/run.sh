@@ -7,9 +7,12 @@ cd "$(dirname "$0")/.."
 
 bash ci/install-postgres.sh
 bash ci/install-redis.sh
+bash ci/install-chromium.sh
 
 export LEASEPROOF_REQUIRE_PG=1
 export LEASEPROOF_REQUIRE_REDIS=1
+# The timeline pictures are opened in headless Chromium by a test.
+export LEASEPROOF_REQUIRE_CHROMIUM=1
 export RUSTFLAGS="${RUSTFLAGS:-} -D warnings"
 export CARGO_TERM_COLOR=never
 

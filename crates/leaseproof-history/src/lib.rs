@@ -48,6 +48,7 @@ mod check;
 mod event;
 mod history;
 mod recorder;
+mod timeline;
 
 pub use check::{
     check, check_with_takeover_bound, CheckConfig, CheckReport, GrantStamps, Invariant, Stats,
@@ -56,3 +57,4 @@ pub use check::{
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome};
 pub use history::{History, HistoryError};
 pub use recorder::{Recorder, Stamp};
+pub use timeline::{timeline_html, Annotation};

@@ -242,7 +242,7 @@ impl Server {
                 self.durable.borrow_mut().rng.gen_bool(probability)
             };
             if lose {
-                self.line(&client, || {
+                self.trace.fault(Some(&client), || {
                     format!("db s{session}: reply to {name} LOST after it took effect; connection reset")
                 });
                 break;

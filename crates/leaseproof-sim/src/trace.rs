@@ -44,6 +44,10 @@ impl LocalClock {
     }
 }
 
+/// An injected fault as the timeline draws it: (sim µs, the worker's base
+/// name or `None` for the database or every worker, what happened).
+pub type FaultRecord = (i64, Option<String>, String);
+
 /// Shared, cloneable trace sink.
 #[derive(Clone, Debug)]
 pub struct Trace {
@@ -51,6 +55,8 @@ pub struct Trace {
     server_offset_us: i64,
     clocks: Arc<BTreeMap<String, LocalClock>>,
     lines: Arc<Mutex<Vec<(i64, String)>>>,
+    /// The injected faults, for the timeline.
+    faults: Arc<Mutex<Vec<FaultRecord>>>,
 }
 
 /// The simulated time of the caller's host, in µs (0 outside a simulation).
@@ -79,6 +85,7 @@ impl Trace {
             server_offset_us: plan.server_offset_us,
             clocks: Arc::new(clocks),
             lines: Arc::new(Mutex::new(Vec::new())),
+            faults: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -126,6 +133,45 @@ impl Trace {
         if self.enabled {
             self.line_at(sim_now_us(), worker, text);
         }
+    }
+
+    /// Records an injected fault for the timeline picture (and as a trace
+    /// line): `worker` as [`Trace::line_at`] takes it, `None` for the
+    /// database or every worker. Recorded only when tracing is enabled.
+    pub fn fault_at(&self, sim_us: i64, worker: Option<&str>, text: impl FnOnce() -> String) {
+        if !self.enabled {
+            return;
+        }
+        let text = text();
+        self.record_fault(sim_us, worker, text.clone());
+        self.line_at(sim_us, worker, || text);
+    }
+
+    /// Records a fault for the timeline only (the caller writes its own line).
+    pub fn record_fault(&self, sim_us: i64, worker: Option<&str>, text: String) {
+        if !self.enabled {
+            return;
+        }
+        let base = worker.map(|worker| worker.split('#').next().unwrap_or(worker).to_string());
+        self.faults
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((sim_us, base, text));
+    }
+
+    /// [`Trace::fault_at`] at the caller's current simulated time.
+    pub fn fault(&self, worker: Option<&str>, text: impl FnOnce() -> String) {
+        if self.enabled {
+            self.fault_at(sim_now_us(), worker, text);
+        }
+    }
+
+    /// The faults recorded so far, in recording order.
+    pub fn faults(&self) -> Vec<FaultRecord> {
+        self.faults
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// The lines so far, with their simulated times, in recording order.

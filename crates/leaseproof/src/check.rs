@@ -25,6 +25,9 @@ pub struct CheckArgs {
     /// A worker that writes without the fence (its belief overlaps are violations).
     #[arg(long = "unfenced-worker")]
     pub unfenced_workers: Vec<String>,
+    /// Also draw the judged history as a self-contained HTML timeline here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// Runs `leaseproof check`.
@@ -59,6 +62,15 @@ pub fn run(args: CheckArgs) -> ExitCode {
     };
     let report = check(&history, &config);
     print!("{report}");
+    if let Some(path) = &args.html {
+        let title = args.file.display().to_string();
+        let html = leaseproof_history::timeline_html(&title, &history, &report, &[]);
+        if let Err(error) = std::fs::write(path, html) {
+            eprintln!("leaseproof check: writing {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+        eprintln!("timeline written to {}", path.display());
+    }
     if report.is_ok() {
         if report.possible.is_empty() {
             println!("PASS: {} events, no violation", history.events.len());

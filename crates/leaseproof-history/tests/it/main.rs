@@ -14,5 +14,6 @@ mod mutual_exclusion;
 mod nothing_lost;
 mod simulated;
 mod takeover;
+mod timeline;
 mod token_order;
 mod well_formed;

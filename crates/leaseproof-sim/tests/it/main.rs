@@ -17,6 +17,7 @@ mod scenarios;
 mod sweeps;
 mod teeth;
 mod tidy;
+mod timeline;
 
 use std::ops::Range;
 

@@ -1,0 +1,320 @@
+//! One simulation run: a pure function of (scenario, seed, options).
+//!
+//! Goal: run the shared worker loop against the simulated database under the
+//! faults the seed draws, and judge the history with the one checker.
+//! Method: a turmoil simulation with one database host and one host per
+//! worker, stepped by this driver, which applies the drawn schedule (crashes,
+//! restarts, partitions) between steps. Workers read skewed clocks
+//! ([`SimClocks`]) and pause through [`PauseHooks`]. After the run the
+//! guarded table's rows join the history and `leaseproof_history::check`
+//! decides; a worker that could not start, or did not finish, is a failed
+//! expectation of the scenario.
+//!
+//! Invariant: no wall clock, no OS entropy, no unordered iteration — the same
+//! inputs give the same trace, byte for byte.
+//!
+//! Files: this one holds the options, the outcome and the order of a run;
+//! `workers.rs` the worker hosts (clocks, pauses, incarnations), `drive.rs`
+//! the driver that steps the simulation and applies the drawn faults,
+//! `verdict.rs` the judgement after the run.
+
+mod drive;
+mod verdict;
+mod workers;
+
+pub use workers::{PauseHooks, SimClocks};
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use leaseproof_history::{Annotation, CheckReport, History, Recorder};
+use leaseproof_protocol::semantics::ExtensionRule;
+use leaseproof_protocol::Ttl;
+
+use crate::db::{self, DbConfig, Durable, DB_HOST};
+use crate::faults::FaultPlan;
+use crate::scenario::Scenario;
+use crate::trace::{format_us, Trace};
+
+/// The scope every worker contends for.
+pub const SCOPE: &str = "leaseproof:sim";
+
+/// How a run is configured beyond its scenario and seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Every worker commits without the fence (the configuration with teeth).
+    pub unfenced: bool,
+    /// Record the full trace (replay, determinism tests, failure excerpts).
+    pub trace: bool,
+    /// Disable the port's one retry of `ensure_schema`, whatever the scenario
+    /// says. A run's [`RunOutcome::options`] has it set whenever the run went
+    /// without the retry, so its replay line reproduces it.
+    pub no_schema_retry: bool,
+    /// The simulated database extends live grants by the broken pre-fix rule
+    /// ([`ExtensionRule::LatestStatementWins`]): a delayed same-owner statement
+    /// shortens a live grant. The harness must catch it (chaos seeds 345, 1171).
+    pub shortening_extensions: bool,
+    /// The simulated database's fence checks the lease but keeps no row lock
+    /// (a fence run in a transaction of its own). With pauses inside the
+    /// cycle (`cycle-pause`) the harness must catch it: I3.
+    pub fence_without_lock: bool,
+    /// The simulated database decides each statement with its client's clock
+    /// (a design trusting client timestamps). Skewed clocks must expose it:
+    /// I1 in true time.
+    pub clock_follows_client: bool,
+}
+
+impl RunOptions {
+    /// Every option that changes a run, with its replay flag's name (also the
+    /// suffix of replay file names and a key of the header line).
+    pub fn flags(&self) -> [(bool, &'static str); 5] {
+        [
+            (self.unfenced, "unfenced"),
+            (self.no_schema_retry, "no-schema-retry"),
+            (self.shortening_extensions, "shortening-extensions"),
+            (self.fence_without_lock, "fence-without-lock"),
+            (self.clock_follows_client, "clock-follows-client"),
+        ]
+    }
+
+    /// The replay flags of the options set, each with a leading space.
+    pub fn flag_arguments(&self) -> String {
+        self.flags()
+            .iter()
+            .filter(|(set, _)| *set)
+            .map(|(_, name)| format!(" --{name}"))
+            .collect()
+    }
+
+    /// The extension rule the simulated database runs with.
+    pub fn extension_rule(&self) -> ExtensionRule {
+        if self.shortening_extensions {
+            ExtensionRule::LatestStatementWins
+        } else {
+            ExtensionRule::NeverShorten
+        }
+    }
+}
+
+/// What one run produced.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed.
+    pub seed: u64,
+    /// The options it ran with.
+    pub options: RunOptions,
+    /// The `SEED=` line and the drawn fault settings.
+    pub header: Vec<String>,
+    /// The checker's verdict.
+    pub report: CheckReport,
+    /// Expectations of the scenario that failed (a worker never started, …).
+    pub expectation_failures: Vec<String>,
+    /// Simulated time the run took.
+    pub simulated: Duration,
+    /// Worker incarnations started.
+    pub incarnations: u32,
+    /// The whole trace (header first) when `options.trace`; else just the header.
+    pub trace: Vec<String>,
+    /// The judged history.
+    pub history: History,
+    /// The faults injected into the run, on the history's time axis (for the
+    /// timeline picture; recorded when `options.trace`).
+    pub faults: Vec<Annotation>,
+}
+
+impl RunOutcome {
+    /// True when the checker found nothing and every expectation held.
+    pub fn is_ok(&self) -> bool {
+        self.report.is_ok() && self.expectation_failures.is_empty()
+    }
+
+    /// The one line that replays this run.
+    pub fn replay_command(&self) -> String {
+        format!(
+            "cargo run --release -- replay {} --seed {}{}",
+            self.scenario,
+            self.seed,
+            self.options.flag_arguments()
+        )
+    }
+
+    /// The run as a self-contained HTML timeline (see
+    /// [`leaseproof_history::timeline_html`]), faults included when traced.
+    pub fn timeline_html(&self) -> String {
+        let title = format!(
+            "{} seed {}{}",
+            self.scenario,
+            self.seed,
+            self.options.flag_arguments()
+        );
+        leaseproof_history::timeline_html(&title, &self.history, &self.report, &self.faults)
+    }
+
+    /// Ok commits made under a grant that followed a crashed holder's grant:
+    /// the commit of token `t` came after the grant of `t - 1` went to an
+    /// incarnation that later restarted (it crashed), never released `t - 1`,
+    /// and had no event left when `t` was granted. DESIGN's "a commit after a
+    /// holder's crash is reachable", counted from the judged history.
+    pub fn commits_after_crashed_holder(&self) -> u64 {
+        verdict::commits_after_crashed_holder(&self.history)
+    }
+
+    /// The first problem, as one line (`None` when the run passed).
+    pub fn first_problem(&self) -> Option<String> {
+        if let Some(violation) = self.report.violations.first() {
+            return Some(violation.to_string());
+        }
+        self.expectation_failures.first().cloned()
+    }
+
+    /// Up to `lines_max` trace lines leading to the first violation's last
+    /// event (the whole tail of the trace if the run has no violation with
+    /// events). Needs a traced run.
+    pub fn trace_excerpt(&self, lines_max: usize) -> Vec<String> {
+        let body = &self.trace[self.header.len().min(self.trace.len())..];
+        let anchor_us = self
+            .report
+            .violations
+            .first()
+            .and_then(|violation| violation.events.iter().max())
+            .and_then(|index| self.history.events.get(*index as usize))
+            .map(|event| event.true_time_us);
+        let end = match anchor_us {
+            Some(anchor_us) => {
+                let stamp = format!("[sim {} ", format_us(anchor_us));
+                body.iter()
+                    .rposition(|line| line.starts_with(&stamp))
+                    .map_or(body.len(), |index| index + 1)
+            }
+            None => body.len(),
+        };
+        body[end.saturating_sub(lines_max)..end].to_vec()
+    }
+}
+
+/// The time bounds of one run, from its scenario.
+#[derive(Clone, Copy, Debug)]
+struct Bounds {
+    /// The lease TTL every worker asks for.
+    ttl: Ttl,
+    /// The scenario's duration: workers stop acquiring after it.
+    duration: Duration,
+    /// When the driver gives up on a run that has not ended by itself.
+    limit: Duration,
+}
+
+/// Runs `scenario` under `seed`.
+pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcome {
+    let mut scenario = scenario.clone();
+    if options.no_schema_retry {
+        scenario.schema_retry = false;
+    }
+    // Recorded as run, however the retry was turned off: the replay line must
+    // reproduce it.
+    options.no_schema_retry = !scenario.schema_retry;
+    let scenario = &scenario;
+    let plan = FaultPlan::draw(scenario, seed);
+    let mut header = plan.header(scenario, options.unfenced);
+    // The planted defects, where set (the fence and retry settings are in
+    // the line already).
+    for (set, name) in &options.flags()[2..] {
+        if *set {
+            header[0].push_str(&format!(" {}=true", name.replace('-', "_")));
+        }
+    }
+    let trace = Trace::new(options.trace, &plan);
+    let tick = Duration::from_millis(scenario.tick_ms);
+    let duration = Duration::from_secs(scenario.duration_s);
+    let ttl = Ttl::from_millis(scenario.ttl_ms).expect("validated scenario");
+    // Everything ends by itself well before this: pauses, downtimes and
+    // timeouts are bounded.
+    let limit = duration + Duration::from_secs(60) + ttl.as_duration() * 10;
+    let bounds = Bounds {
+        ttl,
+        duration,
+        limit,
+    };
+
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(seed)
+        .epoch(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        .simulation_duration(limit + Duration::from_secs(1))
+        .tick_duration(tick)
+        .min_message_latency(Duration::from_millis(scenario.latency_ms[0]))
+        .max_message_latency(Duration::from_millis(scenario.latency_ms[1]))
+        .build();
+
+    let durable = Rc::new(RefCell::new(Durable::with_extension_rule(
+        plan.db_rng_seed,
+        options.extension_rule(),
+    )));
+    let db_config = DbConfig {
+        server_offset_us: plan.server_offset_us,
+        lost_reply_probability: plan.lost_reply_probability,
+        schema_create: Duration::from_millis(plan.schema_create_ms),
+        idle_in_transaction_timeout: Duration::from_millis(scenario.idle_in_transaction_timeout_ms),
+        fence_without_lock: options.fence_without_lock,
+        clock_follows_client: options.clock_follows_client,
+    };
+    {
+        let durable = Rc::clone(&durable);
+        let trace = trace.clone();
+        sim.host(DB_HOST, move || {
+            db::serve(Rc::clone(&durable), db_config.clone(), trace.clone())
+        });
+    }
+    let recorder = Recorder::new();
+    let slots = workers::spawn(
+        &mut sim, scenario, &plan, options, &bounds, &recorder, &trace,
+    );
+    let mut expectation_failures = drive::drive(&mut sim, &plan, &trace, &slots, &bounds);
+    let simulated = sim.elapsed();
+    drop(sim);
+    let verdict::Verdict {
+        report,
+        history,
+        incarnations,
+    } = verdict::judge(
+        scenario,
+        &plan,
+        options,
+        &durable,
+        &slots,
+        &recorder,
+        &mut expectation_failures,
+    );
+
+    let faults = trace
+        .faults()
+        .into_iter()
+        .map(|(true_time_us, worker, text)| Annotation {
+            true_time_us,
+            worker,
+            text,
+        })
+        .collect();
+    let mut full_trace = header.clone();
+    if options.trace {
+        full_trace.extend(verdict::merge_trace(&trace, &history));
+        full_trace.push(format!("verdict: {}", report.to_string().trim_end()));
+        for failure in &expectation_failures {
+            full_trace.push(format!("expectation failed: {failure}"));
+        }
+    }
+    RunOutcome {
+        scenario: scenario.name.clone(),
+        seed,
+        options,
+        header,
+        report,
+        expectation_failures,
+        simulated,
+        incarnations,
+        trace: full_trace,
+        history,
+        faults,
+    }
+}

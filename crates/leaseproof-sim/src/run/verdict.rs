@@ -1,0 +1,241 @@
+//! The verdict on a run: the checker's report over the recorded history and
+//! the guarded table, and the scenario's own expectations.
+//!
+//! Goal: judge every run with the one checker, as the real-server races are
+//! judged, plus what only the simulation knows (I1 in true time, workers
+//! that could not start). Method: the guarded rows join the history; the
+//! checker runs with decision-time stamps (the simulated database decides
+//! with the time it stamps) and, where the scenario bounds it, the takeover
+//! delay. Invariant: the verdict reads the run's records only; it changes
+//! nothing.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+use leaseproof_history::{
+    check, check_with_takeover_bound, CheckConfig, CheckReport, EventKind, GrantStamps, History,
+    Op, OpResult, Outcome, Recorder, TakeoverBound,
+};
+
+use super::workers::WorkerSlot;
+use super::RunOptions;
+use crate::db::Durable;
+use crate::faults::FaultPlan;
+use crate::scenario::Scenario;
+use crate::trace::{format_us, Trace};
+
+/// What the checker and the run's records say.
+pub(super) struct Verdict {
+    pub(super) report: CheckReport,
+    pub(super) history: History,
+    pub(super) incarnations: u32,
+}
+
+/// Judges a finished run; appends the scenario's failed expectations.
+pub(super) fn judge(
+    scenario: &Scenario,
+    plan: &FaultPlan,
+    options: RunOptions,
+    durable: &Rc<RefCell<Durable>>,
+    slots: &Rc<RefCell<Vec<WorkerSlot>>>,
+    recorder: &Recorder,
+    expectation_failures: &mut Vec<String>,
+) -> Verdict {
+    let incarnations = slots
+        .borrow()
+        .iter()
+        .map(|slot| slot.incarnation as u32)
+        .sum();
+    for (slot, worker) in slots.borrow().iter().zip(&plan.workers) {
+        if let Some(error) = slot
+            .first_summary
+            .as_ref()
+            .and_then(|summary| summary.schema_error.as_ref())
+        {
+            expectation_failures.push(format!("{} failed to start: {error}", worker.name));
+        }
+    }
+
+    // I1 in true time: a server clock that is not one clock fails here even
+    // when every timestamp it reported is consistent with itself.
+    expectation_failures.extend(durable.borrow().true_time.violations.iter().cloned());
+
+    let rows = durable
+        .borrow()
+        .guarded
+        .rows()
+        .iter()
+        .map(leaseproof_worker::history_row)
+        .collect();
+    recorder.set_guarded_rows(rows);
+    let history = recorder.snapshot();
+    let config = CheckConfig {
+        unfenced_workers: if options.unfenced {
+            plan.workers
+                .iter()
+                .map(|worker| worker.name.clone())
+                .collect()
+        } else {
+            BTreeSet::new()
+        },
+        // The simulated database serves the semantics, which decide with the
+        // time they stamp: a server-time overlap is a real one.
+        grant_stamps: GrantStamps::Decision,
+    };
+    let report = match scenario.takeover_bound_ms {
+        // The simulated server's clock is true time plus the drawn offset,
+        // exactly: the checker may place worker events on it.
+        Some(bound_ms) => {
+            let bound = TakeoverBound {
+                slack_us: i64::try_from(bound_ms * 1_000).expect("a bound of sane size"),
+                server_minus_true_us: plan.server_offset_us,
+            };
+            check_with_takeover_bound(&history, &config, &bound)
+        }
+        None => check(&history, &config),
+    };
+
+    Verdict {
+        report,
+        history,
+        incarnations,
+    }
+}
+
+/// The trace lines merged with the history's events, by simulated time.
+pub(super) fn merge_trace(trace: &Trace, history: &History) -> Vec<String> {
+    let mut merged: Vec<(i64, u8, usize, String)> = trace
+        .take_lines()
+        .into_iter()
+        .enumerate()
+        .map(|(order, (at_us, line))| (at_us, 1, order, line))
+        .collect();
+    for event in &history.events {
+        let what = match &event.kind {
+            EventKind::Invoke { op_id, op } => format!("invokes op {op_id}: {op:?}"),
+            EventKind::Complete { op_id, outcome } => match outcome {
+                Outcome::Ok { result } => format!("op {op_id} ok: {result:?}"),
+                Outcome::Fail { reason } => format!("op {op_id} FAILED: {reason:?}"),
+                Outcome::Unknown { reason } => format!("op {op_id} UNKNOWN: {reason}"),
+            },
+            EventKind::BeliefStart { scope, token } => {
+                format!("BELIEVES it holds {scope} under token {token}")
+            }
+            EventKind::BeliefEnd {
+                scope,
+                token,
+                reason,
+            } => format!("stops believing it holds {scope} token {token}: {reason}"),
+        };
+        merged.push((
+            event.true_time_us,
+            0,
+            event.index as usize,
+            format!(
+                "[sim {} | srv {} | local {}] {}#inc{} (event {}) {}",
+                format_us(event.true_time_us),
+                format_us(trace.server_us(event.true_time_us)),
+                format_us(event.local_time_us),
+                event.worker,
+                event.incarnation,
+                event.index,
+                what
+            ),
+        ));
+    }
+    merged.sort_by_key(|(at_us, rank, order, _)| (*at_us, *rank, *order));
+    merged.into_iter().map(|(_, _, _, line)| line).collect()
+}
+
+/// See [`RunOutcome::commits_after_crashed_holder`].
+pub(super) fn commits_after_crashed_holder(history: &History) -> u64 {
+    type Incarnation<'a> = (&'a str, u64);
+    let mut ops: BTreeMap<u64, &Op> = BTreeMap::new();
+    let mut incarnation_of: BTreeMap<&str, Incarnation<'_>> = BTreeMap::new();
+    let mut last_event_us: BTreeMap<Incarnation<'_>, i64> = BTreeMap::new();
+    let mut incarnation_max: BTreeMap<&str, u64> = BTreeMap::new();
+    for event in &history.events {
+        let incarnation = (event.worker.as_str(), event.incarnation);
+        let last_us = last_event_us.entry(incarnation).or_insert(i64::MIN);
+        *last_us = (*last_us).max(event.true_time_us);
+        let highest = incarnation_max.entry(&event.worker).or_insert(0);
+        *highest = (*highest).max(event.incarnation);
+        if let EventKind::Invoke { op_id, op } = &event.kind {
+            ops.insert(*op_id, op);
+            incarnation_of.entry(op.owner()).or_insert(incarnation);
+        }
+    }
+    // (scope, token) -> (owner, true time of the first ok reply granting it).
+    let mut grants: BTreeMap<(&str, u64), (&str, i64)> = BTreeMap::new();
+    let mut released: BTreeSet<(&str, &str, u64)> = BTreeSet::new();
+    let mut commits: Vec<(&str, &str, u64)> = Vec::new();
+    for event in &history.events {
+        let EventKind::Complete {
+            op_id,
+            outcome: Outcome::Ok { result },
+        } = &event.kind
+        else {
+            continue;
+        };
+        let Some(op) = ops.get(op_id) else {
+            continue;
+        };
+        match (op, result) {
+            (
+                Op::Acquire { scope, .. } | Op::Renew { scope, .. },
+                OpResult::Lease { token, owner, .. },
+            ) => {
+                grants
+                    .entry((scope.as_str(), *token))
+                    .or_insert((owner.as_str(), event.true_time_us));
+            }
+            (
+                Op::Release {
+                    scope,
+                    owner,
+                    token,
+                },
+                OpResult::Released { .. },
+            ) => {
+                released.insert((scope.as_str(), owner.as_str(), *token));
+            }
+            (
+                Op::Commit {
+                    scope,
+                    owner,
+                    token,
+                    ..
+                },
+                OpResult::Committed { .. },
+            ) => {
+                commits.push((scope.as_str(), owner.as_str(), *token));
+            }
+            _ => {}
+        }
+    }
+    let crashed_before = |owner: &str, granted_us: i64| -> bool {
+        let Some(&incarnation) = incarnation_of.get(owner) else {
+            return false;
+        };
+        incarnation_max[incarnation.0] > incarnation.1 && last_event_us[&incarnation] < granted_us
+    };
+    commits
+        .into_iter()
+        .filter(|&(scope, owner, token)| {
+            let Some(&(holder, granted_us)) = grants.get(&(scope, token)) else {
+                return false;
+            };
+            let Some(&(previous, _)) = token
+                .checked_sub(1)
+                .and_then(|previous_token| grants.get(&(scope, previous_token)))
+            else {
+                return false;
+            };
+            holder == owner
+                && previous != owner
+                && !released.contains(&(scope, previous, token - 1))
+                && crashed_before(previous, granted_us)
+        })
+        .count() as u64
+}
