@@ -9,6 +9,7 @@
 //! takeover wait for the commit, a stale commit is refused and rolled back,
 //! and the schema survives concurrent creation.
 
+mod connection_loss;
 mod differential;
 mod fence;
 mod input;
