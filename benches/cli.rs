@@ -25,14 +25,35 @@ pub struct BenchArgs {
     /// Short run: 0.5 s per row at 1 and 8 contenders (finishes in under 30 s).
     #[arg(long)]
     pub quick: bool,
-    /// Seconds each row is measured for [default: 3, or 0.5 with --quick].
-    #[arg(long, value_name = "SECONDS")]
+    /// Seconds each row is measured for, more than 0 and at most 600
+    /// [default: 3, or 0.5 with --quick].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub seconds: Option<f64>,
+    /// Exit with status 1 when a goal is not met (for CI); without it a
+    /// missed goal is reported, and the exit status says only whether the
+    /// benchmark ran.
+    #[arg(long)]
+    pub check: bool,
     /// Measure in this database (the lease and guarded tables are created in
     /// it, under scope names unique to the run). Default: a fresh database on
     /// `DATABASE_URL`'s server, else on a throwaway cluster.
     #[arg(long, value_name = "URL")]
     pub database_url: Option<String>,
+}
+
+/// `--seconds`: a finite duration in (0, 600] (`Duration::from_secs_f64`
+/// panics on a negative or NaN one).
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("--seconds takes a number, not {text:?}"))?;
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 600.0) {
+        return Err(format!(
+            "--seconds {text} is out of range: more than 0, at most 600"
+        ));
+    }
+    Ok(seconds)
 }
 
 /// What one run measures.
@@ -102,7 +123,7 @@ struct TransactionCounts {
 
 /// Runs the benchmark on the server the arguments name and prints the table.
 /// `FAILURE` when no server is available or a run's outcome was wrong; a goal
-/// not met is reported, not a failure.
+/// not met is reported, and is a failure only with `--check`.
 pub async fn run_bench(args: BenchArgs) -> ExitCode {
     let plan = Plan::from_args(&args);
     // Keeps the fresh database alive for the run (dropped on a DATABASE_URL server).
@@ -122,7 +143,7 @@ pub async fn run_bench(args: BenchArgs) -> ExitCode {
                 }
             },
             Err(unavailable) => {
-                eprintln!("{}", leaseproof_pgcluster::skip_line(&unavailable));
+                eprintln!("leaseproof bench: no PostgreSQL: {}", unavailable.reason);
                 return ExitCode::FAILURE;
             }
         },
@@ -130,6 +151,11 @@ pub async fn run_bench(args: BenchArgs) -> ExitCode {
     match run_plan(&url, &plan).await {
         Ok(report) => {
             print!("{report}");
+            let missed = report.matches(NOT_MET).count();
+            if args.check && missed > 0 {
+                eprintln!("leaseproof bench --check: {missed} goal(s) not met");
+                return ExitCode::FAILURE;
+            }
             ExitCode::SUCCESS
         }
         Err(error) => {
@@ -184,11 +210,14 @@ fn ratio(value: f64, baseline: Option<f64>) -> String {
     }
 }
 
+/// How the report marks a missed goal (`--check` counts them).
+const NOT_MET: &str = "NOT met";
+
 fn verdict(met: bool) -> &'static str {
     if met {
         "met"
     } else {
-        "NOT met"
+        NOT_MET
     }
 }
 

@@ -4,9 +4,14 @@
 //! speed (no fsync), and make sure it never outlives the process that made it.
 //! Method: `initdb`/`pg_ctl` run directly, or through `runuser -u postgres` (`su`
 //! as fallback) when we are root, because initdb refuses to run as root. Right
-//! after the server starts, a detached `sh` watchdog polls our pid and, once we
-//! are gone (exit, panic, abort, SIGKILL), stops the server and removes the dir.
-//! Invariant: a started cluster always has a watchdog; the temp dir holds the data
+//! the moment the temp dir exists — before `initdb` runs — a detached `sh`
+//! watchdog polls our pid and, once we are gone (exit, panic, abort, SIGINT,
+//! SIGKILL), stops the server if one runs and removes the dir.
+//! Only the owner gets in: `initdb` sets a random superuser password and
+//! SCRAM-SHA-256 authentication for every connection (TCP and the socket),
+//! never `trust`; the admin URL carries the password, which exists nowhere
+//! else once `initdb` has read it.
+//! Invariant: a cluster always has a watchdog; the temp dir holds the data
 //! dir, the unix socket dir and the server log, so removing it removes everything.
 
 use std::path::{Path, PathBuf};
@@ -46,6 +51,11 @@ pub(crate) struct Cluster {
     /// shared cluster (speed); on for dedicated ones, whose tests crash the server.
     /// `fsync = off` stays either way: it only matters if the machine crashes.
     commits_survive_crash: bool,
+    /// The superuser's password (SCRAM-SHA-256), carried by `admin_url`.
+    password: String,
+    /// The cleanup watchdog, spawned with the temp dir; handed to the owner
+    /// by [`Cluster::start_first_time`].
+    watchdog: Option<std::process::Child>,
 }
 
 impl Cluster {
@@ -82,7 +92,7 @@ impl Cluster {
                     .map_err(|e| Error::io("handing the temp dir to the server user", e))?;
             }
         }
-        let cluster = Cluster {
+        let mut cluster = Cluster {
             data_dir: root_dir.join("data"),
             log_path: root_dir.join("server.log"),
             socket_dir,
@@ -92,8 +102,27 @@ impl Cluster {
             admin_url: String::new(),
             run_as,
             commits_survive_crash,
+            password: random_password(),
+            watchdog: None,
         };
+        // Armed before anything can be left behind: an interrupt during
+        // initdb or the first start still removes the dir.
+        match cluster.spawn_watchdog() {
+            Ok(watchdog) => cluster.watchdog = Some(watchdog),
+            Err(error) => {
+                cluster.remove_dir();
+                return Err(error);
+            }
+        }
+        // initdb reads the password from a file only the server user can read;
+        // the file is gone before the server starts.
+        let password_file = cluster.root_dir.join("password");
+        if let Err(error) = write_private_file(&password_file, &cluster.password, owner_ids) {
+            cluster.stop_and_remove_blocking();
+            return Err(error);
+        }
         let data_dir = path_arg(&cluster.data_dir);
+        let password_file_arg = format!("--pwfile={}", path_arg(&password_file));
         let initdb = cluster
             .run(
                 "initdb",
@@ -102,8 +131,8 @@ impl Cluster {
                     &data_dir,
                     "-U",
                     "postgres",
-                    "-A",
-                    "trust",
+                    "--auth=scram-sha-256",
+                    &password_file_arg,
                     "-E",
                     "UTF8",
                     "--locale=C",
@@ -111,22 +140,23 @@ impl Cluster {
                 ],
             )
             .await;
+        let _ = std::fs::remove_file(&password_file);
         if let Err(error) = initdb {
-            cluster.remove_dir();
+            cluster.stop_and_remove_blocking();
             return Err(error);
         }
         Ok(cluster)
     }
 
     /// Starts the server on a fresh free port (retrying if the port is taken),
-    /// waits until it accepts connections and spawns the watchdog.
+    /// waits until it accepts connections and hands over the watchdog.
     pub(crate) async fn start_first_time(&mut self) -> Result<std::process::Child, Error> {
         let mut last_error = None;
         for _ in 0..PORT_ATTEMPTS_MAX {
             self.set_port(free_port()?)?;
             match self.start_on_current_port().await {
                 Ok(()) => {
-                    let watchdog = self.spawn_watchdog()?;
+                    let watchdog = self.watchdog.take().expect("the watchdog is armed once");
                     return Ok(watchdog);
                 }
                 Err(error) if self.log_says_port_taken() => last_error = Some(error),
@@ -261,7 +291,10 @@ impl Cluster {
             .and_then(|mut file| file.write_all(settings.as_bytes()))
             .map_err(|e| Error::io("writing postgresql.conf", e))?;
         self.port = port;
-        self.admin_url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+        self.admin_url = format!(
+            "postgres://postgres:{password}@127.0.0.1:{port}/postgres",
+            password = self.password
+        );
         Ok(())
     }
 
@@ -310,8 +343,21 @@ impl Cluster {
                 &path_arg(&self.data_dir),
             ],
         );
+        // Once we are gone: stop a server if one runs (and kill its
+        // postmaster should the stop fail), remove the dir — three times, a
+        // second apart, because an interrupted initdb or `pg_ctl start` may
+        // still be writing into it or starting a server.
+        let pidfile = shell_quote(&path_arg(&self.data_dir.join("postmaster.pid")));
         let script = format!(
-            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {root}",
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
+             for attempt in 1 2 3; do \
+               if [ -f {pidfile} ]; then \
+                 postmaster=$(head -n 1 {pidfile} 2>/dev/null); \
+                 {stop} >/dev/null 2>&1; \
+                 [ -n \"$postmaster\" ] && kill -9 \"$postmaster\" 2>/dev/null; \
+               fi; \
+               rm -rf {root}; sleep 1; \
+             done",
             pid = std::process::id(),
             root = shell_quote(&path_arg(&self.root_dir)),
         );
@@ -404,6 +450,47 @@ impl Cluster {
             ),
         }
     }
+}
+
+impl Drop for Cluster {
+    /// A cluster that never started hands its watchdog to nobody: after the
+    /// failed start cleaned up (`stop_and_remove_blocking`), the watchdog
+    /// would only wait for our exit — stop it.
+    fn drop(&mut self) {
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
+    }
+}
+
+/// 32 random lowercase letters (160 bits): URL-safe, no quoting anywhere.
+fn random_password() -> String {
+    use rand::Rng as _;
+    let mut rng = rand::thread_rng();
+    (0..32)
+        .map(|_| char::from(b'a' + rng.gen_range(0..26)))
+        .collect()
+}
+
+/// Writes `text` to a new file readable only by its owner (the server user
+/// when `owner_ids` is set).
+fn write_private_file(path: &Path, text: &str, owner_ids: Option<(u32, u32)>) -> Result<(), Error> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io("writing the password file", e))?;
+    file.write_all(format!("{text}\n").as_bytes())
+        .map_err(|e| Error::io("writing the password file", e))?;
+    if let Some((uid, gid)) = owner_ids {
+        std::os::unix::fs::chown(path, Some(uid), Some(gid))
+            .map_err(|e| Error::io("handing the password file to the server user", e))?;
+    }
+    Ok(())
 }
 
 /// Binds 127.0.0.1:0, reads the port the kernel chose and releases it.

@@ -129,21 +129,36 @@ pub fn require_pg_from(value: Option<&str>) -> bool {
     matches!(value.map(str::trim), Some("1"))
 }
 
-/// The loud line a skipped test prints to stderr.
-pub fn skip_line(unavailable: &PgUnavailable) -> String {
-    format!(
-        "LEASEPROOF SKIP: no PostgreSQL ({}) — set DATABASE_URL or install postgresql",
-        unavailable.reason
-    )
+/// Whether `DATABASE_URL` is set (and not empty): the user named a server.
+fn database_url_is_set() -> bool {
+    std::env::var("DATABASE_URL").is_ok_and(|url| !url.trim().is_empty())
 }
 
-/// Prints [`skip_line`] to stderr, or panics with the reason when `require` is set.
+/// The loud line a skipped test prints to stderr (the CLI prints it when it
+/// finds no server); it advises `DATABASE_URL` only while it is unset.
+pub fn skip_line(unavailable: &PgUnavailable) -> String {
+    if database_url_is_set() {
+        format!("LEASEPROOF SKIP: no PostgreSQL ({})", unavailable.reason)
+    } else {
+        format!(
+            "LEASEPROOF SKIP: no PostgreSQL ({}) — set DATABASE_URL or install postgresql",
+            unavailable.reason
+        )
+    }
+}
+
+/// Prints [`skip_line`] to stderr, or panics with the reason when `require`
+/// is set — or when `DATABASE_URL` is set: a server the user named that
+/// cannot be reached is a failure, never a skip.
 pub fn skip_or_panic(unavailable: &PgUnavailable, require: bool) {
     if require {
         panic!(
             "{REQUIRE_PG_ENV}=1 but no PostgreSQL is available: {}",
             unavailable.reason
         );
+    }
+    if database_url_is_set() {
+        panic!("DATABASE_URL is set but unusable: {}", unavailable.reason);
     }
     eprintln!("{}", skip_line(unavailable));
 }
@@ -460,6 +475,12 @@ impl Drop for DedicatedCluster {
         let _ = self.watchdog.kill();
         let _ = self.watchdog.wait();
     }
+}
+
+/// Whether PostgreSQL's server binaries (`initdb`, `pg_ctl`, `postgres`) are
+/// on `PATH` or under `/usr/lib/postgresql/*/bin`: a throwaway cluster can start.
+pub fn binaries_available() -> bool {
+    source::find_binaries().is_some()
 }
 
 /// True while a process with this pid exists and is not a zombie (Linux `/proc`).

@@ -20,17 +20,20 @@ pub const WORKER_SUBCOMMAND: &str = "race-worker";
 /// `leaseproof race [--workers N] [--rounds R] [--processes P] [--database-url URL]`.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct RaceArgs {
-    /// Racing tasks (ignored when --processes is given).
-    #[arg(long, default_value_t = 8)]
+    /// Racing tasks, 2 to 256 (one task races nobody; ignored when
+    /// --processes is given).
+    #[arg(long, default_value_t = 8, value_parser = parse_workers, allow_negative_numbers = true)]
     pub workers: usize,
-    /// Guarded cycles each worker commits.
-    #[arg(long, default_value_t = 10)]
+    /// Guarded cycles each worker commits, 1 to 100000.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000), allow_negative_numbers = true)]
     pub rounds: u32,
-    /// Race this many OS processes instead of tasks (0: tasks).
-    #[arg(long, default_value_t = 0)]
+    /// Race this many OS processes instead of tasks: 0 (tasks) or 2 to
+    /// 64 (each process holds its own pool; more would exhaust the server's
+    /// connections and this machine).
+    #[arg(long, default_value_t = 0, value_parser = parse_processes, allow_negative_numbers = true)]
     pub processes: usize,
-    /// Lease TTL in milliseconds.
-    #[arg(long, default_value_t = 150)]
+    /// Lease TTL in milliseconds, 1 to 604800000 (7 days, the protocol's bound).
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(i64).range(1..=604_800_000), allow_negative_numbers = true)]
     pub ttl_ms: i64,
     /// A server to race on; default: the throwaway cluster from the system's
     /// binaries (or DATABASE_URL). The race creates `leaseproof_leases` and
@@ -49,16 +52,70 @@ pub struct RaceArgs {
     /// Offset the workers' local clocks by up to this many ms (spread from
     /// -N to +N): the lease decides on the server's clock, so nothing changes
     /// but the workers' beliefs.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..=86_400_000))]
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..=86_400_000), allow_negative_numbers = true)]
     pub clock_offset_ms: i64,
     /// Drift the workers' local clocks by up to this many parts per million,
     /// alternating slow and fast.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..500_000))]
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..500_000), allow_negative_numbers = true)]
     pub clock_drift_ppm: i64,
     /// Write the judged history (merged over processes, with the guarded
     /// rows) to this file, in the format `leaseproof check` reads.
     #[arg(long, value_name = "FILE")]
     pub history: Option<std::path::PathBuf>,
+    /// Draw the judged history as a self-contained HTML timeline here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+}
+
+/// The most worker processes `race --processes` starts.
+pub const PROCESSES_MAX: usize = 64;
+/// The most racing tasks `race --workers` starts.
+pub const WORKERS_MAX: usize = 256;
+
+fn parse_count(text: &str, flag: &str, minimum: usize, maximum: usize) -> Result<usize, String> {
+    let count: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{flag} takes a whole number, not {text:?}"))?;
+    if count < minimum || count > maximum {
+        return Err(format!(
+            "{flag} {count} is out of range: {minimum} to {maximum}"
+        ));
+    }
+    Ok(count)
+}
+
+fn parse_workers(text: &str) -> Result<usize, String> {
+    parse_count(text, "--workers", 2, WORKERS_MAX)
+        .map_err(|error| format!("{error} (a race needs two workers)"))
+}
+
+fn parse_processes(text: &str) -> Result<usize, String> {
+    match text.trim() {
+        "0" => Ok(0),
+        _ => parse_count(text, "--processes", 2, PROCESSES_MAX)
+            .map_err(|error| format!("{error}, or 0 for tasks")),
+    }
+}
+
+/// Resolves when the process is asked to stop (SIGINT or SIGTERM); names the
+/// signal. Dropping the race future on it kills the worker processes
+/// (`kill_on_drop`) and removes the temp dir of their histories.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).ok();
+    let terminated = async {
+        match terminate.as_mut() {
+            Some(terminate) => {
+                terminate.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        () = terminated => "SIGTERM",
+    }
 }
 
 impl RaceArgs {
@@ -74,7 +131,7 @@ impl RaceArgs {
             pool_connections_max: if self.processes > 0 { 2 } else { 0 },
             clock_offset_ms_max: self.clock_offset_ms,
             clock_drift_ppm_max: self.clock_drift_ppm,
-            ..RaceConfig::new(workers.max(1), self.rounds.max(1))
+            ..RaceConfig::new(workers, self.rounds)
         }
     }
 }
@@ -100,7 +157,14 @@ pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> 
             }
         };
     }
-    match race(&args, launcher).await {
+    let outcome = tokio::select! {
+        outcome = race(&args, launcher) => outcome,
+        signal = interrupted() => {
+            eprintln!("leaseproof race: {signal}: stopped; worker processes killed, temp files removed");
+            return ExitCode::from(130);
+        }
+    };
+    match outcome {
         Ok(outcome) => {
             if let Some(path) = &args.history {
                 if let Err(error) = outcome.history.save(path) {
@@ -108,6 +172,20 @@ pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> 
                     return ExitCode::from(2);
                 }
                 eprintln!("history written to {}", path.display());
+            }
+            if let Some(path) = &args.html {
+                let title = format!("race of {} workers on {}", args.workers, outcome.scope);
+                let html = leaseproof_history::timeline_html(
+                    &title,
+                    &outcome.history,
+                    &outcome.report,
+                    &[],
+                );
+                if let Err(error) = std::fs::write(path, html) {
+                    eprintln!("leaseproof race: writing {}: {error}", path.display());
+                    return ExitCode::from(2);
+                }
+                eprintln!("timeline written to {}", path.display());
             }
             let summary = outcome.summary();
             print!("{summary}");

@@ -55,6 +55,10 @@ pub struct WorkerProcessConfig {
     pub history_path: PathBuf,
     /// Where to write the worker's summary (JSON).
     pub summary_path: PathBuf,
+    /// The process that started the race: the worker exits as soon as it is
+    /// gone (SIGINT, SIGTERM, SIGKILL of the parent leave no orphan racing).
+    #[serde(default)]
+    pub parent_pid: Option<u32>,
 }
 
 /// A worker's summary in a serialisable form.
@@ -149,10 +153,50 @@ pub async fn run_worker_process(config_json: &str) -> ExitCode {
     }
 }
 
+/// Polls the parent's pid from a thread of its own; exits the process (code
+/// 143, as SIGTERM would) the moment this process is no longer its child —
+/// the parent died and we were re-parented. Portable and without `unsafe`
+/// (`PR_SET_PDEATHSIG` would need a `pre_exec` hook); 50 ms of latency.
+/// A parent killed outright cannot remove the race's temp dir: each worker
+/// removes its own `files` and then tries the dir, which the last one
+/// to leave succeeds at.
+fn exit_when_parent_is_gone(parent_pid: u32, files: Vec<PathBuf>) {
+    let spawned = std::thread::Builder::new()
+        .name("parent-watch".to_string())
+        .spawn(move || loop {
+            if std::os::unix::process::parent_id() != parent_pid {
+                // Not `eprintln!`: our stderr is a pipe to the dead parent,
+                // and a panic here would leave the process running.
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "leaseproof race worker: parent {parent_pid} is gone; exiting"
+                );
+                for file in &files {
+                    let _ = std::fs::remove_file(file);
+                }
+                if let Some(dir) = files.first().and_then(|file| file.parent()) {
+                    let _ = std::fs::remove_dir(dir);
+                }
+                std::process::exit(143);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        });
+    if let Err(error) = spawned {
+        eprintln!("leaseproof race worker: no parent watch ({error})");
+    }
+}
+
 /// [`run_worker_process`] returning the summary or the error.
 pub async fn run_worker_process_checked(config_json: &str) -> Result<WorkerCounts, RaceError> {
     let config: WorkerProcessConfig = serde_json::from_str(config_json)
         .map_err(|error| RaceError::Process(format!("bad worker configuration: {error}")))?;
+    if let Some(parent_pid) = config.parent_pid {
+        exit_when_parent_is_gone(
+            parent_pid,
+            vec![config.history_path.clone(), config.summary_path.clone()],
+        );
+    }
     let race = &config.race;
     let pool = connect_pool(
         &config.url,
@@ -231,6 +275,7 @@ pub async fn process_race(
             start_at_us: START_DELAY_MS * 1_000,
             history_path: files.path().join(format!("{worker}.history.jsonl")),
             summary_path: files.path().join(format!("{worker}.summary.json")),
+            parent_pid: Some(std::process::id()),
         };
         let json = serde_json::to_string(&worker_config).expect("configs serialise");
         let child = tokio::process::Command::new(&launcher.program)

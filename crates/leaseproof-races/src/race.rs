@@ -207,7 +207,15 @@ pub enum RaceError {
     /// The throwaway server failed.
     #[error("PostgreSQL: {0}")]
     Server(#[from] leaseproof_pgcluster::Error),
-    /// Connecting or a statement failed.
+    /// The server at `address` could not be reached or refused us.
+    #[error("cannot connect to PostgreSQL at {address}: {cause}")]
+    Connect {
+        /// `host:port` (never the password).
+        address: String,
+        /// What the connection attempt said (refused, authentication, …).
+        cause: String,
+    },
+    /// A statement failed.
     #[error("SQL: {0}")]
     Sql(#[from] sqlx::Error),
     /// The lease layer failed.
@@ -388,6 +396,22 @@ pub async fn connect_pool_with(
     acquire_timeout: Duration,
 ) -> Result<PgPool, RaceError> {
     assert!(connections_max >= 1);
+    // One plain connection first: a pool that cannot connect only says "pool
+    // timed out" after its acquire timeout; this says where and why, at once.
+    {
+        use sqlx::Connection as _;
+        match sqlx::PgConnection::connect_with(&options).await {
+            Ok(connection) => {
+                let _ = connection.close().await;
+            }
+            Err(error) => {
+                return Err(RaceError::Connect {
+                    address: format!("{}:{}", options.get_host(), options.get_port()),
+                    cause: error.to_string(),
+                })
+            }
+        }
+    }
     // The pool users get (no ping on checkout, finite acquire timeout), so a
     // killed backend surfaces in a race exactly as it does for them.
     Ok(PostgresLeases::pool_options()

@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::run::{run, RunOptions};
+use crate::run::{run, RunOptions, RunOutcome};
 use crate::scenario::Scenario;
 use crate::sweep::{sweep, SweepConfig, SweepSummary};
 
@@ -37,8 +37,8 @@ pub struct SimArgs {
     /// Run only this machine's share of the seeds: `i/n` runs seeds with `seed % n == i`.
     #[arg(long, value_parser = parse_shard)]
     pub shard: Option<(u64, u64)>,
-    /// Seeds run in parallel (OS threads); defaults to the number of cores.
-    #[arg(long)]
+    /// Seeds run in parallel (OS threads), 1 to 256; defaults to the number of cores.
+    #[arg(long, value_parser = parse_jobs, allow_negative_numbers = true)]
     pub jobs: Option<usize>,
     /// Every worker commits without the fence: the sweep must find violations.
     #[arg(long)]
@@ -57,7 +57,7 @@ pub struct ReplayArgs {
     /// The scenario name or path.
     pub scenario: String,
     /// The seed to replay.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub seed: u64,
     /// Replay with every worker unfenced.
     #[arg(long)]
@@ -81,6 +81,10 @@ pub struct ReplayArgs {
     /// file, in the format `leaseproof check` reads.
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
+    /// Also write the run as a self-contained HTML timeline to this file
+    /// (written beside the trace anyway when the run fails).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Where to write the trace (default `leaseproof-replay-<scenario>-<seed>.trace`).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -125,6 +129,14 @@ fn parse_shard(text: &str) -> Result<(u64, u64), String> {
     Ok((index, count))
 }
 
+fn parse_jobs(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(jobs) if (1..=256).contains(&jobs) => Ok(jobs),
+        Ok(jobs) => Err(format!("--jobs {jobs} is out of range: 1 to 256")),
+        Err(_) => Err(format!("--jobs takes a whole number, not {text:?}")),
+    }
+}
+
 fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
@@ -164,6 +176,11 @@ fn print_failures(scenario: &Scenario, summary: &SweepSummary) {
         println!("trace excerpt (last {EXCERPT_LINES} lines before the violation):");
         for line in outcome.trace_excerpt(EXCERPT_LINES) {
             println!("  {line}");
+        }
+        let picture = PathBuf::from(replay_file_stem(&outcome) + ".html");
+        match std::fs::write(&picture, outcome.timeline_html()) {
+            Ok(()) => println!("timeline: {}", picture.display()),
+            Err(error) => println!("timeline: cannot write {}: {error}", picture.display()),
         }
         println!("replay: {}", outcome.replay_command());
     }
@@ -249,12 +266,35 @@ pub fn run_sim(args: SimArgs) -> ExitCode {
         jobs: args.jobs.unwrap_or_else(default_jobs),
         unfenced: args.unfenced,
     };
+    if config.seeds().is_empty() {
+        // A shard with nothing to run would report "clean" about nothing.
+        let (index, count) = config.shard.unwrap_or((0, 1));
+        eprintln!(
+            "leaseproof sim: shard {index}/{count} holds no seed of {}..{}: widen --seeds or use fewer shards",
+            config.seeds.start, config.seeds.end
+        );
+        return ExitCode::from(2);
+    }
     let summaries = sweep_and_report(&scenarios, &config, args.quiet);
     if summaries.iter().all(|summary| summary.failures.is_empty()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// `leaseproof-replay-<scenario>-<seed>[-<flag>…]`: every option that changes
+/// the run is in the name, so two replays of one seed with different options
+/// do not overwrite each other's files.
+fn replay_file_stem(outcome: &RunOutcome) -> String {
+    let mut name = format!("leaseproof-replay-{}-{}", outcome.scenario, outcome.seed);
+    for (set, suffix) in outcome.options.flags() {
+        if set {
+            name.push('-');
+            name.push_str(suffix);
+        }
+    }
+    name
 }
 
 /// `leaseproof replay`: prints the whole trace and writes it to a file; exit
@@ -284,22 +324,35 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         eprintln!("history written to {}", path.display());
     }
     let text = outcome.trace.join("\n") + "\n";
-    if !args.quiet {
+    if args.quiet {
+        // The verdict, whatever it is: a quiet replay still answers.
+        let verdict = if outcome.is_ok() { "PASS" } else { "FAIL" };
+        println!("{verdict}: {} seed {}", scenario.name, args.seed);
+    } else {
         // A closed pipe (`| head`) is not an error worth a panic.
         let _ = std::io::stdout().lock().write_all(text.as_bytes());
     }
-    let path = args.out.unwrap_or_else(|| {
-        // Every option that changes the run is in the name, so two replays
-        // of one seed with different options do not overwrite each other.
-        let mut name = format!("leaseproof-replay-{}-{}", scenario.name, args.seed);
-        for (set, suffix) in options.flags() {
-            if set {
-                name.push('-');
-                name.push_str(suffix);
+    let path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(replay_file_stem(&outcome) + ".trace"));
+    // The picture: where asked, and beside the trace of every failing replay.
+    let picture = args
+        .html
+        .clone()
+        .or_else(|| (!outcome.is_ok()).then(|| path.with_extension("html")));
+    if let Some(picture) = &picture {
+        match std::fs::write(picture, outcome.timeline_html()) {
+            Ok(()) => eprintln!("timeline written to {}", picture.display()),
+            Err(error) => {
+                eprintln!(
+                    "leaseproof replay: cannot write {}: {error}",
+                    picture.display()
+                );
+                return ExitCode::from(2);
             }
         }
-        PathBuf::from(name + ".trace")
-    });
+    }
     match std::fs::write(&path, &text) {
         Ok(()) => eprintln!("trace written to {}", path.display()),
         Err(error) => {

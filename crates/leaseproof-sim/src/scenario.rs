@@ -239,6 +239,25 @@ pub const EMBEDDED: [(&str, &str); 8] = [
     ("chaos", include_str!("../../../scenarios/chaos.toml")),
 ];
 
+/// Where the key a validation message starts with (`work_ms: min …`) is set
+/// in `text`: 1-based line and column of the key, if the file sets it.
+fn key_position(text: &str, message: &str) -> Option<(usize, usize)> {
+    let key: String = message
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    if key.is_empty() {
+        return None;
+    }
+    text.lines().enumerate().find_map(|(index, line)| {
+        let trimmed = line.trim_start();
+        let rest = trimmed.strip_prefix(key.as_str())?;
+        rest.trim_start()
+            .starts_with('=')
+            .then(|| (index + 1, line.len() - trimmed.len() + 1))
+    })
+}
+
 /// The workspace's `scenarios/` directory (where `cargo run` finds edited files).
 pub fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
@@ -255,7 +274,10 @@ impl Scenario {
             .validate()
             .map_err(|message| ScenarioError::Invalid {
                 origin: origin.to_string(),
-                message,
+                message: match key_position(text, &message) {
+                    Some((line, column)) => format!("line {line}, column {column}: {message}"),
+                    None => message,
+                },
             })?;
         Ok(scenario)
     }
@@ -269,7 +291,23 @@ impl Scenario {
                 path: as_path.to_path_buf(),
                 error,
             })?;
-            return Scenario::parse(&text, name);
+            let scenario = Scenario::parse(&text, name)?;
+            // A file named like a built-in would be reported, and replayed,
+            // as the built-in: its replay line would run another scenario.
+            let workspace_file = scenarios_dir().join(format!("{}.toml", scenario.name));
+            let is_workspace_file =
+                std::fs::canonicalize(as_path).ok() == std::fs::canonicalize(&workspace_file).ok();
+            if !is_workspace_file && EMBEDDED.iter().any(|(known, _)| *known == scenario.name) {
+                return Err(ScenarioError::Invalid {
+                    origin: name.to_string(),
+                    message: format!(
+                        "name = {:?} is a built-in scenario's name: its replay line would run \
+                         the built-in; give the file a name of its own",
+                        scenario.name
+                    ),
+                });
+            }
+            return Ok(scenario);
         }
         let path = scenarios_dir().join(format!("{name}.toml"));
         if let Ok(text) = std::fs::read_to_string(&path) {

@@ -49,6 +49,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     match cli.command {
         Command::Verify(args) => verify::run(args),
@@ -71,6 +72,27 @@ fn main() -> ExitCode {
             runtime().block_on(leaseproof_pgcluster::serve_throwaway_until_stdin_closes())
         }
     }
+}
+
+/// `leaseproof model | head -1`: once the reader closes the pipe, `println!`
+/// panics ("failed printing to stdout: Broken pipe"). End quietly instead,
+/// with the status a shell reports for SIGPIPE (128 + 13), as `cat` would.
+/// (Restoring SIGPIPE's default action needs `unsafe`, which the workspace
+/// forbids.) Every other panic keeps the default report.
+fn quiet_on_closed_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if payload.contains("failed printing to stdout") && payload.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info);
+    }));
 }
 
 fn runtime() -> tokio::runtime::Runtime {

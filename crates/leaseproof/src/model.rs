@@ -18,7 +18,9 @@ pub struct ModelArgs {
     /// Serve stateright's web explorer on this address (e.g. 127.0.0.1:3000) instead of checking.
     #[arg(long)]
     pub explore: Option<String>,
-    /// Exhaust the reference with symmetry reduction (fewer states, longer witnesses).
+    /// Exhaust the reference with symmetry reduction: fewer states (3 and 4
+    /// workers need it), longer witnesses. Without it the reference is
+    /// exhausted breadth-first, every witness the shortest.
     #[arg(long)]
     pub symmetric: bool,
 }
@@ -37,6 +39,11 @@ pub fn run(args: ModelArgs) -> ExitCode {
         }
     };
     if let Some(address) = args.explore {
+        // stateright panics on an address it cannot bind: ask the OS first.
+        if let Err(error) = std::net::TcpListener::bind(address.as_str()) {
+            eprintln!("leaseproof model: --explore {address}: cannot listen there: {error}");
+            return ExitCode::from(2);
+        }
         let variant = variants[0];
         println!(
             "serving the explorer for {variant} with {} workers on http://{address}",
@@ -51,8 +58,19 @@ pub fn run(args: ModelArgs) -> ExitCode {
     let mut all_as_expected = true;
     for variant in variants {
         let mut config = CheckConfig::new(LeaseModel::new(usize::from(args.workers), variant));
-        if args.symmetric && variant == Variant::Reference {
-            config.search = Search::ExhaustiveSymmetric;
+        if variant == Variant::Reference {
+            config.search = if args.symmetric {
+                Search::ExhaustiveSymmetric
+            } else {
+                Search::Exhaustive
+            };
+        }
+        if args.workers >= 3 {
+            // Seconds for 3 workers, many minutes for 4: say so before the wait.
+            eprintln!(
+                "checking {variant} with {} workers ({:?}); 3 workers take seconds, 4 many minutes…",
+                args.workers, config.search
+            );
         }
         let report = check(&config);
         print_report(&report);

@@ -27,9 +27,8 @@ async fn shared_server_runs_from_system_binaries_when_database_url_is_unset() {
     assert!(dir.join("data").join("PG_VERSION").is_file());
     let pid = server.postmaster_pid().expect("server is running");
     assert!(leaseproof_pgcluster::process_is_running(pid));
-    assert!(server
-        .admin_url()
-        .starts_with("postgres://postgres@127.0.0.1:"));
+    assert!(server.admin_url().starts_with("postgres://postgres:"));
+    assert!(server.admin_url().contains("@127.0.0.1:"));
     // As root the server must run as the `postgres` user, never as root.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
@@ -105,4 +104,61 @@ async fn one_fresh_database_takes_little_time() {
     let per_database_ms = started.elapsed().as_secs_f64() * 1000.0 / f64::from(rounds);
     eprintln!("MEASURE: fresh_database {per_database_ms:.1} ms each (sequential)");
     assert!(per_database_ms < 5_000.0);
+}
+
+/// The admin URL with its password removed, or replaced by `password`.
+fn with_password(admin_url: &str, password: Option<&str>) -> String {
+    let (scheme_user, rest) = admin_url
+        .split_once(':')
+        .and_then(|(scheme, rest)| Some((scheme, rest.split_once('@')?)))
+        .map(|(scheme, (user_password, host))| {
+            let user = user_password.split(':').next().unwrap_or(user_password);
+            (format!("{scheme}:{user}"), host.to_string())
+        })
+        .expect("a URL with user and host");
+    match password {
+        Some(password) => format!("{scheme_user}:{password}@{rest}"),
+        None => format!("{scheme_user}@{rest}"),
+    }
+}
+
+#[tokio::test]
+async fn a_throwaway_cluster_admits_only_the_holder_of_its_password() {
+    let Some(database) = test_database().await else {
+        return;
+    };
+    let server = shared_server().await.expect("test_database returned Some");
+    if server.source() != PgSource::Throwaway {
+        return; // DATABASE_URL: its credentials are the user's business.
+    }
+    // The owner, with the URL it was given, gets in.
+    let mut owner = database
+        .connect()
+        .await
+        .expect("the URL's credential admits");
+    let who: String = sqlx::query_scalar("SELECT current_user::text")
+        .fetch_one(&mut owner)
+        .await
+        .unwrap();
+    assert_eq!(who, "postgres");
+    // Another local process without it does not: no `trust`, over TCP.
+    let admin_url = server.admin_url();
+    for (what, url) in [
+        ("no password", with_password(admin_url, None)),
+        (
+            "a wrong password",
+            with_password(admin_url, Some("guessed")),
+        ),
+    ] {
+        let refused = sqlx::PgConnection::connect(&url).await;
+        let error = refused.expect_err(&format!("{what}: the cluster let a stranger in"));
+        let text = error.to_string();
+        assert!(
+            text.contains("password") || text.contains("28P01"),
+            "{what}: refused for the wrong reason: {text}"
+        );
+    }
+    // The password is nowhere in the cluster's directory.
+    let dir = server.dir().expect("a throwaway cluster has a dir");
+    assert!(!dir.join("password").exists());
 }

@@ -49,6 +49,20 @@ fn race_arguments_parse_with_defaults() {
     assert_eq!(config.workers, 4);
     assert_eq!(config.pool_size(), 2);
     assert!(Cli::try_parse_from(["leaseproof-race", "--workers", "many"]).is_err());
+    for bad in [
+        ["--workers", "0"],
+        ["--workers", "257"],
+        ["--rounds", "0"],
+        ["--processes", "1"],
+        ["--processes", "1000000"],
+        ["--ttl-ms", "0"],
+        ["--ttl-ms", "-5"],
+    ] {
+        let error = Cli::try_parse_from(std::iter::once("leaseproof-race").chain(bad))
+            .expect_err(&format!("{bad:?} must be refused"));
+        let text = error.to_string();
+        assert!(text.contains(bad[0]), "{bad:?}: {text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,15 +114,12 @@ async fn race_command_fails_when_the_race_cannot_be_real() {
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
-    // One worker never loses and never is taken over: a vacuous pass is a failure.
-    let args = parse(&[
-        "--workers",
-        "1",
-        "--rounds",
-        "2",
-        "--database-url",
-        &database.url,
-    ]);
+    // One worker never loses and never is taken over: a vacuous pass is a
+    // failure. The CLI refuses `--workers 1` before anything runs; the
+    // library behind it still judges such a race vacuous.
+    assert!(Cli::try_parse_from(["leaseproof-race", "--workers", "1"]).is_err());
+    let mut args = parse(&["--rounds", "2", "--database-url", &database.url]);
+    args.workers = 1;
     assert_eq!(run_race_with(args, None).await, ExitCode::FAILURE);
 }
 

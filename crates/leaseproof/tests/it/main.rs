@@ -4,10 +4,13 @@
 //! documentation with the documented exit codes. Method: run the built
 //! binary on `examples/histories/*.jsonl` and on broken files.
 
+mod interrupts;
+mod misuse;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repository() -> PathBuf {
+pub(crate) fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
