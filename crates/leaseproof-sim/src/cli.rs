@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use crate::run::{run, RunOptions, RunOutcome};
 use crate::scenario::Scenario;
+use crate::shards::ShardReport;
 use crate::sweep::{sweep, SweepConfig, SweepSummary};
 
 /// Seeds every scenario gets from `leaseproof verify` and `cargo test`.
@@ -29,11 +30,27 @@ const EXCERPT_LINES: usize = 30;
 #[derive(clap::Args, Clone, Debug)]
 pub struct SimArgs {
     /// A scenario name (`scenarios/<name>.toml` or an embedded default), a
-    /// path to a `.toml` file, or `all`.
+    /// path to a `.toml` file, `all` — or `merge`, followed by the shard
+    /// reports (`--json` files) to combine into one verdict.
     pub scenario: String,
-    /// Seeds to run, `A..B` (B excluded).
-    #[arg(long, default_value = "0..200", value_parser = parse_seeds)]
-    pub seeds: Range<u64>,
+    /// `sim merge` only: the shard reports to combine.
+    #[arg(value_name = "SHARD_REPORT")]
+    pub files: Vec<PathBuf>,
+    /// Write the sweep's summary as JSON (format `leaseproof-sweep`,
+    /// version 1; see docs/sharding.md) to this file; with `merge`, the
+    /// merged summary.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Seeds to run: `A..B` (B excluded), or `random:N` — N seeds from a
+    /// base drawn now and printed first, so the sweep replays exactly with
+    /// `--seeds base..base+N`. Default `0..200`, or the one seed
+    /// `LEASEPROOF_SEED` names.
+    #[arg(long, value_parser = parse_seed_spec)]
+    pub seeds: Option<SeedSpec>,
+    /// Write each failing seed shown into `scenarios/regressions/` (expecting
+    /// the violation it found), so every `cargo test` runs it from then on.
+    #[arg(long)]
+    pub save_regression: bool,
     /// Run only this machine's share of the seeds: `i/n` runs seeds with `seed % n == i`.
     #[arg(long, value_parser = parse_shard)]
     pub shard: Option<(u64, u64)>,
@@ -93,10 +110,56 @@ pub struct ReplayArgs {
     pub quiet: bool,
 }
 
+/// What `--seeds` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SeedSpec {
+    /// These seeds.
+    Range(Range<u64>),
+    /// This many seeds from a freshly drawn base.
+    Random(u64),
+}
+
+fn parse_seed_spec(text: &str) -> Result<SeedSpec, String> {
+    if let Some(count) = text.trim().strip_prefix("random:") {
+        return match count.trim().parse::<u64>() {
+            Ok(count) if (1..=1 << 40).contains(&count) => Ok(SeedSpec::Random(count)),
+            _ => Err(format!(
+                "random:N takes a count of 1 to 2^40 seeds, not {count:?}"
+            )),
+        };
+    }
+    parse_seeds(text).map(SeedSpec::Range)
+}
+
+/// The seeds a sweep runs: `--seeds`, else `LEASEPROOF_SEED`'s one seed,
+/// else `0..200`; a random base is printed before anything runs.
+fn resolve_seeds(spec: Option<&SeedSpec>) -> Result<Range<u64>, String> {
+    match spec {
+        Some(SeedSpec::Range(seeds)) => Ok(seeds.clone()),
+        Some(SeedSpec::Random(count)) => {
+            let base = crate::wall::random_seed_base();
+            let seeds = base..base + count;
+            println!(
+                "LEASEPROOF SEEDS {}..{} (a random base; the same sweep again: --seeds {}..{})",
+                seeds.start, seeds.end, seeds.start, seeds.end
+            );
+            Ok(seeds)
+        }
+        None => match std::env::var("LEASEPROOF_SEED") {
+            Ok(text) => text
+                .trim()
+                .parse::<u64>()
+                .map(|seed| seed..seed + 1)
+                .map_err(|_| format!("LEASEPROOF_SEED={text:?} is not a seed")),
+            Err(_) => Ok(0..200),
+        },
+    }
+}
+
 fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
     let (start, end) = text
         .split_once("..")
-        .ok_or_else(|| format!("seeds must look like A..B, not {text:?}"))?;
+        .ok_or_else(|| format!("seeds must look like A..B or random:N, not {text:?}"))?;
     let start: u64 = start
         .trim()
         .parse()
@@ -157,7 +220,7 @@ fn load_scenarios(name: &str, no_schema_retry: bool) -> Result<Vec<Scenario>, St
 
 /// Prints the failing seeds of `summary` in detail: the `SEED=` line, the
 /// violation, a trace excerpt and the replay line.
-fn print_failures(scenario: &Scenario, summary: &SweepSummary) {
+fn print_failures(scenario: &Scenario, summary: &SweepSummary, save_regression: bool) {
     for failure in summary.failures.iter().take(FAILURES_SHOWN) {
         let options = RunOptions {
             unfenced: summary.unfenced,
@@ -183,6 +246,12 @@ fn print_failures(scenario: &Scenario, summary: &SweepSummary) {
             Err(error) => println!("timeline: cannot write {}: {error}", picture.display()),
         }
         println!("replay: {}", outcome.replay_command());
+        if save_regression {
+            match save_regression_file(scenario, summary, failure) {
+                Ok(path) => println!("regression saved: {}", path.display()),
+                Err(error) => println!("regression NOT saved: {error}"),
+            }
+        }
     }
     if summary.failures.len() > FAILURES_SHOWN {
         let more: Vec<String> = summary.failures[FAILURES_SHOWN..]
@@ -203,11 +272,88 @@ fn print_failures(scenario: &Scenario, summary: &SweepSummary) {
     }
 }
 
+/// Writes `failure` as `scenarios/regressions/<scenario>-<seed>[-unfenced].toml`,
+/// expecting the violation it found (with its invariant codes).
+fn save_regression_file(
+    scenario: &Scenario,
+    summary: &SweepSummary,
+    failure: &crate::sweep::SeedFailure,
+) -> Result<PathBuf, String> {
+    if Scenario::load(&scenario.name).ok().as_ref() != Some(scenario) {
+        return Err(format!(
+            "scenario {} is not one `cargo test` can load by name (a file elsewhere, or edited options)",
+            scenario.name
+        ));
+    }
+    let regression = crate::sweep::Regression {
+        scenario: scenario.name.clone(),
+        seed: failure.seed,
+        unfenced: summary.unfenced,
+        schema_retry: None,
+        shortening_extensions: false,
+        fence_without_lock: false,
+        clock_follows_client: false,
+        expect: crate::sweep::RegressionExpect::Violation,
+        codes: failure.codes.clone(),
+        note: format!(
+            "saved by `leaseproof sim --save-regression`: {}",
+            failure.first_problem
+        ),
+    };
+    let text = toml::to_string(&regression).map_err(|error| error.to_string())?;
+    let name = format!(
+        "{}-{}{}.toml",
+        scenario.name,
+        failure.seed,
+        if summary.unfenced { "-unfenced" } else { "" }
+    );
+    let path = crate::scenario::scenarios_dir()
+        .join("regressions")
+        .join(name);
+    std::fs::write(&path, text).map_err(|error| format!("{}: {error}", path.display()))?;
+    Ok(path)
+}
+
+/// A thread that turns the first Ctrl-C into a request to stop the sweep
+/// (runs in progress finish, the partial summary prints with the seed to
+/// resume from) and the second into an immediate exit.
+fn stop_sweeps_on_interrupt() {
+    let _ = std::thread::Builder::new()
+        .name("interrupt".to_string())
+        .spawn(|| {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                if tokio::signal::ctrl_c().await.is_err() {
+                    return;
+                }
+                crate::sweep::STOP_REQUESTED.store(true, std::sync::atomic::Ordering::Relaxed);
+                eprintln!("\nleaseproof sim: interrupted: finishing the runs in progress (Ctrl-C again to quit now)");
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            });
+        });
+}
+
+/// What the summary table's columns mean (printed under it).
+const LEGEND: &str =
+    "columns: seeds run; violations (checker violations plus failed expectations); \
+overlaps (two workers believing at once: expected under pauses, a violation only unfenced); \
+takeover (grants to a new owner); commits (ok guarded cycles); refused (stale commits the fence \
+refused); unknown (operations whose outcome the worker could not know); dead-p99/max-ms (delay \
+from a dead holder's expiry to the next grant); sim-s/wall-s (simulated seconds per wall second).";
+
 /// Sweeps `scenarios` and prints progress and the summary table.
 fn sweep_and_report(
     scenarios: &[Scenario],
     config: &SweepConfig,
     quiet: bool,
+    save_regression: bool,
 ) -> Vec<SweepSummary> {
     let mut summaries = Vec::new();
     for scenario in scenarios {
@@ -218,7 +364,7 @@ fn sweep_and_report(
             let bar = indicatif::ProgressBar::new(seeds);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
-                    "{prefix:>18} [{bar:30}] {pos}/{len} seeds {elapsed_precise}",
+                    "{prefix:>18} [{bar:30}] {pos}/{len} seeds {elapsed_precise}, eta {eta}",
                 )
                 .expect("a valid template")
                 .progress_chars("=> "),
@@ -236,8 +382,12 @@ fn sweep_and_report(
                 summary.failures.len()
             );
         }
-        print_failures(scenario, &summary);
+        print_failures(scenario, &summary, save_regression);
+        let stopped = summary.resume_from;
         summaries.push(summary);
+        if stopped.is_some() {
+            break;
+        }
     }
     println!();
     println!("{}", SweepSummary::table_header());
@@ -247,12 +397,40 @@ fn sweep_and_report(
     if config.unfenced {
         println!("(* every worker unfenced: violations are the expected finding)");
     }
+    if !quiet {
+        println!("{LEGEND}");
+    }
+    if let Some(summary) = summaries
+        .iter()
+        .find(|summary| summary.resume_from.is_some())
+    {
+        let next = summary.resume_from.expect("found by it");
+        println!(
+            "STOPPED in {} before seed {next}: the rows above count the seeds done; resume with --seeds {next}..{}{}",
+            summary.scenario,
+            config.seeds.end,
+            config
+                .shard
+                .map(|(index, count)| format!(" --shard {index}/{count}"))
+                .unwrap_or_default()
+        );
+    }
     summaries
 }
 
 /// `leaseproof sim`: exit code 0 when every seed passed, 1 when one failed,
 /// 2 on bad input.
 pub fn run_sim(args: SimArgs) -> ExitCode {
+    if args.scenario == "merge" {
+        return run_merge(&args.files, args.json.as_deref());
+    }
+    if !args.files.is_empty() {
+        eprintln!(
+            "leaseproof sim: unexpected argument(s) after the scenario: {:?} (only `sim merge` takes files)",
+            args.files
+        );
+        return ExitCode::from(2);
+    }
     let scenarios = match load_scenarios(&args.scenario, args.no_schema_retry) {
         Ok(scenarios) => scenarios,
         Err(error) => {
@@ -260,8 +438,15 @@ pub fn run_sim(args: SimArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let seeds = match resolve_seeds(args.seeds.as_ref()) {
+        Ok(seeds) => seeds,
+        Err(error) => {
+            eprintln!("leaseproof sim: {error}");
+            return ExitCode::from(2);
+        }
+    };
     let config = SweepConfig {
-        seeds: args.seeds,
+        seeds,
         shard: args.shard,
         jobs: args.jobs.unwrap_or_else(default_jobs),
         unfenced: args.unfenced,
@@ -275,12 +460,58 @@ pub fn run_sim(args: SimArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let summaries = sweep_and_report(&scenarios, &config, args.quiet);
-    if summaries.iter().all(|summary| summary.failures.is_empty()) {
+    stop_sweeps_on_interrupt();
+    let summaries = sweep_and_report(&scenarios, &config, args.quiet, args.save_regression);
+    let interrupted = summaries
+        .iter()
+        .any(|summary| summary.resume_from.is_some());
+    // `sim all` also runs every seed that once failed.
+    let regressions_failed = if args.scenario == "all" && !interrupted {
+        run_regressions()
+    } else {
+        0
+    };
+    if let Some(path) = &args.json {
+        let report = ShardReport::new(&config.seeds, config.shard, config.unfenced, &summaries);
+        if let Err(error) = std::fs::write(path, report.to_json()) {
+            eprintln!("leaseproof sim: writing {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+        eprintln!("summary written to {}", path.display());
+    }
+    if interrupted {
+        return ExitCode::from(130);
+    }
+    if regressions_failed == 0 && summaries.iter().all(|summary| summary.failures.is_empty()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Runs every regression file; prints one line for each that broke its
+/// expectation and a count; returns how many broke it.
+fn run_regressions() -> usize {
+    let regressions = match crate::sweep::regressions() {
+        Ok(regressions) => regressions,
+        Err(error) => {
+            println!("regressions: cannot read them: {error}");
+            return 1;
+        }
+    };
+    let mut failed = 0;
+    for (path, regression) in &regressions {
+        if let Err(error) = crate::sweep::run_regression(regression) {
+            failed += 1;
+            println!("regression FAILED: {}: {error}", path.display());
+        }
+    }
+    println!(
+        "regressions: {} of {} seeds that once failed behave as recorded",
+        regressions.len() - failed,
+        regressions.len()
+    );
+    failed
 }
 
 /// `leaseproof-replay-<scenario>-<seed>[-<flag>…]`: every option that changes
@@ -295,6 +526,72 @@ fn replay_file_stem(outcome: &RunOutcome) -> String {
         }
     }
     name
+}
+
+/// `leaseproof sim merge FILE…`: exit 0 when the shards make one whole sweep
+/// and every seed passed; 1 when a seed failed or a shard is missing, given
+/// twice or from another sweep; 2 when a file cannot be read.
+fn run_merge(files: &[PathBuf], json: Option<&std::path::Path>) -> ExitCode {
+    if files.is_empty() {
+        eprintln!("leaseproof sim merge: name the shard reports to merge (the --json files of `sim --shard i/n`)");
+        return ExitCode::from(2);
+    }
+    let mut reports = Vec::with_capacity(files.len());
+    for file in files {
+        let text = match std::fs::read_to_string(file) {
+            Ok(text) => text,
+            Err(error) => {
+                eprintln!("leaseproof sim merge: {}: {error}", file.display());
+                return ExitCode::from(2);
+            }
+        };
+        match ShardReport::from_json(&text) {
+            Ok(report) => reports.push(report),
+            Err(error) => {
+                eprintln!("leaseproof sim merge: {}: {error}", file.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let merged = match crate::shards::merge(&reports) {
+        Ok(merged) => merged,
+        Err(error) => {
+            eprintln!("leaseproof sim merge: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "{} shard(s) of seeds {}..{}{}",
+        reports.len(),
+        merged.seeds[0],
+        merged.seeds[1],
+        if merged.unfenced { ", unfenced" } else { "" }
+    );
+    println!("{}", SweepSummary::table_header());
+    for scenario in &merged.scenarios {
+        println!("{}", scenario.to_summary(merged.unfenced).table_row());
+        for seed in scenario.failing_seeds.iter().take(FAILURES_SHOWN) {
+            println!(
+                "  FAILED seed {}: {}  (replay: cargo run --release -- replay {} --seed {}{})",
+                seed.seed,
+                seed.first_problem,
+                scenario.scenario,
+                seed.seed,
+                if merged.unfenced { " --unfenced" } else { "" }
+            );
+        }
+    }
+    if let Some(path) = json {
+        if let Err(error) = std::fs::write(path, merged.to_json()) {
+            eprintln!("leaseproof sim merge: writing {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if merged.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// `leaseproof replay`: prints the whole trace and writes it to a file; exit
@@ -402,7 +699,7 @@ pub fn run_verify() -> ExitCode {
         jobs: default_jobs(),
         unfenced: false,
     };
-    let summaries = sweep_and_report(&scenarios, &config, false);
+    let summaries = sweep_and_report(&scenarios, &config, false, false);
     if summaries.iter().all(|summary| summary.failures.is_empty()) {
         ExitCode::SUCCESS
     } else {

@@ -37,6 +37,7 @@ mod faults;
 pub mod port;
 mod run;
 mod scenario;
+pub mod shards;
 mod sweep;
 mod trace;
 pub mod true_time;

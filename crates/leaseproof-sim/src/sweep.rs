@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -96,6 +96,10 @@ pub struct SweepSummary {
     pub wall: Duration,
     /// Threads used.
     pub jobs: usize,
+    /// `Some(seed)` when the sweep was stopped early: the first seed of the
+    /// shard that did not run (`--seeds seed..end` resumes; seeds after it
+    /// may have run too, and rerun identically).
+    pub resume_from: Option<u64>,
 }
 
 impl SweepSummary {
@@ -199,8 +203,13 @@ impl SweepSummary {
     }
 }
 
+/// Set when the user asked the sweep to stop (Ctrl-C): no new seed starts,
+/// runs in progress finish, and the summary says where to resume.
+pub static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
 /// Runs `scenario` for every seed of `config`; `progress` is called after each
-/// run with the number of runs done so far.
+/// run with the number of runs done so far. Stops early when
+/// [`STOP_REQUESTED`] is set (`SweepSummary::resume_from` then says where).
 pub fn sweep(
     scenario: &Scenario,
     config: &SweepConfig,
@@ -219,6 +228,9 @@ pub fn sweep(
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
+                if STOP_REQUESTED.load(Ordering::Relaxed) {
+                    break;
+                }
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&seed) = seeds.get(index) else {
                     break;
@@ -241,10 +253,15 @@ pub fn sweep(
         jobs,
         ..SweepSummary::default()
     };
-    for (seed, (outcome, after_crash)) in outcomes
+    let outcomes = outcomes
         .into_inner()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-    {
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // Interrupted: the first seed of this shard that did not run.
+    summary.resume_from = seeds
+        .iter()
+        .find(|seed| !outcomes.contains_key(seed))
+        .copied();
+    for (seed, (outcome, after_crash)) in outcomes {
         summary.add(seed, &outcome, after_crash);
     }
     summary.dead_holder_takeover_delays_us.sort_unstable();

@@ -16,14 +16,24 @@ pub struct VerifyArgs {
     /// Seed for the seeded stages (the differential script).
     #[arg(long, default_value_t = 0x1ea5e)]
     pub seed: u64,
-    /// Simulation seeds per scenario.
-    #[arg(long, default_value_t = 200)]
+    /// Simulation seeds per scenario, 1 to 1000000.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=1_000_000), allow_negative_numbers = true)]
     pub sim_seeds: u64,
+    /// Also write every check's verdict as JSON (format `leaseproof-verify`,
+    /// version 1: `{format, version, passed, checks: [{stage, name, passed,
+    /// detail, seconds}]}`) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    /// Also write the verdicts as JUnit XML (one test case per check, its
+    /// stage as the class) for CI systems that render it.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
 }
 
 /// The verdict of one check.
+#[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
 struct Check {
-    stage: &'static str,
+    stage: String,
     name: String,
     passed: bool,
     detail: String,
@@ -63,12 +73,76 @@ impl Report {
             if passed { "PASS" } else { "FAIL" }
         );
         self.checks.push(Check {
-            stage,
+            stage: stage.to_string(),
             name,
             passed,
             detail,
             seconds,
         });
+    }
+
+    /// The verdicts as JSON (format `leaseproof-verify`, version 1).
+    fn to_json(&self) -> String {
+        let document = serde_json::json!({
+            "format": "leaseproof-verify",
+            "version": 1,
+            "passed": self.checks.iter().all(|check| check.passed),
+            "checks": self.checks,
+        });
+        serde_json::to_string_pretty(&document).expect("checks serialise") + "\n"
+    }
+
+    /// The verdicts as JUnit XML: one `testsuite`, a `testcase` per check.
+    fn to_junit(&self) -> String {
+        fn escape(text: &str) -> String {
+            text.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('"', "&quot;")
+        }
+        let failures = self.checks.iter().filter(|check| !check.passed).count();
+        let seconds: f64 = self.checks.iter().map(|check| check.seconds).sum();
+        let mut xml = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"leaseproof verify\" \
+             tests=\"{}\" failures=\"{failures}\" time=\"{seconds:.3}\">\n",
+            self.checks.len()
+        );
+        for check in &self.checks {
+            xml.push_str(&format!(
+                "<testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">",
+                escape(&check.stage),
+                escape(&check.name),
+                check.seconds
+            ));
+            if check.passed {
+                xml.push_str(&format!(
+                    "<system-out>{}</system-out>",
+                    escape(&check.detail)
+                ));
+            } else {
+                xml.push_str(&format!(
+                    "<failure message=\"{}\">{}</failure>",
+                    escape(check.detail.lines().next().unwrap_or_default()),
+                    escape(&check.detail)
+                ));
+            }
+            xml.push_str("</testcase>\n");
+        }
+        xml.push_str("</testsuite>\n</testsuites>\n");
+        xml
+    }
+
+    /// Writes the machine-readable forms `args` asks for.
+    fn write_files(&self, args: &VerifyArgs) -> Result<(), String> {
+        if let Some(path) = &args.json {
+            std::fs::write(path, self.to_json())
+                .map_err(|error| format!("writing {}: {error}", path.display()))?;
+        }
+        if let Some(path) = &args.junit {
+            std::fs::write(path, self.to_junit())
+                .map_err(|error| format!("writing {}: {error}", path.display()))?;
+        }
+        Ok(())
     }
 
     fn finish(&self) -> ExitCode {
@@ -108,6 +182,10 @@ pub fn run(args: VerifyArgs) -> ExitCode {
     runtime.block_on(postgres_stage(&args, &mut report));
     runtime.block_on(race_stage(&mut report));
     runtime.block_on(locks_stage(&mut report));
+    if let Err(error) = report.write_files(&args) {
+        eprintln!("leaseproof verify: {error}");
+        return ExitCode::from(2);
+    }
     report.finish()
 }
 
@@ -651,4 +729,46 @@ async fn locks_conformance() -> Result<Vec<String>, String> {
         ));
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> Report {
+        let mut report = Report::default();
+        report.record_seconds("model", "a check", 1.5, Ok("fine".to_string()));
+        report.record_seconds(
+            "race",
+            "a <check> & more",
+            0.25,
+            Err("broke: \"x\" < y\nsecond line".to_string()),
+        );
+        report
+    }
+
+    #[test]
+    fn the_json_form_round_trips_and_says_whether_everything_passed() {
+        let report = report();
+        let value: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(value["format"], "leaseproof-verify");
+        assert_eq!(value["version"], 1);
+        assert_eq!(value["passed"], false);
+        let checks: Vec<Check> = serde_json::from_value(value["checks"].clone()).unwrap();
+        assert_eq!(checks, report.checks);
+    }
+
+    #[test]
+    fn the_junit_form_has_a_case_per_check_and_escapes_what_it_quotes() {
+        let xml = report().to_junit();
+        assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+        assert_eq!(xml.matches("<testcase ").count(), 2);
+        assert_eq!(xml.matches("<failure ").count(), 1);
+        assert!(xml.contains("name=\"a &lt;check&gt; &amp; more\""), "{xml}");
+        assert!(
+            xml.contains("message=\"broke: &quot;x&quot; &lt; y\""),
+            "{xml}"
+        );
+        assert!(!xml.contains("<check>"), "unescaped markup: {xml}");
+    }
 }

@@ -52,6 +52,29 @@ async fn own_pid(connection: &mut PgConnection) -> i32 {
         .unwrap()
 }
 
+/// Waits (up to 10 s) until exactly one session of `database` other than
+/// `except` waits on a lock; returns its pid.
+async fn lock_waiter(admin: &mut PgConnection, database: &str, except: [i32; 2]) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: Vec<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' \
+             AND pid NOT IN ($2, $3)",
+        )
+        .bind(database)
+        .bind(except[0])
+        .bind(except[1])
+        .fetch_all(&mut *admin)
+        .await
+        .unwrap();
+        if let [pid] = waiting.as_slice() {
+            return *pid;
+        }
+        assert!(Instant::now() < deadline, "no statement waited on the lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A minute-long lease on a fresh scope `name`.
 async fn held(leases: &PostgresLeases, name: &str) -> leaseproof_protocol::Lease {
     let scope = Scope::new(name).unwrap();
@@ -115,27 +138,7 @@ async fn a_backend_terminated_mid_statement_is_an_unknown_outcome() {
     let mut admin = PgConnection::connect(&database.url).await.unwrap();
     let admin_pid = own_pid(&mut admin).await;
     // Wait until the renewal is waiting on the lock, then end its session.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let waiting = loop {
-        let waiting: Vec<i32> = sqlx::query_scalar(
-            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' \
-             AND pid NOT IN ($2, $3)",
-        )
-        .bind(&database.name)
-        .bind(admin_pid)
-        .bind(blocker_pid)
-        .fetch_all(&mut admin)
-        .await
-        .unwrap();
-        if let [pid] = waiting.as_slice() {
-            break *pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the renewal never waited on the lock"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let waiting = lock_waiter(&mut admin, &database.name, [admin_pid, blocker_pid]).await;
     terminate(&mut admin, waiting).await;
     let renewed = renewal.await.unwrap();
     assert!(
@@ -238,4 +241,119 @@ async fn the_lease_types_describe_themselves() {
         "commit cycle: guarded writes failed: disk full"
     );
     assert!(std::error::Error::source(&work).is_some());
+}
+
+/// A loopback TCP proxy to `upstream` whose connections can be cut at once:
+/// the client then meets a closed socket with no server message (an IO
+/// error), as after a network failure — unlike `pg_terminate_backend`, whose
+/// backend says goodbye with 57P01 first.
+struct CuttableProxy {
+    port: u16,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl CuttableProxy {
+    async fn start(upstream: std::net::SocketAddr) -> CuttableProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let registry = std::sync::Arc::clone(&connections);
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let task = tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                registry.lock().unwrap().push(task);
+            }
+        });
+        CuttableProxy { port, connections }
+    }
+
+    /// Drops every proxied connection (both sockets close); returns how many.
+    async fn cut(&self) -> usize {
+        let tasks: Vec<_> = self.connections.lock().unwrap().drain(..).collect();
+        let count = tasks.len();
+        for task in tasks {
+            task.abort();
+            // Awaited: the sockets are closed once the task is gone.
+            let _ = task.await;
+        }
+        count
+    }
+}
+
+#[tokio::test]
+async fn a_connection_cut_without_a_word_mid_statement_is_an_unknown_outcome() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let options: sqlx::postgres::PgConnectOptions = database.url.parse().unwrap();
+    let upstream = tokio::net::lookup_host((options.get_host(), options.get_port()))
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    let proxy = CuttableProxy::start(upstream).await;
+    let pool = PostgresLeases::pool_options()
+        .max_connections(1)
+        .connect_with(options.port(proxy.port))
+        .await
+        .unwrap();
+    let leases = PostgresLeases::new(pool);
+    leases.ensure_schema().await.unwrap();
+    let lease = held(&leases, "cut-without-a-word").await;
+    // (A connection cut while it idles in the pool is noticed by sqlx and
+    // replaced before anything is sent: no outcome to be unsure of.) Cut it
+    // while the renewal waits on a row lock: sent, no reply, no goodbye.
+    let mut blocker = lock_lease_row(&database.url, &lease.scope).await;
+    let blocker_pid = own_pid(&mut blocker).await;
+    let renewal = tokio::spawn({
+        let leases = leases.clone();
+        let lease = lease.clone();
+        async move { leases.renew(&lease, ttl_ms(60_000)).await }
+    });
+    let mut admin = PgConnection::connect(&database.url).await.unwrap();
+    let admin_pid = own_pid(&mut admin).await;
+    lock_waiter(&mut admin, &database.name, [admin_pid, blocker_pid]).await;
+    assert_eq!(
+        proxy.cut().await,
+        1,
+        "the renewal's connection went through the proxy"
+    );
+    let renewed = renewal.await.unwrap();
+    assert!(
+        matches!(renewed, Err(LeaseError::OutcomeUnknown { .. })),
+        "an IO error after sending: expected OutcomeUnknown, got {renewed:?}"
+    );
+    sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+}
+
+#[tokio::test]
+async fn rolling_back_a_fenced_transaction_releases_the_fence_at_once() {
+    let Some((database, leases)) = fresh(2).await else {
+        return;
+    };
+    let lease = held(&leases, "rolled-back-fence").await;
+    let mut transaction = leases.begin().await.unwrap();
+    leases
+        .fence(&mut transaction, &lease)
+        .await
+        .unwrap()
+        .expect("our own live lease passes the fence");
+    // Awaited, not just dropped: a dropped transaction's ROLLBACK waits in
+    // the pool for the connection's next use, and its row lock with it.
+    transaction.rollback().await.unwrap();
+    let mut rival = PgConnection::connect(&database.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut rival).await.unwrap();
+    let locked = sqlx::query("SELECT 1 FROM leaseproof_leases WHERE scope = $1 FOR UPDATE NOWAIT")
+        .bind(lease.scope.as_str())
+        .execute(&mut rival)
+        .await;
+    assert!(
+        locked.is_ok(),
+        "the fence's row lock outlived rollback(): {locked:?}"
+    );
+    sqlx::query("ROLLBACK").execute(&mut rival).await.unwrap();
 }

@@ -117,3 +117,38 @@ async fn a_table_of_the_same_name_with_other_columns_is_a_schema_error() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_lease_table_with_an_extra_column_or_another_type_is_a_schema_error() {
+    // Near misses the column check must not wave through: every column the
+    // lease needs plus one more, and the right names with one type changed.
+    for (what, ddl, shows) in [
+        (
+            "an extra column",
+            "CREATE TABLE leaseproof_leases (scope text PRIMARY KEY, owner text NOT NULL, \
+             token bigint NOT NULL, granted_at timestamptz NOT NULL, \
+             expires_at timestamptz NOT NULL, note text)",
+            "note text",
+        ),
+        (
+            "a token of another type",
+            "CREATE TABLE leaseproof_leases (scope text PRIMARY KEY, owner text NOT NULL, \
+             token integer NOT NULL, granted_at timestamptz NOT NULL, \
+             expires_at timestamptz NOT NULL)",
+            "token integer",
+        ),
+    ] {
+        let Some(database) = test_database().await else {
+            return;
+        };
+        let mut admin = PgConnection::connect(&database.url).await.unwrap();
+        admin.execute(ddl).await.unwrap();
+        let leases = leases_at(&database.url).await;
+        let error = leases.ensure_schema().await.expect_err(what);
+        assert!(
+            matches!(error, LeaseError::Schema { .. }),
+            "{what}: {error:?}"
+        );
+        assert!(error.to_string().contains(shows), "{what}: {error}");
+    }
+}

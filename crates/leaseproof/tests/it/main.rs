@@ -6,6 +6,7 @@
 
 mod interrupts;
 mod misuse;
+mod shards;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -77,6 +77,15 @@ fn every_bad_invocation_is_refused_with_a_message_naming_the_problem() {
             "holds no seed",
         ),
         (vec!["sim", "no-such-scenario"], 2, "no-such-scenario"),
+        (vec!["sim", "all", "--seeds", "random:0"], 2, "random:N"),
+        (
+            vec!["sim", "gc-pause", "stray-argument"],
+            2,
+            "unexpected argument",
+        ),
+        (vec!["sim", "merge"], 2, "name the shard reports"),
+        (vec!["verify", "--sim-seeds", "many"], 2, "--sim-seeds"),
+        (vec!["verify", "--sim-seeds", "0"], 2, "--sim-seeds"),
         (vec!["sim", &inverted], 2, "work_ms"),
         (vec!["sim", &impostor], 2, "built-in"),
         (
