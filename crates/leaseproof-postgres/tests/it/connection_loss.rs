@@ -75,6 +75,32 @@ async fn lock_waiter(admin: &mut PgConnection, database: &str, except: [i32; 2])
     }
 }
 
+/// A renewal of `lease` queued behind another session's lock on its row:
+/// the blocking session (its transaction open), an admin connection, the
+/// renewal's task and the pid of its backend, once it waits on the lock.
+async fn renewal_waiting_on_its_row(
+    database: &leaseproof_pgcluster::TestDatabase,
+    leases: &PostgresLeases,
+    lease: &leaseproof_protocol::Lease,
+) -> (
+    PgConnection,
+    PgConnection,
+    tokio::task::JoinHandle<Result<leaseproof_protocol::Lease, LeaseError>>,
+    i32,
+) {
+    let mut blocker = lock_lease_row(&database.url, &lease.scope).await;
+    let blocker_pid = own_pid(&mut blocker).await;
+    let renewal = tokio::spawn({
+        let leases = leases.clone();
+        let lease = lease.clone();
+        async move { leases.renew(&lease, ttl_ms(60_000)).await }
+    });
+    let mut admin = PgConnection::connect(&database.url).await.unwrap();
+    let admin_pid = own_pid(&mut admin).await;
+    let waiting = lock_waiter(&mut admin, &database.name, [admin_pid, blocker_pid]).await;
+    (blocker, admin, renewal, waiting)
+}
+
 /// A minute-long lease on a fresh scope `name`.
 async fn held(leases: &PostgresLeases, name: &str) -> leaseproof_protocol::Lease {
     let scope = Scope::new(name).unwrap();
@@ -128,17 +154,9 @@ async fn a_backend_terminated_mid_statement_is_an_unknown_outcome() {
     };
     let lease = held(&leases, "terminated-mid-statement").await;
     // Another session locks the lease row: the renewal queues behind it.
-    let mut blocker = lock_lease_row(&database.url, &lease.scope).await;
-    let blocker_pid = own_pid(&mut blocker).await;
-    let renewal = tokio::spawn({
-        let leases = leases.clone();
-        let lease = lease.clone();
-        async move { leases.renew(&lease, ttl_ms(60_000)).await }
-    });
-    let mut admin = PgConnection::connect(&database.url).await.unwrap();
-    let admin_pid = own_pid(&mut admin).await;
-    // Wait until the renewal is waiting on the lock, then end its session.
-    let waiting = lock_waiter(&mut admin, &database.name, [admin_pid, blocker_pid]).await;
+    let (mut blocker, mut admin, renewal, waiting) =
+        renewal_waiting_on_its_row(&database, &leases, &lease).await;
+    // The renewal waits on the lock: end its session.
     terminate(&mut admin, waiting).await;
     let renewed = renewal.await.unwrap();
     assert!(
@@ -307,16 +325,8 @@ async fn a_connection_cut_without_a_word_mid_statement_is_an_unknown_outcome() {
     // (A connection cut while it idles in the pool is noticed by sqlx and
     // replaced before anything is sent: no outcome to be unsure of.) Cut it
     // while the renewal waits on a row lock: sent, no reply, no goodbye.
-    let mut blocker = lock_lease_row(&database.url, &lease.scope).await;
-    let blocker_pid = own_pid(&mut blocker).await;
-    let renewal = tokio::spawn({
-        let leases = leases.clone();
-        let lease = lease.clone();
-        async move { leases.renew(&lease, ttl_ms(60_000)).await }
-    });
-    let mut admin = PgConnection::connect(&database.url).await.unwrap();
-    let admin_pid = own_pid(&mut admin).await;
-    lock_waiter(&mut admin, &database.name, [admin_pid, blocker_pid]).await;
+    let (mut blocker, _admin, renewal, _) =
+        renewal_waiting_on_its_row(&database, &leases, &lease).await;
     assert_eq!(
         proxy.cut().await,
         1,
