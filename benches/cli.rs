@@ -15,6 +15,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use leaseproof_history::Document as _;
+
 use crate::measure::{measure, transactions_per_operation, Measurement};
 use crate::workload::Workload;
 use crate::BenchError;
@@ -39,6 +41,10 @@ pub struct BenchArgs {
     /// `DATABASE_URL`'s server, else on a throwaway cluster.
     #[arg(long, value_name = "URL")]
     pub database_url: Option<String>,
+    /// Also write every row and goal as JSON (format `leaseproof-bench`,
+    /// docs/json.md) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
 }
 
 /// `--seconds`: a finite duration in (0, 600] (`Duration::from_secs_f64`
@@ -149,9 +155,15 @@ pub async fn run_bench(args: BenchArgs) -> ExitCode {
         },
     };
     match run_plan(&url, &plan).await {
-        Ok(report) => {
+        Ok((report, document)) => {
             print!("{report}");
-            let missed = report.matches(NOT_MET).count();
+            if let Some(path) = &args.json {
+                if let Err(error) = std::fs::write(path, document.to_json()) {
+                    eprintln!("leaseproof bench: writing {}: {error}", path.display());
+                    return ExitCode::from(2);
+                }
+            }
+            let missed = document.goals.iter().filter(|goal| !goal.met).count();
             if args.check && missed > 0 {
                 eprintln!("leaseproof bench --check: {missed} goal(s) not met");
                 return ExitCode::FAILURE;
@@ -165,7 +177,7 @@ pub async fn run_bench(args: BenchArgs) -> ExitCode {
     }
 }
 
-async fn run_plan(url: &str, plan: &Plan) -> Result<String, BenchError> {
+async fn run_plan(url: &str, plan: &Plan) -> Result<(String, BenchDocument), BenchError> {
     let duration = Duration::from_secs_f64(plan.seconds_per_row);
     let rows = plan.rows();
     eprintln!(
@@ -210,7 +222,7 @@ fn ratio(value: f64, baseline: Option<f64>) -> String {
     }
 }
 
-/// How the report marks a missed goal (`--check` counts them).
+/// How the table marks a missed goal (`--check` counts the document's).
 const NOT_MET: &str = "NOT met";
 
 fn verdict(met: bool) -> &'static str {
@@ -221,7 +233,18 @@ fn verdict(met: bool) -> &'static str {
     }
 }
 
-fn report(plan: &Plan, measurements: &[Measurement], counts: TransactionCounts) -> String {
+/// A finite ratio, `None` for NaN or infinity (JSON has no NaN).
+fn finite(value: f64) -> Option<f64> {
+    value.is_finite().then_some(value)
+}
+
+/// The table as text and the same figures as a document.
+fn report(
+    plan: &Plan,
+    measurements: &[Measurement],
+    counts: TransactionCounts,
+) -> (String, BenchDocument) {
+    let mut goals: Vec<BenchGoal> = Vec::new();
     let by_key: BTreeMap<(usize, &'static str), &Measurement> = measurements
         .iter()
         .map(|m| ((m.contenders, m.workload.name()), m))
@@ -311,11 +334,23 @@ fn report(plan: &Plan, measurements: &[Measurement], counts: TransactionCounts) 
             "  losing acquisitions, 8-way, / SELECT 1:         {to_select:.2}x  (goal >= 0.80x) {}",
             verdict(to_select >= 0.80)
         );
+        goals.push(BenchGoal::new(
+            "losing acquisitions, 8-way, / SELECT 1",
+            to_select,
+            ">= 0.80",
+            to_select >= 0.80,
+        ));
         let _ = writeln!(
             out,
             "  losing acquisitions, 8-way, / advisory lock:    {to_advisory:.2}x  (goal >= 0.90x) {}",
             verdict(to_advisory >= 0.90)
         );
+        goals.push(BenchGoal::new(
+            "losing acquisitions, 8-way, / advisory lock",
+            to_advisory,
+            ">= 0.90",
+            to_advisory >= 0.90,
+        ));
         if let Some(unguarded) = throughput(Workload::AcquireHeldUnguarded, 8) {
             let _ = writeln!(
                 out,
@@ -337,6 +372,12 @@ fn report(plan: &Plan, measurements: &[Measurement], counts: TransactionCounts) 
         counts.takeover,
         verdict(one_transaction)
     );
+    goals.push(BenchGoal::new(
+        "server transactions per losing / takeover attempt",
+        counts.loser.max(counts.takeover),
+        "== 1",
+        one_transaction,
+    ));
     let _ = writeln!(
         out,
         "    p50 at 1 contender / SELECT 1: {:.2}x on its own connection (server work, not round \
@@ -361,7 +402,116 @@ fn report(plan: &Plan, measurements: &[Measurement], counts: TransactionCounts) 
                  {throughput_cost:.2}x the unfenced write  (goal <= 1.30x) {}",
                 verdict(cost <= 1.30 && throughput_cost <= 1.30)
             );
+            goals.push(BenchGoal::new(
+                &format!("fenced commit, {writers} writer(s), p50 and throughput / unfenced"),
+                cost.max(throughput_cost),
+                "<= 1.30",
+                cost <= 1.30 && throughput_cost <= 1.30,
+            ));
         }
     }
-    out
+    let rows = measurements
+        .iter()
+        .map(|m| BenchRow {
+            operation: m.workload.name().to_string(),
+            contenders: m.contenders,
+            operations: m.operations,
+            granted: m.granted,
+            per_second: m.throughput_per_second,
+            p50_us: m.p50.as_secs_f64() * 1e6,
+            p99_us: m.p99.as_secs_f64() * 1e6,
+            ratio_to_select_one: throughput(Workload::SelectOne, m.contenders)
+                .and_then(|baseline| finite(m.throughput_per_second / baseline)),
+            ratio_to_advisory: throughput(Workload::AdvisoryXactLock, m.contenders)
+                .and_then(|baseline| finite(m.throughput_per_second / baseline)),
+        })
+        .collect();
+    let document = BenchDocument {
+        format: BenchDocument::FORMAT.to_string(),
+        version: BenchDocument::VERSION,
+        passed: goals.iter().all(|goal| goal.met),
+        seconds_per_row: plan.seconds_per_row,
+        rows,
+        transactions_per_attempt_loser: counts.loser,
+        transactions_per_attempt_takeover: counts.takeover,
+        goals,
+    };
+    (out, document)
+}
+
+/// `bench --json`: every row and goal of one run (docs/json.md). `passed`
+/// says whether every goal was met, as `--check` would judge.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchDocument {
+    /// Always `leaseproof-bench`.
+    pub format: String,
+    /// Always 1.
+    pub version: u32,
+    /// Every goal met.
+    pub passed: bool,
+    /// Seconds each row was measured for.
+    pub seconds_per_row: f64,
+    /// Every row, in measuring order.
+    pub rows: Vec<BenchRow>,
+    /// Server transactions per losing attempt (`pg_stat_database`, 8-way).
+    pub transactions_per_attempt_loser: f64,
+    /// Server transactions per takeover attempt (8-way).
+    pub transactions_per_attempt_takeover: f64,
+    /// Each goal with its measured value.
+    pub goals: Vec<BenchGoal>,
+}
+
+/// One measured row.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchRow {
+    /// The workload's name (`select 1`, `acquire held`, …).
+    pub operation: String,
+    /// Concurrent contenders.
+    pub contenders: usize,
+    /// Operations completed.
+    pub operations: u64,
+    /// Operations that were granted a lease.
+    pub granted: u64,
+    /// Operations per second, all contenders together.
+    pub per_second: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// 99th-percentile latency, µs.
+    pub p99_us: f64,
+    /// Throughput / `SELECT 1`'s at the same contenders, this run.
+    pub ratio_to_select_one: Option<f64>,
+    /// Throughput / the advisory lock's at the same contenders, this run.
+    pub ratio_to_advisory: Option<f64>,
+}
+
+/// One goal and where it stands.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchGoal {
+    /// What is measured.
+    pub name: String,
+    /// The measured value (a ratio or a count); `None` when it could not be computed.
+    pub value: Option<f64>,
+    /// The goal, e.g. `>= 0.80`.
+    pub goal: String,
+    /// Whether the value meets it.
+    pub met: bool,
+}
+
+impl BenchGoal {
+    fn new(name: &str, value: f64, goal: &str, met: bool) -> BenchGoal {
+        BenchGoal {
+            name: name.to_string(),
+            value: finite(value),
+            goal: goal.to_string(),
+            met,
+        }
+    }
+}
+
+impl leaseproof_history::Document for BenchDocument {
+    const FORMAT: &'static str = "leaseproof-bench";
+    const VERSION: u32 = 1;
 }

@@ -23,7 +23,7 @@ mod measure;
 mod rig;
 mod workload;
 
-pub use crate::cli::{run_bench, BenchArgs};
+pub use crate::cli::{run_bench, BenchArgs, BenchDocument, BenchGoal, BenchRow};
 pub use crate::measure::{measure, transactions_per_operation, Measurement, TakeoverLatency};
 pub use crate::rig::{Grant, Rig};
 pub use crate::workload::{Workload, HELD_TTL, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL};

@@ -1,16 +1,50 @@
 //! The harness's own speed: how fast the simulation and the model checker go.
 //!
-//! Goal: the figures issue 6 asks for beside the database ones — simulated
-//! seconds per wall second for a 5-worker scenario (target ≥ 1,000 per core),
-//! and the model checker's states per second. Method: criterion times whole
-//! runs; the throughput is declared in the unit that matters, so criterion's
-//! "elements/s" reads as *simulated milliseconds per second* for `sim_run`
-//! and *unique states per second* for `model_check`. Nothing is asserted
-//! here: the tests assert, this measures.
+//! Goal: the figures that size a sweep — seeds per second per core for every
+//! embedded scenario (goal ≥ 50 in release) with the wall time of 10⁶ seeds on
+//! one core and on 100 shards, simulated seconds per wall second for the
+//! 5-worker scenarios, and the model checker's states per second. Method:
+//! criterion times whole runs; the throughput is declared in the unit that
+//! matters, so criterion's "elements/s" reads as *seeds per second* for
+//! `seeds_per_second` (one thread: per core), *simulated milliseconds per
+//! second* for `sim_run` and *unique states per second* for `model_check`.
+//! Before each scenario's measurement a 20-seed sweep prints the same
+//! projection `sim` prints. Nothing is asserted here: the tests assert, this
+//! measures.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use leaseproof_models::{check, CheckConfig, LeaseModel, Search, Variant};
-use leaseproof_sim::{run, RunOptions, Scenario};
+use leaseproof_sim::{run, sweep, RunOptions, Scenario, SweepConfig, EMBEDDED};
+
+fn seeds_per_second(criterion: &mut Criterion) {
+    let mut group = criterion.benchmark_group("seeds_per_second");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(1));
+    for (name, _) in EMBEDDED {
+        let scenario = Scenario::load(name).expect("the scenario loads");
+        let config = SweepConfig {
+            seeds: 0..20,
+            shard: None,
+            jobs: 1,
+            unfenced: false,
+        };
+        let summary = sweep(&scenario, &config, &|_| {});
+        if let Some(line) = leaseproof_sim::cli::speed_line(&[summary]) {
+            println!("{name}: {line}");
+        }
+        let mut seed = 0;
+        group.bench_function(name, |bencher| {
+            bencher.iter(|| {
+                seed += 1;
+                run(&scenario, seed, RunOptions::default())
+                    .report
+                    .stats
+                    .commits
+            })
+        });
+    }
+    group.finish();
+}
 
 fn sim_run(criterion: &mut Criterion) {
     let mut group = criterion.benchmark_group("sim_run");
@@ -62,5 +96,5 @@ fn model_check(criterion: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sim_run, model_check);
+criterion_group!(benches, seeds_per_second, sim_run, model_check);
 criterion_main!(benches);

@@ -14,12 +14,16 @@
 
 #![deny(missing_docs)]
 
+mod document;
 pub mod judged;
 mod model;
 pub mod properties;
 mod trace;
 mod variant;
 
+pub use document::{
+    CounterexampleDocument, ModelDocument, ModelVerdict, PropertyVerdict, StepDocument,
+};
 pub use model::{
     representative, Clock, Ghost, GhostGrant, LateKind, LateStatement, LeaseAction, LeaseModel,
     LeaseRow, LeaseState, Owner, Phase, Schema, Step, WORKERS_MAX,

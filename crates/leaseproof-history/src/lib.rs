@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 
 mod check;
+mod document;
 mod event;
 mod history;
 mod recorder;
@@ -54,6 +55,7 @@ pub use check::{
     check, check_with_takeover_bound, CheckConfig, CheckReport, GrantStamps, Invariant, Stats,
     TakeoverBound, Violation,
 };
+pub use document::{CheckDocument, Document, Envelope};
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome};
 pub use history::{History, HistoryError};
 pub use recorder::{Recorder, Stamp};

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::{Connection as _, PgConnection};
 
-use crate::source::{effective_uid, user_ids, Binaries};
+use crate::source::{effective_uid, program_on_path, user_ids, user_switch_available, Binaries};
 use crate::Error;
 
 /// User the server runs as when this process is root.
@@ -75,12 +75,23 @@ impl Cluster {
             }
         };
         let owner_ids = match &run_as {
-            Some(user) => Some(user_ids(user).ok_or_else(|| {
-                Error::command(
-                    "looking up the server user",
-                    format!("running as root and there is no `{user}` user to run initdb as"),
-                )
-            })?),
+            Some(user) => {
+                if !user_switch_available() {
+                    return Err(Error::command(
+                        "switching to the server user",
+                        format!(
+                            "running as root, initdb must run as `{user}`, and neither \
+                             `runuser` (util-linux) nor `su` is on PATH"
+                        ),
+                    ));
+                }
+                Some(user_ids(user).map_err(|reason| {
+                    Error::command(
+                        "looking up the server user",
+                        format!("running as root, initdb must run as `{user}`: {reason}"),
+                    )
+                })?)
+            }
             None => None,
         };
         let root_dir = create_unique_dir(&base_temp_dir(run_as.is_some()))?;
@@ -548,14 +559,7 @@ fn create_unique_dir(base: &Path) -> Result<PathBuf, Error> {
 }
 
 fn runuser_path() -> Option<PathBuf> {
-    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|path| std::env::split_paths(&path).collect())
-        .unwrap_or_default();
-    path_dirs
-        .into_iter()
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
-        .map(|dir| dir.join("runuser"))
-        .find(|candidate| candidate.is_file())
+    program_on_path("runuser", &["/usr/sbin", "/sbin"])
 }
 
 fn path_arg(path: &Path) -> String {

@@ -148,25 +148,51 @@ pub(crate) fn effective_uid() -> Option<u32> {
     if let Ok(meta) = std::fs::metadata("/proc/self") {
         return Some(meta.uid());
     }
-    id_number(&["-u"])
+    id_number(&["-u"]).ok()
 }
 
-/// Uid and gid of a user, via `id`.
-pub(crate) fn user_ids(user: &str) -> Option<(u32, u32)> {
-    Some((id_number(&["-u", user])?, id_number(&["-g", user])?))
+/// Uid and gid of a user, via `id`; the error says which of the two is
+/// missing — the `id` program or the user — so neither is mistaken for the other.
+pub(crate) fn user_ids(user: &str) -> Result<(u32, u32), String> {
+    Ok((id_number(&["-u", user])?, id_number(&["-g", user])?))
 }
 
-fn id_number(args: &[&str]) -> Option<u32> {
+fn id_number(args: &[&str]) -> Result<u32, String> {
     let output = Command::new("id")
         .args(args)
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
-        .ok()?;
-    if !output.status.success() {
-        return None;
+        .map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => {
+                "the `id` program (coreutils) is not on PATH".to_string()
+            }
+            _ => format!("`id` could not run: {error}"),
+        })?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    match (output.status.success(), text.trim().parse()) {
+        (true, Ok(number)) => Ok(number),
+        _ => Err(format!("`id {}` knows no such user", args.join(" "))),
     }
-    String::from_utf8(output.stdout).ok()?.trim().parse().ok()
+}
+
+/// True when a program that switches to the server user exists: `runuser`
+/// (util-linux, tried first) or `su`.
+pub(crate) fn user_switch_available() -> bool {
+    program_on_path("runuser", &["/usr/sbin", "/sbin"]).is_some()
+        || program_on_path("su", &["/bin", "/usr/bin"]).is_some()
+}
+
+/// `name` in a directory of `PATH` or of `extra_dirs`, if it is a file there.
+pub(crate) fn program_on_path(name: &str, extra_dirs: &[&str]) -> Option<PathBuf> {
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect())
+        .unwrap_or_default();
+    path_dirs
+        .into_iter()
+        .chain(extra_dirs.iter().map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::semantics::LeaseRow;
-use leaseproof_protocol::{client, FencingToken, Lease, LeaseError, Owner, Scope, ServerTime, Ttl};
+use leaseproof_protocol::{
+    client, FencingToken, InvalidInput, Lease, LeaseError, Owner, Scope, ServerTime, Ttl,
+};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 
@@ -161,10 +163,18 @@ impl PostgresLeases {
     }
 
     /// Connects a pool of at most `connections` with [`Self::pool_options`].
-    /// Connecting fails with `Unavailable`; no statement is sent.
+    /// Connecting fails with `Unavailable`; no statement is sent. A pool of
+    /// zero connections could serve nothing: `Invalid(PoolTooSmall)` before
+    /// any connection is tried.
     pub async fn connect(url: &str, connections: u32) -> Result<PostgresLeases, LeaseError> {
+        if connections == 0 {
+            return Err(LeaseError::Invalid(InvalidInput::PoolTooSmall {
+                connections_max: 0,
+                connections_min: 1,
+            }));
+        }
         let pool = Self::pool_options()
-            .max_connections(connections.max(1))
+            .max_connections(connections)
             .connect(url)
             .await
             .map_err(unavailable)?;
@@ -203,6 +213,9 @@ impl PostgresLeases {
 
     /// [`Self::ensure_schema`] without the retry: one attempt. Exists so a test
     /// can show the race the retry survives; not for production use.
+    // Hidden from the API docs: a harness entry point (the schema-race test,
+    // `verify`), public only because those live in other crates.
+    #[doc(hidden)]
     pub async fn ensure_schema_once(&self) -> Result<(), LeaseError> {
         self.create_table_once(sql::CREATE_LEASES).await?;
         self.verify_columns("leaseproof_leases", sql::LEASES_COLUMNS)
@@ -293,6 +306,9 @@ impl PostgresLeases {
         self.acquire_with(sql::ACQUIRE, scope, owner, ttl).await
     }
 
+    // Hidden from the API docs: the benchmarks' entry point for comparing
+    // statement forms, public only because they live in another crate.
+    #[doc(hidden)]
     /// Acquisition through another statement of the same shape (the seed's bare
     /// upsert, [`sql::ACQUIRE_UNGUARDED`]); for tests and benchmarks that compare forms.
     pub async fn acquire_with(
@@ -544,7 +560,7 @@ impl PostgresLeases {
         // aborted, and PostgreSQL answers its COMMIT with ROLLBACK and no error:
         // a cycle reported committed would be missing (I4). One cheap probe
         // tells an aborted transaction (25P02) from a live one.
-        if let Err(error) = sqlx::query("SELECT 1")
+        if let Err(error) = sqlx::query(sql::TRANSACTION_PROBE)
             .execute(transaction.connection())
             .await
         {
@@ -594,13 +610,8 @@ async fn fence_on(
 }
 
 async fn server_identity(connection: &mut PgConnection) -> Result<ServerIdentity, LeaseError> {
-    sqlx::query_as(
-        "SELECT current_database()::text, \
-         (SELECT oid::int8 FROM pg_database WHERE datname = current_database()), \
-         current_setting('port'), \
-         (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::int8",
-    )
-    .fetch_one(connection)
-    .await
-    .map_err(|error| after_send("hold_for_update", error))
+    sqlx::query_as(sql::SERVER_IDENTITY)
+        .fetch_one(connection)
+        .await
+        .map_err(|error| after_send("hold_for_update", error))
 }

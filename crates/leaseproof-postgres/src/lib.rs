@@ -17,6 +17,37 @@
 //!
 //! [`PostgresLeases`] is the library API; [`HarnessPort`] adapts it to the
 //! harness's [`LeasePort`](leaseproof_protocol::LeasePort) with a guarded table.
+//!
+//! # Using the lease
+//!
+//! The README's sample, run as a doc-test against a throwaway cluster (the
+//! hidden lines start it and create the `results` table; a test keeps the
+//! README's copy identical to the visible lines):
+//!
+//! ```rust
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let Some(database) = leaseproof_pgcluster::test_database().await else { return Ok(()) };
+//! # let database_url = database.url.clone();
+//! use leaseproof_postgres::PostgresLeases;
+//! use leaseproof_protocol::{Owner, Scope, Ttl};
+//!
+//! let leases = PostgresLeases::connect(&database_url, 8).await?; // or ::new(pool) with PostgresLeases::pool_options()
+//! leases.ensure_schema().await?;                       // safe when many workers start at once
+//! # sqlx::query("CREATE TABLE results (job text)").execute(leases.pool()).await?;
+//! let owner = Owner::generate();                       // host:pid:random — one per incarnation
+//! let scope = Scope::for_table("myapp", "public", "events")?;
+//! let lease = leases.acquire(&scope, &owner, Ttl::from_millis(30_000)?).await?; // Err(Held) if taken
+//! leases.commit_cycle(&lease, |connection| Box::pin(async move {
+//!     sqlx::query("INSERT INTO results (job) VALUES ('events')").execute(connection).await // under the fence
+//! })).await?;                                          // Err(Lease(Lost)) if a rival took over
+//! leases.renew(&lease, Ttl::from_millis(30_000)?).await?; // keeps the fencing token
+//! leases.release(&lease).await?;                       // expires the row; never deletes it
+//! # let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM results").fetch_one(leases.pool()).await?;
+//! # assert_eq!(rows, 1);
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
 
 pub mod conformance;

@@ -191,3 +191,17 @@ SELECT seq, scope, owner, token, cycle_id, item,
             THEN (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::int8
        END
 FROM leaseproof_guarded ORDER BY seq";
+
+/// The probe before `COMMIT` in the commit cycle: fails with `25P02` when the
+/// transaction is aborted (a `work` that swallowed a failed statement), which
+/// `COMMIT` itself would silently turn into `ROLLBACK`.
+pub const TRANSACTION_PROBE: &str = "SELECT 1";
+
+/// Which database of which server run a connection is on (name, oid, port,
+/// postmaster start in µs): two pools are one transaction domain only when all
+/// four agree.
+pub const SERVER_IDENTITY: &str = "\
+SELECT current_database()::text,
+       (SELECT oid::int8 FROM pg_database WHERE datname = current_database()),
+       current_setting('port'),
+       (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::int8";

@@ -11,8 +11,10 @@
 
 use std::process::ExitCode;
 
+use leaseproof_history::Document as _;
+
 use crate::process::{process_race, WorkerLauncher};
-use crate::race::{task_race, RaceConfig, RaceError, RaceOutcome, Summary};
+use crate::race::{task_race, RaceConfig, RaceDocument, RaceError, RaceOutcome, Summary};
 
 /// The hidden subcommand that runs one worker process of `leaseproof race --processes`.
 pub const WORKER_SUBCOMMAND: &str = "race-worker";
@@ -65,6 +67,10 @@ pub struct RaceArgs {
     /// Draw the judged history as a self-contained HTML timeline here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
+    /// Also write the verdict as JSON here (format `leaseproof-race`, or
+    /// `leaseproof-lock-race` with `--lock`; docs/json.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
 }
 
 /// The most worker processes `race --processes` starts.
@@ -147,8 +153,17 @@ pub async fn run_race(args: RaceArgs) -> ExitCode {
 pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> ExitCode {
     if let Some(lock) = args.lock.clone() {
         return match lock_race(&args, &lock).await {
-            Ok(line) => {
-                println!("{line}");
+            Ok(document) => {
+                println!(
+                    "PASS {lock}: {} tasks x {} rounds, {} holds by {} distinct tasks, {} refusals, no certain double hold",
+                    document.tasks, document.rounds, document.holds, document.winners, document.refusals
+                );
+                if let Some(path) = &args.json {
+                    if let Err(error) = std::fs::write(path, document.to_json()) {
+                        eprintln!("leaseproof race: writing {}: {error}", path.display());
+                        return ExitCode::from(2);
+                    }
+                }
                 ExitCode::SUCCESS
             }
             Err(error) => {
@@ -189,6 +204,21 @@ pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> 
             }
             let summary = outcome.summary();
             print!("{summary}");
+            if let Some(path) = &args.json {
+                let document = RaceDocument {
+                    format: RaceDocument::FORMAT.to_string(),
+                    version: RaceDocument::VERSION,
+                    passed: summary.passed(),
+                    processes: args.processes,
+                    rounds: args.rounds,
+                    ttl_ms: args.ttl_ms,
+                    summary: summary.clone(),
+                };
+                if let Err(error) = std::fs::write(path, document.to_json()) {
+                    eprintln!("leaseproof race: writing {}: {error}", path.display());
+                    return ExitCode::from(2);
+                }
+            }
             if summary.passed() {
                 ExitCode::SUCCESS
             } else {
@@ -205,7 +235,7 @@ pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> 
 /// `race --lock`: `--workers` tasks × `--rounds` rounds on one table through
 /// the chosen manager; a certain double hold, a token against real time or a
 /// vacuous race fails it.
-async fn lock_race(args: &RaceArgs, lock: &str) -> Result<String, String> {
+async fn lock_race(args: &RaceArgs, lock: &str) -> Result<LockRaceDocument, String> {
     use leaseproof_locks::conformance::tasks_never_hold_one_table_at_once;
     use leaseproof_locks::{LockManager, TableName};
     use std::sync::Arc;
@@ -284,14 +314,48 @@ async fn lock_race(args: &RaceArgs, lock: &str) -> Result<String, String> {
     )
     .await
     .map_err(|error| error.to_string())?;
-    Ok(format!(
-        "PASS {lock}: {} tasks x {} rounds, {} holds by {} distinct tasks, {} refusals, no certain double hold",
-        args.workers.max(2),
-        args.rounds.max(1),
-        summary.holds,
-        summary.winners,
-        summary.refusals
-    ))
+    Ok(LockRaceDocument {
+        format: LockRaceDocument::FORMAT.to_string(),
+        version: LockRaceDocument::VERSION,
+        passed: true,
+        lock: lock.to_string(),
+        tasks: args.workers.max(2),
+        rounds: args.rounds.max(1),
+        holds: summary.holds as u64,
+        winners: summary.winners as u64,
+        refusals: summary.refusals as u64,
+    })
+}
+
+/// `race --lock … --json`: the race of tasks through a lock manager
+/// (docs/json.md). Written only when the race passed: a failure is an error
+/// whose message is the finding.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockRaceDocument {
+    /// Always `leaseproof-lock-race`.
+    pub format: String,
+    /// Always 1.
+    pub version: u32,
+    /// No certain double hold, no token against real time, not vacuous.
+    pub passed: bool,
+    /// The manager: `advisory`, `redis` or `lease`.
+    pub lock: String,
+    /// Tasks that raced.
+    pub tasks: usize,
+    /// Rounds each task ran.
+    pub rounds: u32,
+    /// Holds granted, all tasks together.
+    pub holds: u64,
+    /// Distinct tasks that held the lock at least once.
+    pub winners: u64,
+    /// Acquisitions refused because another task held it.
+    pub refusals: u64,
+}
+
+impl leaseproof_history::Document for LockRaceDocument {
+    const FORMAT: &'static str = "leaseproof-lock-race";
+    const VERSION: u32 = 1;
 }
 
 async fn race(args: &RaceArgs, launcher: Option<WorkerLauncher>) -> Result<RaceOutcome, RaceError> {

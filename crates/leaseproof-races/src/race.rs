@@ -307,7 +307,8 @@ impl RaceOutcome {
 }
 
 /// A race's verdict in a few lines.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Summary {
     /// The scope raced for.
     pub scope: String,
@@ -325,6 +326,31 @@ pub struct Summary {
     pub realness_problems: Vec<String>,
     /// Wall time in ms.
     pub elapsed_ms: u64,
+}
+
+/// `race --json`: a race's verdict as a document (docs/json.md).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RaceDocument {
+    /// Always `leaseproof-race`.
+    pub format: String,
+    /// Always 1.
+    pub version: u32,
+    /// No violation and a real race ([`Summary::passed`]).
+    pub passed: bool,
+    /// The worker processes (0: tasks of one process).
+    pub processes: usize,
+    /// Rounds each worker ran.
+    pub rounds: u32,
+    /// The lease TTL in ms.
+    pub ttl_ms: i64,
+    /// What the race did and the checker's report.
+    pub summary: Summary,
+}
+
+impl leaseproof_history::Document for RaceDocument {
+    const FORMAT: &'static str = "leaseproof-race";
+    const VERSION: u32 = 1;
 }
 
 impl Summary {

@@ -346,7 +346,36 @@ const LEGEND: &str =
 overlaps (two workers believing at once: expected under pauses, a violation only unfenced); \
 takeover (grants to a new owner); commits (ok guarded cycles); refused (stale commits the fence \
 refused); unknown (operations whose outcome the worker could not know); dead-p99/max-ms (delay \
-from a dead holder's expiry to the next grant); sim-s/wall-s (simulated seconds per wall second).";
+from a dead holder's expiry to the next grant); sim-s/wall-s (simulated seconds per wall second); \
+seeds/s/core (seeds per second of the runs' own time: the speed one core sweeps at).";
+
+/// The speed footer: seeds per second per core over every scenario swept,
+/// and what a million seeds cost on one core and on 100 shards.
+pub fn speed_line(summaries: &[SweepSummary]) -> Option<String> {
+    use crate::shards::{PROJECTED_SEEDS, PROJECTED_SHARDS};
+    use crate::sweep::{projected_seconds, speed};
+    let seeds: u64 = summaries.iter().map(|summary| summary.seeds_run).sum();
+    let run_wall = summaries.iter().map(|summary| summary.run_wall).sum();
+    let per_core = speed(seeds, run_wall)?;
+    let one_core = projected_seconds(PROJECTED_SEEDS, 1, per_core);
+    let sharded = projected_seconds(PROJECTED_SEEDS, PROJECTED_SHARDS, per_core);
+    Some(format!(
+        "speed: {per_core:.1} seeds/s per core over these scenarios; {PROJECTED_SEEDS} seeds would take \
+         {} on one core, {} on {PROJECTED_SHARDS} shards of one core",
+        human_seconds(one_core),
+        human_seconds(sharded)
+    ))
+}
+
+fn human_seconds(seconds: f64) -> String {
+    if seconds >= 3_600.0 {
+        format!("{:.1} h", seconds / 3_600.0)
+    } else if seconds >= 60.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.0} s")
+    }
+}
 
 /// Sweeps `scenarios` and prints progress and the summary table.
 fn sweep_and_report(
@@ -396,6 +425,9 @@ fn sweep_and_report(
     }
     if config.unfenced {
         println!("(* every worker unfenced: violations are the expected finding)");
+    }
+    if let Some(line) = speed_line(&summaries) {
+        println!("{line}");
     }
     if !quiet {
         println!("{LEGEND}");
@@ -580,6 +612,14 @@ fn run_merge(files: &[PathBuf], json: Option<&std::path::Path>) -> ExitCode {
                 if merged.unfenced { " --unfenced" } else { "" }
             );
         }
+    }
+    let merged_summaries: Vec<SweepSummary> = merged
+        .scenarios
+        .iter()
+        .map(|scenario| scenario.to_summary(merged.unfenced))
+        .collect();
+    if let Some(line) = speed_line(&merged_summaries) {
+        println!("{line}");
     }
     if let Some(path) = json {
         if let Err(error) = std::fs::write(path, merged.to_json()) {

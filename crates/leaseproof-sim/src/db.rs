@@ -237,10 +237,13 @@ impl Server {
             let response = self
                 .execute(session, &client, &mut transaction, message.request)
                 .await;
-            let lose = self.config.lost_reply_probability > 0.0 && {
-                let probability = self.config.lost_reply_probability;
-                self.durable.borrow_mut().rng.gen_bool(probability)
-            };
+            // The RNG serves lost replies alone: a draw at probability 0 is
+            // `false` and changes nothing else.
+            let lose = self
+                .durable
+                .borrow_mut()
+                .rng
+                .gen_bool(self.config.lost_reply_probability);
             if lose {
                 self.trace.fault(Some(&client), || {
                     format!("db s{session}: reply to {name} LOST after it took effect; connection reset")

@@ -6,7 +6,7 @@
 //! counts equal an unsharded run's, a violation in any shard fails the merge,
 //! and so does a missing or duplicated shard — a sweep that silently lost a
 //! shard must not pass. Method: `sim … --shard i/n --json FILE` writes a
-//! [`ShardReport`] (format `leaseproof-sweep`, version 1); `sim merge FILE…`
+//! [`ShardReport`] (format `leaseproof-sweep`, version 2); `sim merge FILE…`
 //! reads them, checks they describe one sweep (same seeds, same option,
 //! same shard count, every index once) and sums them per scenario.
 //! Invariant: the merge reads only the files; it runs nothing.
@@ -21,8 +21,14 @@ use crate::sweep::{SeedFailure, SweepSummary};
 
 /// The `format` field of every shard report.
 pub const FORMAT: &str = "leaseproof-sweep";
-/// The version this code writes and reads.
-pub const VERSION: u32 = 1;
+/// The version this code writes and reads (2: `passed`, the run time per
+/// seed and the speed figures).
+pub const VERSION: u32 = 2;
+
+/// The sweep size the speed projections are for.
+pub const PROJECTED_SEEDS: u64 = 1_000_000;
+/// The shard count of the second projection.
+pub const PROJECTED_SHARDS: u64 = 100;
 
 /// One shard's summary, as `sim --json` writes it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,6 +38,9 @@ pub struct ShardReport {
     pub format: String,
     /// Always [`VERSION`].
     pub version: u32,
+    /// Every seed of every scenario passed (no violation, no failed
+    /// expectation): the verdict the exit status gives.
+    pub passed: bool,
     /// The sweep's seeds, `start..end` (the whole sweep's, not the shard's).
     pub seeds: [u64; 2],
     /// `[index, count]`: this shard runs the seeds `s % count == index`
@@ -44,7 +53,7 @@ pub struct ShardReport {
 }
 
 /// One scenario's totals in a shard (or, merged, in the whole sweep).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioReport {
     /// The scenario's name.
@@ -73,6 +82,15 @@ pub struct ScenarioReport {
     pub simulated_us: u64,
     /// Wall time of the shard's sweep of this scenario, µs (summed when merged).
     pub wall_us: u64,
+    /// The runs' own wall time summed over seeds, µs: the core time they
+    /// cost (summed when merged).
+    pub run_wall_us: u64,
+    /// `seeds_run` per second of `run_wall_us`: seeds per second per core.
+    pub seeds_per_second_per_core: Option<f64>,
+    /// Wall seconds of [`PROJECTED_SEEDS`] seeds of this scenario on one core.
+    pub projected_seconds_one_core: Option<f64>,
+    /// The same on [`PROJECTED_SHARDS`] shards of one core each.
+    pub projected_seconds_sharded: Option<f64>,
     /// The failing seeds, ascending.
     pub failing_seeds: Vec<FailingSeed>,
     /// Set when the sweep was stopped early (Ctrl-C): the first seed that
@@ -98,7 +116,7 @@ pub struct FailingSeed {
 impl ScenarioReport {
     /// The report of one sweep summary.
     pub fn from_summary(summary: &SweepSummary) -> ScenarioReport {
-        ScenarioReport {
+        let mut report = ScenarioReport {
             scenario: summary.scenario.clone(),
             seeds_run: summary.seeds_run,
             violations: summary.violations,
@@ -112,6 +130,10 @@ impl ScenarioReport {
             dead_holder_takeover_delays_us: summary.dead_holder_takeover_delays_us.clone(),
             simulated_us: u64::try_from(summary.simulated.as_micros()).unwrap_or(u64::MAX),
             wall_us: u64::try_from(summary.wall.as_micros()).unwrap_or(u64::MAX),
+            run_wall_us: u64::try_from(summary.run_wall.as_micros()).unwrap_or(u64::MAX),
+            seeds_per_second_per_core: None,
+            projected_seconds_one_core: None,
+            projected_seconds_sharded: None,
             failing_seeds: summary
                 .failures
                 .iter()
@@ -123,7 +145,19 @@ impl ScenarioReport {
                 })
                 .collect(),
             resume_from: summary.resume_from,
-        }
+        };
+        report.refresh_speed();
+        report
+    }
+
+    /// The speed figures, from `seeds_run` and `run_wall_us`.
+    fn refresh_speed(&mut self) {
+        let speed = crate::sweep::speed(self.seeds_run, Duration::from_micros(self.run_wall_us));
+        self.seeds_per_second_per_core = speed;
+        self.projected_seconds_one_core =
+            speed.map(|speed| crate::sweep::projected_seconds(PROJECTED_SEEDS, 1, speed));
+        self.projected_seconds_sharded = speed
+            .map(|speed| crate::sweep::projected_seconds(PROJECTED_SEEDS, PROJECTED_SHARDS, speed));
     }
 
     /// Back to a summary (for the table); threads are unknown after a merge.
@@ -153,16 +187,21 @@ impl ScenarioReport {
             dead_holder_takeover_delays_us: self.dead_holder_takeover_delays_us.clone(),
             simulated: Duration::from_micros(self.simulated_us),
             wall: Duration::from_micros(self.wall_us),
+            run_wall: Duration::from_micros(self.run_wall_us),
             jobs: 1,
             resume_from: self.resume_from,
         }
     }
 
     /// The counts that must not depend on how the seeds were split: every
-    /// field but the wall time.
+    /// field but the wall times and the speed measured from them.
     pub fn without_wall_time(&self) -> ScenarioReport {
         ScenarioReport {
             wall_us: 0,
+            run_wall_us: 0,
+            seeds_per_second_per_core: None,
+            projected_seconds_one_core: None,
+            projected_seconds_sharded: None,
             ..self.clone()
         }
     }
@@ -182,6 +221,8 @@ impl ScenarioReport {
         self.dead_holder_takeover_delays_us.sort_unstable();
         self.simulated_us += other.simulated_us;
         self.wall_us += other.wall_us;
+        self.run_wall_us += other.run_wall_us;
+        self.refresh_speed();
         self.failing_seeds
             .extend(other.failing_seeds.iter().cloned());
         self.failing_seeds.sort_by_key(|seed| seed.seed);
@@ -202,27 +243,29 @@ impl ShardReport {
         summaries: &[SweepSummary],
     ) -> ShardReport {
         let (index, count) = shard.unwrap_or((0, 1));
+        let scenarios: Vec<ScenarioReport> =
+            summaries.iter().map(ScenarioReport::from_summary).collect();
         ShardReport {
             format: FORMAT.to_string(),
             version: VERSION,
+            passed: scenarios.iter().all(ScenarioReport::passed),
             seeds: [seeds.start, seeds.end],
             shard: [index, count],
             unfenced,
-            scenarios: summaries.iter().map(ScenarioReport::from_summary).collect(),
+            scenarios,
         }
     }
 
     /// Parses a report, refusing other formats and versions.
     pub fn from_json(text: &str) -> Result<ShardReport, String> {
+        leaseproof_history::Envelope::expect(text, FORMAT, VERSION)?;
         let report: ShardReport =
             serde_json::from_str(text).map_err(|error| format!("not a shard report: {error}"))?;
-        if report.format != FORMAT {
-            return Err(format!("format {:?}, expected {FORMAT:?}", report.format));
-        }
-        if report.version != VERSION {
+        if report.passed != report.passed() {
             return Err(format!(
-                "version {}, this leaseproof reads version {VERSION}",
-                report.version
+                "`passed` is {} but the scenarios say {}: an edited report",
+                report.passed,
+                report.passed()
             ));
         }
         Ok(report)
@@ -233,7 +276,7 @@ impl ShardReport {
         serde_json::to_string_pretty(self).expect("reports serialise") + "\n"
     }
 
-    /// Whether every scenario of the report passed.
+    /// Whether every scenario of the report passed (what `passed` says, recomputed).
     pub fn passed(&self) -> bool {
         self.scenarios.iter().all(ScenarioReport::passed)
     }
@@ -324,15 +367,17 @@ pub fn merge(reports: &[ShardReport]) -> Result<ShardReport, String> {
             entry.absorb(scenario);
         }
     }
+    let scenarios: Vec<ScenarioReport> = order
+        .into_iter()
+        .map(|name| merged.remove(&name).expect("each scenario once"))
+        .collect();
     Ok(ShardReport {
         format: FORMAT.to_string(),
         version: VERSION,
+        passed: scenarios.iter().all(ScenarioReport::passed),
         seeds: first.seeds,
         shard: [0, 1],
         unfenced: first.unfenced,
-        scenarios: order
-            .into_iter()
-            .map(|name| merged.remove(&name).expect("each scenario once"))
-            .collect(),
+        scenarios,
     })
 }

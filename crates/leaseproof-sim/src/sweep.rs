@@ -94,6 +94,9 @@ pub struct SweepSummary {
     pub simulated: Duration,
     /// Wall time of the sweep.
     pub wall: Duration,
+    /// Wall time of the runs themselves, summed over seeds: the core time a
+    /// seed costs (each run is single-threaded), whatever `jobs` was.
+    pub run_wall: Duration,
     /// Threads used.
     pub jobs: usize,
     /// `Some(seed)` when the sweep was stopped early: the first seed of the
@@ -120,6 +123,12 @@ impl SweepSummary {
         Some(delays[rank.max(1) - 1])
     }
 
+    /// Seeds per second per core: seeds over the summed wall time of their
+    /// runs (`None` before any seed ran).
+    pub fn seeds_per_second_per_core(&self) -> Option<f64> {
+        speed(self.seeds_run, self.run_wall)
+    }
+
     /// Simulated seconds per wall second per thread.
     pub fn sim_seconds_per_wall_second_per_job(&self) -> f64 {
         let wall = self.wall.as_secs_f64().max(1e-9);
@@ -129,7 +138,7 @@ impl SweepSummary {
     /// The summary table's header line.
     pub fn table_header() -> String {
         format!(
-            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>15} {:>12}",
+            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>15} {:>12} {:>12}",
             "scenario",
             "seeds",
             "violations",
@@ -139,14 +148,15 @@ impl SweepSummary {
             "refused",
             "unknown",
             "dead-p99/max-ms",
-            "sim-s/wall-s"
+            "sim-s/wall-s",
+            "seeds/s/core"
         )
     }
 
     /// This summary as a row of the table.
     pub fn table_row(&self) -> String {
         format!(
-            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>15} {:>12.0}",
+            "{:<18} {:>6} {:>10} {:>9} {:>8} {:>9} {:>8} {:>8} {:>15} {:>12.0} {:>12}",
             if self.unfenced {
                 format!("{}*", self.scenario)
             } else {
@@ -166,7 +176,9 @@ impl SweepSummary {
                 (Some(p99_us), Some(max_us)) => format!("{}/{}", p99_us / 1_000, max_us / 1_000),
                 _ => "-".to_string(),
             },
-            self.simulated.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
+            self.simulated.as_secs_f64() / self.wall.as_secs_f64().max(1e-9),
+            self.seeds_per_second_per_core()
+                .map_or("-".to_string(), |speed| format!("{speed:.1}"))
         )
     }
 
@@ -203,6 +215,19 @@ impl SweepSummary {
     }
 }
 
+/// Seeds per second per core for `seeds` runs that took `run_wall` together.
+pub fn speed(seeds: u64, run_wall: Duration) -> Option<f64> {
+    let seconds = run_wall.as_secs_f64();
+    (seeds > 0 && seconds > 0.0).then(|| seeds as f64 / seconds)
+}
+
+/// Wall seconds `seeds` seeds take on `cores` cores at `seeds_per_second_per_core`.
+pub fn projected_seconds(seeds: u64, cores: u64, seeds_per_second_per_core: f64) -> f64 {
+    assert!(cores > 0);
+    assert!(seeds_per_second_per_core > 0.0);
+    seeds as f64 / seeds_per_second_per_core / cores as f64
+}
+
 /// Set when the user asked the sweep to stop (Ctrl-C): no new seed starts,
 /// runs in progress finish, and the summary says where to resume.
 pub static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -224,7 +249,7 @@ pub fn sweep(
     };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let outcomes: Mutex<BTreeMap<u64, (RunOutcome, u64)>> = Mutex::new(BTreeMap::new());
+    let outcomes: Mutex<BTreeMap<u64, (RunOutcome, u64, Duration)>> = Mutex::new(BTreeMap::new());
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
@@ -235,14 +260,16 @@ pub fn sweep(
                 let Some(&seed) = seeds.get(index) else {
                     break;
                 };
+                let run_stopwatch = Stopwatch::start();
                 let mut outcome = run(scenario, seed, options);
+                let run_wall = run_stopwatch.elapsed();
                 let after_crash = outcome.commits_after_crashed_holder();
                 // Keep memory flat: the summary needs only the verdict.
                 outcome.history = Default::default();
                 outcomes
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .insert(seed, (outcome, after_crash));
+                    .insert(seed, (outcome, after_crash, run_wall));
                 progress(done.fetch_add(1, Ordering::Relaxed) as u64 + 1);
             });
         }
@@ -261,8 +288,9 @@ pub fn sweep(
         .iter()
         .find(|seed| !outcomes.contains_key(seed))
         .copied();
-    for (seed, (outcome, after_crash)) in outcomes {
+    for (seed, (outcome, after_crash, run_wall)) in outcomes {
         summary.add(seed, &outcome, after_crash);
+        summary.run_wall += run_wall;
     }
     summary.dead_holder_takeover_delays_us.sort_unstable();
     summary.wall = stopwatch.elapsed();

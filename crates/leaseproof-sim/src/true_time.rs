@@ -126,6 +126,72 @@ impl TrueTimeMonitor {
     }
 }
 
+/// The server's stamps held against the clock the run configured, from the
+/// history alone: the simulated server's clock is true time plus
+/// `server_offset_us`, exactly, and a statement runs between its invoke and
+/// its completion. So every ok acquire or renew must show
+/// `expires_at - ttl >= invoke + offset` (expiry is never set below the
+/// statement's `now + ttl`) and `granted_at <= complete + offset` (a grant is
+/// stamped at or before the statement that reports it). A server clock that
+/// runs backwards from the configured offset, follows a client, or stamps
+/// from the future fails one of the two — the checker, which trusts the
+/// stamps, cannot see it. Returns one sentence per stamp off the clock.
+pub fn stamps_off_the_server_clock(
+    history: &leaseproof_history::History,
+    server_offset_us: i64,
+) -> Vec<String> {
+    use leaseproof_history::{EventKind, Op, OpResult, Outcome};
+    let mut invoked: BTreeMap<u64, (i64, i64)> = BTreeMap::new();
+    let mut off = Vec::new();
+    for event in &history.events {
+        match &event.kind {
+            EventKind::Invoke {
+                op_id,
+                op: Op::Acquire { ttl_us, .. } | Op::Renew { ttl_us, .. },
+            } => {
+                invoked.insert(*op_id, (event.true_time_us, *ttl_us));
+            }
+            EventKind::Complete {
+                op_id,
+                outcome:
+                    Outcome::Ok {
+                        result:
+                            OpResult::Lease {
+                                token,
+                                granted_at_us,
+                                expires_at_us,
+                                ..
+                            },
+                    },
+            } => {
+                let Some(&(invoke_true_us, ttl_us)) = invoked.get(op_id) else {
+                    continue;
+                };
+                let earliest_now_us = invoke_true_us + server_offset_us;
+                let latest_now_us = event.true_time_us + server_offset_us;
+                if expires_at_us - ttl_us < earliest_now_us {
+                    off.push(format!(
+                        "server clock: op {op_id} (token {token}) expires at {} - ttl, before its statement could run (server time {} at the earliest): the server's clock is not true time {:+} ms",
+                        format_us(*expires_at_us),
+                        format_us(earliest_now_us),
+                        server_offset_us / 1_000
+                    ));
+                }
+                if *granted_at_us > latest_now_us {
+                    off.push(format!(
+                        "server clock: op {op_id} (token {token}) granted at {}, after its reply (server time {} at the latest): the server's clock is not true time {:+} ms",
+                        format_us(*granted_at_us),
+                        format_us(latest_now_us),
+                        server_offset_us / 1_000
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    off
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +205,59 @@ mod tests {
             granted_at: ServerTime::from_micros(granted_at_us),
             expires_at: ServerTime::from_micros(expires_at_us),
         }
+    }
+
+    /// An acquire invoked at true 1 ms, answered at true 1.5 ms, decided at
+    /// true 1.2 ms by a server whose clock reads true + `server_minus_true_us`.
+    fn acquire_history(server_minus_true_us: i64) -> leaseproof_history::History {
+        use leaseproof_history::{Op, OpResult, Outcome, Recorder, Stamp};
+        let recorder = Recorder::new();
+        let at = |true_time_us| Stamp {
+            worker: "w",
+            incarnation: 0,
+            true_time_us,
+            local_time_us: true_time_us,
+        };
+        let acquire = Op::Acquire {
+            scope: "s".into(),
+            owner: "w-0".into(),
+            ttl_us: 2_000,
+        };
+        let op_id = recorder.invoke(at(1_000), acquire);
+        let now_us = 1_200 + server_minus_true_us;
+        let lease = OpResult::Lease {
+            token: 1,
+            owner: "w-0".into(),
+            granted_at_us: now_us,
+            expires_at_us: now_us + 2_000,
+        };
+        recorder.complete(at(1_500), op_id, Outcome::Ok { result: lease });
+        recorder.snapshot()
+    }
+
+    #[test]
+    fn stamps_on_the_configured_clock_pass_and_any_other_clock_fails() {
+        let offset_us = 3_600_000_000;
+        assert_eq!(
+            stamps_off_the_server_clock(&acquire_history(offset_us), offset_us),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            stamps_off_the_server_clock(&acquire_history(0), 0),
+            Vec::<String>::new()
+        );
+        // The offset subtracted instead of added: expiry before the statement.
+        let backwards = stamps_off_the_server_clock(&acquire_history(-offset_us), offset_us);
+        assert_eq!(backwards.len(), 1, "{backwards:?}");
+        assert!(
+            backwards[0].contains("before its statement could run"),
+            "{}",
+            backwards[0]
+        );
+        // A clock 10 ms ahead of the configured one: granted after the reply.
+        let ahead = stamps_off_the_server_clock(&acquire_history(offset_us + 10_000), offset_us);
+        assert_eq!(ahead.len(), 1, "{ahead:?}");
+        assert!(ahead[0].contains("after its reply"), "{}", ahead[0]);
     }
 
     #[test]

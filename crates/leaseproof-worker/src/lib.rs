@@ -121,7 +121,8 @@ pub struct WorkerConfig {
 }
 
 /// How a worker's run ended, with counts for reports and test assertions.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WorkerSummary {
     /// The schema could not be created (after its retry): the worker never started.
     pub schema_error: Option<String>,

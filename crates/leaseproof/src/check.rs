@@ -9,6 +9,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use leaseproof_history::Document as _;
+
 use leaseproof_history::{check, CheckConfig, GrantStamps, History, HistoryError};
 
 /// `leaseproof check FILE [--grant-stamps decision|statement-start] [--unfenced-worker W]…`.
@@ -28,6 +30,9 @@ pub struct CheckArgs {
     /// Also draw the judged history as a self-contained HTML timeline here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Also write the verdict as JSON (format `leaseproof-check`, docs/json.md) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// Runs `leaseproof check`.
@@ -70,6 +75,13 @@ pub fn run(args: CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
         eprintln!("timeline written to {}", path.display());
+    }
+    if let Some(path) = &args.json {
+        let document = leaseproof_history::CheckDocument::new(&history, &report);
+        if let Err(error) = std::fs::write(path, document.to_json()) {
+            eprintln!("leaseproof check: writing {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
     }
     if report.is_ok() {
         if report.possible.is_empty() {

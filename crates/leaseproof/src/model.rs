@@ -2,7 +2,11 @@
 
 use std::process::ExitCode;
 
-use leaseproof_models::{check, explore, CheckConfig, LeaseModel, ModelReport, Search, Variant};
+use leaseproof_history::Document as _;
+
+use leaseproof_models::{
+    check, explore, CheckConfig, LeaseModel, ModelDocument, ModelReport, Search, Variant,
+};
 
 /// Arguments of `leaseproof model`.
 #[derive(clap::Args, Debug)]
@@ -23,6 +27,9 @@ pub struct ModelArgs {
     /// exhausted breadth-first, every witness the shortest.
     #[arg(long)]
     pub symmetric: bool,
+    /// Also write every verdict as JSON (format `leaseproof-model`, docs/json.md) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
 }
 
 /// Runs `leaseproof model`.
@@ -55,7 +62,7 @@ pub fn run(args: ModelArgs) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let mut all_as_expected = true;
+    let mut reports = Vec::new();
     for variant in variants {
         let mut config = CheckConfig::new(LeaseModel::new(usize::from(args.workers), variant));
         if variant == Variant::Reference {
@@ -74,9 +81,16 @@ pub fn run(args: ModelArgs) -> ExitCode {
         }
         let report = check(&config);
         print_report(&report);
-        all_as_expected &= report.as_expected();
+        reports.push(report);
     }
-    if all_as_expected {
+    let document = ModelDocument::new(&reports);
+    if let Some(path) = &args.json {
+        if let Err(error) = std::fs::write(path, document.to_json()) {
+            eprintln!("leaseproof model: writing {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if document.passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

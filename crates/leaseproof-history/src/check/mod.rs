@@ -102,25 +102,34 @@ impl std::str::FromStr for GrantStamps {
     }
 }
 
-/// Which rule a [`Violation`] breaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Which rule a [`Violation`] breaks. In JSON, its [`Invariant::slug`].
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Invariant {
     /// I1: two grants of one scope were live at once.
+    #[serde(rename = "i1-mutual-exclusion")]
     MutualExclusion,
     /// I2: tokens out of order, shared, or changed by a renewal.
+    #[serde(rename = "i2-token-order")]
     TokenOrder,
     /// I3: a guarded write outside its grant, under an ungranted token, out of
     /// token order, or interleaved with another cycle.
+    #[serde(rename = "i3-fenced-writes")]
     FencedWrites,
     /// I4: a commit's rows missing, present after a failure, or partial.
+    #[serde(rename = "i4-nothing-lost")]
     NothingLost,
     /// Two workers believed they held one scope at once, one of them unfenced.
+    #[serde(rename = "b-belief-overlap")]
     BeliefOverlap,
     /// I5: a dead holder's scope was taken over later than the bound allows
     /// although a live rival was waiting for it.
+    #[serde(rename = "i5-bounded-takeover")]
     BoundedTakeover,
     /// The history itself is inconsistent (a completion without invoke, a
     /// duplicated op id, a result of the wrong kind).
+    #[serde(rename = "h-well-formed")]
     WellFormed,
 }
 
@@ -181,7 +190,8 @@ impl fmt::Display for Invariant {
 }
 
 /// One broken rule, with the evidence.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Violation {
     /// The rule.
     pub invariant: Invariant,
@@ -214,7 +224,8 @@ impl fmt::Display for Violation {
 
 /// Counts that show a run exercised something (pair them with the verdict so a
 /// pass cannot be vacuous).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Stats {
     /// Distinct grants (scope, token) seen in ok acquire or renew results.
     pub grants: u64,
@@ -271,8 +282,10 @@ pub struct TakeoverBound {
     pub server_minus_true_us: i64,
 }
 
-/// The checker's verdict.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The checker's verdict; in JSON (`check --json`, `race --json`) an object
+/// of these four fields (docs/json.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckReport {
     /// Every broken rule; empty means the history passed.
     pub violations: Vec<Violation>,

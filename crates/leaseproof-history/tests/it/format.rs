@@ -156,3 +156,30 @@ fn recorder_shared_by_threads_gives_unique_op_ids_and_indices() {
     assert!(report.is_ok(), "{report}");
     assert_eq!(report.stats.grants, 0);
 }
+
+#[test]
+fn a_check_report_round_trips_through_json_naming_each_invariant_by_its_slug() {
+    for invariant in leaseproof_history::Invariant::ALL {
+        let value = serde_json::to_value(invariant).unwrap();
+        assert_eq!(
+            value,
+            serde_json::Value::String(invariant.slug().to_string())
+        );
+        let back: leaseproof_history::Invariant = serde_json::from_value(value).unwrap();
+        assert_eq!(back, invariant);
+    }
+    // A report with violations, a possible one, a rule not judged and stats.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 10, 1, CommitEnd::Ok, 1_010);
+    builder.acquire_ok("b", "s", 1, 1_000);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(!report.violations.is_empty(), "{report:?}");
+    let text = serde_json::to_string(&report).unwrap();
+    let back: leaseproof_history::CheckReport = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, report);
+    assert!(text.contains("\"invariant\":\"i"), "{text}");
+    // Unknown fields are refused: a reader never guesses.
+    let padded = text.replacen('{', "{\"extra\":1,", 1);
+    assert!(serde_json::from_str::<leaseproof_history::CheckReport>(&padded).is_err());
+}

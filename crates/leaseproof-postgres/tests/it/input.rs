@@ -46,3 +46,24 @@ async fn invalid_scopes_and_ttls_are_rejected_before_any_sql() {
         "{result:?}"
     );
 }
+
+#[tokio::test]
+async fn a_pool_of_zero_connections_is_refused_before_connecting() {
+    // Port 1: were a connection tried, the error would be Unavailable.
+    let result = PostgresLeases::connect("postgres://nobody@127.0.0.1:1/nothing", 0).await;
+    let Err(LeaseError::Invalid(InvalidInput::PoolTooSmall {
+        connections_max,
+        connections_min,
+    })) = result
+    else {
+        panic!("{:?}", result.map(|_| ()));
+    };
+    assert_eq!((connections_max, connections_min), (0, 1));
+    // One connection is a pool: it reaches for the (absent) server.
+    let result = PostgresLeases::connect("postgres://nobody@127.0.0.1:1/nothing", 1).await;
+    assert!(
+        matches!(result, Err(LeaseError::Unavailable { .. })),
+        "{:?}",
+        result.map(|_| ())
+    );
+}

@@ -9,12 +9,14 @@
 //! takeover wait for the commit, a stale commit is refused and rolled back,
 //! and the schema survives concurrent creation.
 
+mod arbitrary_input;
 mod connection_loss;
 mod differential;
 mod fence;
 mod input;
 mod late_statements;
 mod operations;
+mod readme;
 mod schema;
 mod schema_failures;
 

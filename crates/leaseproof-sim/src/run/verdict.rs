@@ -70,6 +70,12 @@ pub(super) fn judge(
         .collect();
     recorder.set_guarded_rows(rows);
     let history = recorder.snapshot();
+    // The stamps against the configured clock: what the checker trusts, held
+    // to the simulation's ground truth.
+    expectation_failures.extend(crate::true_time::stamps_off_the_server_clock(
+        &history,
+        plan.server_offset_us,
+    ));
     let config = CheckConfig {
         unfenced_workers: if options.unfenced {
             plan.workers

@@ -62,6 +62,27 @@ impl Session {
     }
 }
 
+/// Hosts the simulated database (no lost replies, fast schema creation, a
+/// minute before an idle transaction is ended) on `sim`; returns its trace.
+fn host_db(sim: &mut turmoil::Sim<'_>, seed: u64, server_offset_us: i64, traced: bool) -> Trace {
+    let scenario = Scenario::load("gc-pause").expect("the scenario loads");
+    let trace = Trace::new(traced, &FaultPlan::draw(&scenario, seed));
+    let server_trace = trace.clone();
+    let durable = Rc::new(RefCell::new(Durable::new(seed)));
+    let config = DbConfig {
+        server_offset_us,
+        lost_reply_probability: 0.0,
+        schema_create: Duration::from_millis(1),
+        idle_in_transaction_timeout: Duration::from_secs(60),
+        fence_without_lock: false,
+        clock_follows_client: false,
+    };
+    sim.host(DB_HOST, move || {
+        db::serve(Rc::clone(&durable), config.clone(), server_trace.clone())
+    });
+    trace
+}
+
 fn granted(response: Response) -> Lease {
     match response {
         Response::Acquired(Acquisition::Granted { lease, .. }) => lease,
@@ -90,20 +111,7 @@ fn fence_makes_rival_takeover_wait_for_the_commit() {
         .min_message_latency(Duration::from_millis(1))
         .max_message_latency(Duration::from_millis(2))
         .build();
-    let scenario = Scenario::load("gc-pause").expect("the scenario loads");
-    let trace = Trace::new(false, &FaultPlan::draw(&scenario, 7));
-    let durable = Rc::new(RefCell::new(Durable::new(7)));
-    let config = DbConfig {
-        server_offset_us,
-        lost_reply_probability: 0.0,
-        schema_create: Duration::from_millis(1),
-        idle_in_transaction_timeout: Duration::from_secs(60),
-        fence_without_lock: false,
-        clock_follows_client: false,
-    };
-    sim.host(DB_HOST, move || {
-        db::serve(Rc::clone(&durable), config.clone(), trace.clone())
-    });
+    let trace = host_db(&mut sim, 7, server_offset_us, true);
 
     let observed = Rc::new(RefCell::new(Observed::default()));
     let record = Rc::clone(&observed);
@@ -198,4 +206,72 @@ fn fence_makes_rival_takeover_wait_for_the_commit() {
         rival.granted_at.micros < observed.committed_at_us,
         "{observed:?}"
     );
+    // The trace says why the rival's reply came late, once.
+    let lines = trace.take_lines();
+    let waits: Vec<&String> = lines
+        .iter()
+        .map(|(_, line)| line)
+        .filter(|line| line.contains("waits for the row lock of job held by"))
+        .collect();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+}
+
+/// A session that holds the row lock may change its own row, as PostgreSQL
+/// lets a transaction update a row it locked: the holder renews inside its
+/// fenced transaction and is answered at once, not queued behind itself.
+#[test]
+fn a_fence_holder_renews_its_own_row_inside_its_transaction() {
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(8)
+        .epoch(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        .simulation_duration(Duration::from_secs(30))
+        .tick_duration(Duration::from_millis(1))
+        .build();
+    host_db(&mut sim, 8, 0, false);
+    sim.client("client", async move {
+        let scope = Scope::new("job").expect("valid");
+        let mut session = Session::open("a").await;
+        assert!(matches!(
+            session.call(Request::EnsureSchema).await,
+            Response::SchemaReady
+        ));
+        let lease = granted(
+            session
+                .call(Request::Acquire {
+                    scope,
+                    owner: Owner::new("a").expect("valid"),
+                    ttl: Ttl::from_millis(300).expect("valid"),
+                })
+                .await,
+        );
+        assert!(matches!(
+            session.call(Request::Begin).await,
+            Response::Begun(_)
+        ));
+        assert!(matches!(
+            session
+                .call(Request::Fence {
+                    lease: lease.clone()
+                })
+                .await,
+            Response::Fenced(Some(_))
+        ));
+        let renew = session.call(Request::Renew {
+            lease: lease.clone(),
+            ttl: Ttl::from_millis(600).expect("valid"),
+        });
+        let renewed = tokio::time::timeout(Duration::from_secs(5), renew)
+            .await
+            .expect("the lock holder is not queued behind its own lock");
+        let Response::Renewed(Some(renewed)) = renewed else {
+            panic!("the holder's renewal was refused: {renewed:?}");
+        };
+        assert_eq!(renewed.token, lease.token);
+        assert!(matches!(
+            session.call(Request::Commit).await,
+            Response::Committed { .. }
+        ));
+        Ok(())
+    });
+    sim.run().expect("the simulation runs");
 }

@@ -164,3 +164,91 @@ fn replay_line_of_a_run_without_the_schema_retry_reproduces_it() {
     let code = run_replay_line(&fenced.replay_command(), directory.path().join("ok.trace"));
     assert_eq!(code, ExitCode::SUCCESS);
 }
+
+/// The trace is the replay's evidence: it must show every server
+/// incarnation (numbered as they start) and every grant the server made.
+#[test]
+fn the_trace_shows_each_server_incarnation_and_every_grant_the_server_made() {
+    use leaseproof_history::{EventKind, OpResult, Outcome};
+    use leaseproof_sim::{FaultEvent, FaultPlan};
+    let scenario = Scenario::load("chaos").unwrap();
+    let crashes = |seed: u64| {
+        FaultPlan::draw(&scenario, seed)
+            .schedule
+            .iter()
+            .filter(|(_, event)| matches!(event, FaultEvent::CrashDb))
+            .count()
+    };
+    let seed = (0..100)
+        .find(|&seed| crashes(seed) >= 1)
+        .expect("a chaos seed below 100 crashes the database");
+    let outcome = run(
+        &scenario,
+        seed,
+        RunOptions {
+            trace: true,
+            ..RunOptions::default()
+        },
+    );
+    let trace = outcome.trace.join("\n");
+    for incarnation in 1..=crashes(seed) + 1 {
+        assert!(
+            trace.contains(&format!("db: server incarnation {incarnation} starts")),
+            "seed {seed}: incarnation {incarnation} missing"
+        );
+    }
+    assert!(!trace.contains(&format!(
+        "db: server incarnation {} starts",
+        crashes(seed) + 2
+    )));
+    // Every token a worker was granted appears in a server line granting it.
+    let mut tokens = std::collections::BTreeSet::new();
+    for event in &outcome.history.events {
+        if let EventKind::Complete {
+            outcome:
+                Outcome::Ok {
+                    result: OpResult::Lease { token, .. },
+                },
+            ..
+        } = &event.kind
+        {
+            tokens.insert(*token);
+        }
+    }
+    assert!(tokens.len() >= 2, "seed {seed}: a takeover happened");
+    for token in tokens {
+        let granting = format!(" token #{token} until");
+        assert!(
+            trace
+                .lines()
+                .any(|line| line.contains("=> GRANTED") && line.contains(&granting)),
+            "seed {seed}: no server line grants token {token}"
+        );
+    }
+}
+
+/// Concurrent schema creation in the trace: every session that lost the
+/// race says once that it waited for the creator, then got the 23505.
+#[test]
+fn the_trace_shows_each_schema_racer_waiting_once_before_its_23505() {
+    let scenario = Scenario::load("concurrent-schema").unwrap();
+    let outcome = run(
+        &scenario,
+        0,
+        RunOptions {
+            trace: true,
+            ..RunOptions::default()
+        },
+    );
+    let count = |needle: &str| {
+        outcome
+            .trace
+            .iter()
+            .filter(|line| line.contains(needle))
+            .count()
+    };
+    let raced = count("CREATE TABLE IF NOT EXISTS => 23505");
+    assert!(raced >= 1, "seed 0 of concurrent-schema races the creation");
+    assert_eq!(count("CREATE TABLE IF NOT EXISTS waits for s"), raced);
+    assert_eq!(count("CREATE TABLE IF NOT EXISTS creates the table"), 1);
+}

@@ -149,14 +149,23 @@ fn assert_nothing_left(temp_dir: &Path, moment: &str) {
     );
 }
 
+/// True when PostgreSQL's binaries are here; otherwise prints the skip line
+/// (or fails, under `LEASEPROOF_REQUIRE_PG=1`).
+fn postgres_binaries_or_skip(test: &str) -> bool {
+    if leaseproof_pgcluster::binaries_available() {
+        return true;
+    }
+    assert!(
+        !leaseproof_pgcluster::require_pg(),
+        "LEASEPROOF_REQUIRE_PG=1 but there are no PostgreSQL binaries"
+    );
+    eprintln!("LEASEPROOF SKIP: no PostgreSQL binaries for {test}");
+    false
+}
+
 #[test]
 fn an_interrupted_throwaway_cluster_leaves_no_server_and_no_dir() {
-    if !leaseproof_pgcluster::binaries_available() {
-        assert!(
-            !leaseproof_pgcluster::require_pg(),
-            "LEASEPROOF_REQUIRE_PG=1 but there are no PostgreSQL binaries"
-        );
-        eprintln!("LEASEPROOF SKIP: no PostgreSQL binaries for the interrupt test");
+    if !postgres_binaries_or_skip("the cluster interrupt test") {
         return;
     }
     // While initdb runs, while the server starts, and once it serves — by
@@ -265,5 +274,72 @@ async fn an_interrupted_process_race_leaves_no_worker_and_no_temp_dir() {
         })
         .await
         .unwrap();
+    }
+}
+
+/// Runs `verify` over the stages that start servers and signals it at each
+/// moment: while its cluster is created, mid-way through the PostgreSQL
+/// stage (cluster up), in the locks stage's conformance suite (Redis up),
+/// and in the manager × fault matrix (a dedicated cluster, Redis and the
+/// cuttable proxies up).
+#[test]
+fn an_interrupted_verify_leaves_no_server_and_no_temp_dir() {
+    if !postgres_binaries_or_skip("the verify interrupt test") {
+        return;
+    }
+    // (the stage whose first verdict line opens the moment, delay after it, signal, to the group)
+    for (after_stage, delay_ms, signal, whole_group) in [
+        (None, 300, "INT", true),
+        (Some("postgres"), 0, "TERM", false),
+        (Some("race"), 300, "INT", true),
+        (Some("locks"), 1_000, "KILL", false),
+    ] {
+        let temp_dir = child_temp_dir();
+        let mut child = leaseproof(
+            &["verify", "--stages", "postgres,race,locks"],
+            temp_dir.path(),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        let moment = match after_stage {
+            None => format!("SIG{signal} {delay_ms} ms after start"),
+            Some(stage) => format!("SIG{signal} {delay_ms} ms after the first {stage} verdict"),
+        };
+        let stdout = child.stdout.take().unwrap();
+        // Keep draining stdout on a thread, so the run never blocks on a
+        // full pipe between the moment and the signal.
+        let (seen, seen_receiver) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                // Once the moment has passed nobody listens; read on to the end.
+                let _ = seen.send(line);
+            }
+        });
+        if let Some(stage) = after_stage {
+            let mut printed = Vec::new();
+            loop {
+                let line = seen_receiver
+                    .recv_timeout(Duration::from_secs(240))
+                    .unwrap_or_else(|_| {
+                        panic!(
+                            "{moment}: no {stage} verdict; printed:\n{}",
+                            printed.join("\n")
+                        )
+                    });
+                let verdict = line.get(4..).unwrap_or_default().trim_start();
+                let is_stage = verdict.starts_with(&format!("{stage} "));
+                printed.push(line);
+                if is_stage {
+                    break;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        send(signal, child.id(), whole_group);
+        wait_for_exit(&mut child, Duration::from_secs(30));
+        assert_nothing_left(temp_dir.path(), &moment);
     }
 }

@@ -5,6 +5,7 @@
 //! binary on `examples/histories/*.jsonl` and on broken files.
 
 mod interrupts;
+mod json;
 mod misuse;
 mod shards;
 

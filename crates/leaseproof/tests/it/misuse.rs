@@ -167,3 +167,41 @@ fn stdout_closed_early_ends_the_process_quietly() {
     // The status a shell reports for SIGPIPE, as `cat` would.
     assert_eq!(output.status.code(), Some(141), "{stderr}");
 }
+
+#[test]
+fn a_missing_helper_program_is_named_not_mistaken_for_a_missing_user() {
+    use std::os::unix::fs::MetadataExt as _;
+    // Only root needs helpers: initdb refuses root, so the throwaway cluster
+    // runs as `postgres`, looked up with `id`, switched to with `runuser`/`su`.
+    let running_as_root = std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0);
+    if !running_as_root || !leaseproof_pgcluster::binaries_available() {
+        eprintln!(
+            "LEASEPROOF SKIP: the helper-program message is root's path with PostgreSQL binaries"
+        );
+        return;
+    }
+    // An empty PATH: the PostgreSQL binaries are still found under
+    // /usr/lib/postgresql, `runuser` under /usr/sbin, but `id` nowhere.
+    let empty = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
+        .arg("pg")
+        .current_dir(repository())
+        .env("PATH", empty.path())
+        .env("TMPDIR", empty.path())
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run leaseproof");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    assert!(
+        text.contains("the `id` program (coreutils) is not on PATH"),
+        "{text}"
+    );
+    assert!(!text.contains("no such user"), "{text}");
+    assert!(
+        std::fs::read_dir(empty.path()).unwrap().next().is_none(),
+        "nothing created before the refusal"
+    );
+}

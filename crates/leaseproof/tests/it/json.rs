@@ -1,0 +1,227 @@
+//! Every `--json` document round-trips through its type: the schema of
+//! docs/json.md is the code's, not a description beside it.
+//!
+//! Goal: a CI system or a script reading leaseproof's documents reads what
+//! the docs say. Method: run each command with `--json` as a user does, read
+//! the file back through the document's type (which refuses unknown fields
+//! and other versions), write it again and compare the two JSON values; the
+//! envelope's `passed` must agree with the exit status. Invariant: a field
+//! the type does not know, or one it knows but the command did not write, fails.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use leaseproof_benches::BenchDocument;
+use leaseproof_history::{CheckDocument, Document as _, Envelope};
+use leaseproof_models::ModelDocument;
+use leaseproof_races::{LockRaceDocument, RaceDocument};
+use leaseproof_sim::shards::ShardReport;
+use serde::Serialize;
+
+use super::repository;
+
+/// Runs the binary; returns its exit code and the document it wrote.
+fn run_with_json(args: &[&str], json: &Path) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .current_dir(repository())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run leaseproof");
+    let code = output.status.code().unwrap_or(-1);
+    let text = std::fs::read_to_string(json).unwrap_or_else(|error| {
+        panic!(
+            "{args:?} wrote no document ({error}); exit {code}:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (code, text)
+}
+
+/// The document read through its type and written again is the same JSON.
+fn assert_round_trips<T: Serialize>(text: &str, document: &T) {
+    let written: serde_json::Value = serde_json::from_str(text).unwrap();
+    let again = serde_json::to_value(document).unwrap();
+    assert_eq!(written, again, "the type lost or added a field");
+}
+
+#[test]
+fn model_sim_and_check_documents_round_trip_through_their_types() {
+    let directory = tempfile::tempdir().unwrap();
+
+    let path = directory.path().join("model.json");
+    let (code, text) = run_with_json(&["model", "--variant", "token-not-advanced"], &path);
+    let model = ModelDocument::from_json(&text).unwrap();
+    assert_round_trips(&text, &model);
+    assert_eq!(code, 0);
+    assert!(model.passed);
+    assert_eq!(model.models.len(), 1);
+    let verdict = &model.models[0];
+    assert_eq!(verdict.variant, "token-not-advanced");
+    assert!(verdict.as_expected);
+    let expected = verdict.expected_violation.clone().unwrap();
+    assert!(verdict
+        .properties
+        .iter()
+        .any(|property| property.name == expected && property.outcome == "violated"));
+    assert!(verdict
+        .counterexample
+        .as_ref()
+        .is_some_and(|trace| !trace.steps.is_empty()));
+
+    let path = directory.path().join("sweep.json");
+    let (code, text) = run_with_json(&["sim", "gc-pause", "--seeds", "0..4", "--quiet"], &path);
+    let sweep = ShardReport::from_json(&text).unwrap();
+    assert_round_trips(&text, &sweep);
+    assert_eq!(code, 0);
+    assert!(sweep.passed);
+    let scenario = &sweep.scenarios[0];
+    assert_eq!(scenario.seeds_run, 4);
+    let per_core = scenario.seeds_per_second_per_core.unwrap();
+    assert!(per_core > 0.0);
+    let one_core = scenario.projected_seconds_one_core.unwrap();
+    let sharded = scenario.projected_seconds_sharded.unwrap();
+    assert!(
+        (one_core * per_core - 1e6).abs() < 1.0,
+        "{one_core} s at {per_core}/s"
+    );
+    assert!((one_core / sharded - 100.0).abs() < 1e-6);
+    assert!(scenario.run_wall_us > 0);
+
+    let path = directory.path().join("check.json");
+    let (code, text) = run_with_json(&["check", "examples/histories/broken.jsonl"], &path);
+    let check = CheckDocument::from_json(&text).unwrap();
+    assert_round_trips(&text, &check);
+    assert_eq!(code, 1);
+    assert!(!check.passed);
+    assert!(!check.report.violations.is_empty());
+    assert!(text.contains("\"invariant\": \"i"), "{text}");
+
+    // verify writes its own document; a partial run names what it left out.
+    let path = directory.path().join("verify.json");
+    let (code, text) = run_with_json(&["verify", "--stages", "model"], &path);
+    let envelope = Envelope::expect(&text, "leaseproof-verify", 2).unwrap();
+    assert_eq!(envelope.passed, code == 0);
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        value["stages_not_run"],
+        serde_json::json!(["simulation", "teeth", "postgres", "race", "locks"])
+    );
+    assert!(value["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|check| check["stage"] == "model"));
+}
+
+#[tokio::test]
+async fn race_lock_race_and_bench_documents_round_trip_through_their_types() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let url = database.url.clone();
+    let directory = tempfile::tempdir().unwrap();
+    // The binary blocks; run it off the runtime that keeps the database.
+    let run = |args: &[&str], name: &str| {
+        let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+        let path = directory.path().join(name);
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_with_json(&args, &path)
+        })
+    };
+
+    let (code, text) = run(
+        &[
+            "race",
+            "--workers",
+            "3",
+            "--rounds",
+            "4",
+            "--database-url",
+            &url,
+        ],
+        "race.json",
+    )
+    .await
+    .unwrap();
+    let race = RaceDocument::from_json(&text).unwrap();
+    assert_round_trips(&text, &race);
+    assert_eq!(race.passed, code == 0);
+    assert!(race.passed, "{text}");
+    assert_eq!(race.summary.workers, 3);
+    assert!(race.summary.totals.grants > 0);
+    assert!(race.summary.report.stats.grants > 0);
+
+    let (code, text) = run(
+        &[
+            "race",
+            "--lock",
+            "lease",
+            "--workers",
+            "3",
+            "--rounds",
+            "4",
+            "--database-url",
+            &url,
+        ],
+        "lock-race.json",
+    )
+    .await
+    .unwrap();
+    let lock_race = LockRaceDocument::from_json(&text).unwrap();
+    assert_round_trips(&text, &lock_race);
+    assert_eq!(code, 0);
+    assert_eq!(lock_race.lock, "lease");
+    assert!(lock_race.holds > 0);
+
+    let (code, text) = run(
+        &[
+            "bench",
+            "--quick",
+            "--seconds",
+            "0.05",
+            "--database-url",
+            &url,
+        ],
+        "bench.json",
+    )
+    .await
+    .unwrap();
+    let bench = BenchDocument::from_json(&text).unwrap();
+    assert_round_trips(&text, &bench);
+    assert_eq!(
+        code, 0,
+        "without --check a missed goal is reported, not an exit status"
+    );
+    assert_eq!(bench.passed, bench.goals.iter().all(|goal| goal.met));
+    assert!(!bench.goals.is_empty());
+    assert!(bench.rows.iter().any(|row| row.operation == "select 1"));
+    assert!(bench
+        .rows
+        .iter()
+        .filter(|row| row.operation == "select 1")
+        .all(|row| row.ratio_to_select_one == Some(1.0)));
+}
+
+#[test]
+fn a_reader_refuses_another_format_another_version_and_unknown_fields() {
+    let text =
+        std::fs::read_to_string(repository().join("examples/histories/clean.jsonl")).unwrap();
+    assert!(
+        CheckDocument::from_json(&text).is_err(),
+        "a history is not a document"
+    );
+    let document = r#"{"format": "leaseproof-race", "version": 1, "passed": true}"#;
+    let error = CheckDocument::from_json(document).unwrap_err();
+    assert!(error.contains("leaseproof-race"), "{error}");
+    let document = r#"{"format": "leaseproof-check", "version": 9, "passed": true}"#;
+    let error = CheckDocument::from_json(document).unwrap_err();
+    assert!(error.contains("version 9"), "{error}");
+    let document = r#"{"format": "leaseproof-check", "version": 1, "passed": true, "events": 0,
+        "report": {"violations": [], "possible": [], "not_judged": [], "stats": {}}, "extra": 1}"#;
+    assert!(CheckDocument::from_json(document).is_err());
+}
