@@ -7,6 +7,7 @@
 #
 #   bash ci/mutants.sh                          # history, protocol, worker
 #   MUTANTS_PACKAGES="leaseproof-history" bash ci/mutants.sh
+#   MUTANTS_PACKAGES=leaseproof-sim MUTANTS_FILE=crates/leaseproof-sim/src/db.rs bash ci/mutants.sh
 #
 # Results land in target/mutants/<package>/mutants.out (missed.txt lists the
 # survivors). Every survivor is either killed by a new behavioural test or
@@ -23,11 +24,16 @@ workspace_flag=()
 if [ "${MUTANTS_TEST_WORKSPACE:-0}" = "1" ]; then
     workspace_flag=(--test-workspace=true)
 fi
+# One file of the package only (the simulated database's run takes ~45 min).
+file_flag=()
+if [ -n "${MUTANTS_FILE:-}" ]; then
+    file_flag=(-f "${MUTANTS_FILE}")
+fi
 status=0
 for package in ${packages}; do
     echo "== cargo mutants -p ${package}"
     cargo mutants -p "${package}" -j "${jobs}" --timeout 300 \
-        "${workspace_flag[@]}" -o "target/mutants/${package}" || status=$?
+        "${workspace_flag[@]}" "${file_flag[@]}" -o "target/mutants/${package}" || status=$?
     echo "survivors of ${package}:"
     cat "target/mutants/${package}/mutants.out/missed.txt" || true
 done

@@ -83,7 +83,32 @@ async fn a_foreign_lease_whose_fence_takes_no_lock_is_caught() {
         .report
         .violations_of(Invariant::MutualExclusion)
         .is_empty());
+
+    // The failing race's timeline (what `race --html` writes) opens in a
+    // browser without an error and marks the evidence of every violation.
+    let Some(chromium) = browser::chromium_or_skip("the failing race's timeline") else {
+        return;
+    };
+    let directory = tempfile::tempdir().unwrap();
+    let page = directory.path().join("race.html");
+    let html = leaseproof_history::timeline_html(
+        "foreign lease, check-only fence",
+        &outcome.history,
+        &outcome.report,
+        &[],
+    );
+    std::fs::write(&page, html).unwrap();
+    let evidence: Vec<(Vec<u64>, Vec<u64>)> = outcome
+        .report
+        .violations
+        .iter()
+        .map(|violation| (violation.events.clone(), violation.rows.clone()))
+        .collect();
+    browser::assert_failing_timeline(&chromium, &page, &evidence);
 }
+
+#[path = "../../../leaseproof-sim/tests/it/browser.rs"]
+mod browser;
 
 #[path = "../../../../examples/foreign-lease/app_clock.rs"]
 mod app_clock;

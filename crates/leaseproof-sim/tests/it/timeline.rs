@@ -12,75 +12,11 @@
 //! skip line; `LEASEPROOF_REQUIRE_CHROMIUM=1` (CI) makes that a failure.
 //! Invariant: no console error; every violation's events have an element.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use leaseproof_sim::{run, RunOptions, RunOutcome, Scenario};
 
-fn chromium() -> Option<PathBuf> {
-    if let Ok(path) = std::env::var("LEASEPROOF_CHROMIUM") {
-        return Some(PathBuf::from(path));
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
-        .find(|candidate| candidate.is_file())
-}
-
-/// Chromium's flags for a page on disk, as root in a container.
-fn headless(chromium: &Path) -> Command {
-    let mut command = Command::new(chromium);
-    command.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-dev-shm-usage",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=3000",
-    ]);
-    command
-}
-
-/// The page's DOM after its scripts ran, and the console lines Chromium logged.
-fn open(chromium: &Path, page: &Path) -> (String, Vec<String>) {
-    let profile = tempfile::tempdir().unwrap();
-    let output = headless(chromium)
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("run chromium");
-    assert!(output.status.success(), "chromium failed: {output:?}");
-    let console = String::from_utf8_lossy(&output.stderr)
-        .lines()
-        .filter(|line| line.contains(":CONSOLE"))
-        .map(str::to_string)
-        .collect();
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        console,
-    )
-}
-
-fn screenshot(chromium: &Path, page: &Path, png: &Path) {
-    let profile = tempfile::tempdir().unwrap();
-    let status = headless(chromium)
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--window-size=1640,900")
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("run chromium")
-        .status;
-    assert!(status.success());
-    assert!(
-        std::fs::metadata(png).unwrap().len() > 1_000,
-        "an empty screenshot"
-    );
-}
+use crate::browser::{assert_failing_timeline, chromium_or_skip, open, screenshot};
 
 fn first_failing_unfenced_seed(scenario: &Scenario) -> RunOutcome {
     let options = RunOptions {
@@ -96,12 +32,7 @@ fn first_failing_unfenced_seed(scenario: &Scenario) -> RunOutcome {
 
 #[test]
 fn a_failing_seeds_timeline_loads_in_a_browser_and_marks_its_evidence() {
-    let Some(chromium) = chromium() else {
-        assert!(
-            std::env::var("LEASEPROOF_REQUIRE_CHROMIUM").as_deref() != Ok("1"),
-            "LEASEPROOF_REQUIRE_CHROMIUM=1 but no chromium on PATH"
-        );
-        eprintln!("LEASEPROOF SKIP: no chromium on PATH for the timeline browser test");
+    let Some(chromium) = chromium_or_skip("the timeline browser test") else {
         return;
     };
     let directory = tempfile::tempdir().unwrap();
@@ -126,34 +57,13 @@ fn a_failing_seeds_timeline_loads_in_a_browser_and_marks_its_evidence() {
     let failing = first_failing_unfenced_seed(&scenario);
     let page = directory.path().join("failing.html");
     std::fs::write(&page, failing.timeline_html()).unwrap();
-    let (dom, console) = open(&chromium, &page);
-    assert!(
-        console.is_empty(),
-        "console output on the failing page: {console:?}"
-    );
-    assert!(
-        dom.contains("class=\"verdict fail\""),
-        "the verdict is shown"
-    );
-    assert!(dom.contains(" violation\""), "the evidence is marked");
-    assert!(
-        dom.contains("class=\"violation-item\""),
-        "the violations are listed"
-    );
-    for violation in &failing.report.violations {
-        for event in &violation.events {
-            assert!(
-                dom.contains(&format!("id=\"ev-{event}\"")),
-                "event {event} has no mark"
-            );
-        }
-        for row in &violation.rows {
-            assert!(
-                dom.contains(&format!("id=\"row-{row}\"")),
-                "row {row} has no mark"
-            );
-        }
-    }
+    let evidence: Vec<(Vec<u64>, Vec<u64>)> = failing
+        .report
+        .violations
+        .iter()
+        .map(|violation| (violation.events.clone(), violation.rows.clone()))
+        .collect();
+    let dom = assert_failing_timeline(&chromium, &page, &evidence);
     assert!(
         dom.contains("class=\"fault\""),
         "the injected pauses are drawn"

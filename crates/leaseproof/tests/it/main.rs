@@ -8,6 +8,7 @@ mod interrupts;
 mod json;
 mod misuse;
 mod shards;
+mod timeline;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
