@@ -98,13 +98,7 @@ async fn a_foreign_lease_whose_fence_takes_no_lock_is_caught() {
         &[],
     );
     std::fs::write(&page, html).unwrap();
-    let evidence: Vec<(Vec<u64>, Vec<u64>)> = outcome
-        .report
-        .violations
-        .iter()
-        .map(|violation| (violation.events.clone(), violation.rows.clone()))
-        .collect();
-    browser::assert_failing_timeline(&chromium, &page, &evidence);
+    browser::assert_failing_timeline(&chromium, &page, &outcome.report.violations);
 }
 
 #[path = "../../../leaseproof-sim/tests/it/browser.rs"]

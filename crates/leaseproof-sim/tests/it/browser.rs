@@ -93,7 +93,7 @@ pub fn screenshot(chromium: &Path, page: &Path, png: &Path) {
 pub fn assert_failing_timeline(
     chromium: &Path,
     page: &Path,
-    violations: &[(Vec<u64>, Vec<u64>)],
+    violations: &[leaseproof_history::Violation],
 ) -> String {
     let (dom, console) = open(chromium, page);
     assert!(
@@ -111,7 +111,8 @@ pub fn assert_failing_timeline(
         "the violations are listed"
     );
     assert!(!violations.is_empty());
-    for (events, rows) in violations {
+    for violation in violations {
+        let (events, rows) = (&violation.events, &violation.rows);
         for event in events {
             assert!(
                 dom.contains(&format!("id=\"ev-{event}\"")),

@@ -57,13 +57,7 @@ fn a_failing_seeds_timeline_loads_in_a_browser_and_marks_its_evidence() {
     let failing = first_failing_unfenced_seed(&scenario);
     let page = directory.path().join("failing.html");
     std::fs::write(&page, failing.timeline_html()).unwrap();
-    let evidence: Vec<(Vec<u64>, Vec<u64>)> = failing
-        .report
-        .violations
-        .iter()
-        .map(|violation| (violation.events.clone(), violation.rows.clone()))
-        .collect();
-    let dom = assert_failing_timeline(&chromium, &page, &evidence);
+    let dom = assert_failing_timeline(&chromium, &page, &failing.report.violations);
     assert!(
         dom.contains("class=\"fault\""),
         "the injected pauses are drawn"

@@ -37,11 +37,5 @@ fn a_failing_history_files_timeline_opens_in_a_browser_with_its_evidence_marked(
         .unwrap();
     assert_eq!(status.code(), Some(1), "the example is a failing history");
     let document = CheckDocument::from_json(&std::fs::read_to_string(&verdict).unwrap()).unwrap();
-    let evidence: Vec<(Vec<u64>, Vec<u64>)> = document
-        .report
-        .violations
-        .iter()
-        .map(|violation| (violation.events.clone(), violation.rows.clone()))
-        .collect();
-    browser::assert_failing_timeline(&chromium, &page, &evidence);
+    browser::assert_failing_timeline(&chromium, &page, &document.report.violations);
 }
