@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use leaseproof_benches::BenchDocument;
-use leaseproof_history::{CheckDocument, Document as _, Envelope};
+use leaseproof_history::{CheckDocument, Document, Envelope};
 use leaseproof_models::ModelDocument;
 use leaseproof_races::{LockRaceDocument, RaceDocument};
 use leaseproof_sim::shards::ShardReport;
@@ -48,14 +48,20 @@ fn assert_round_trips<T: Serialize>(text: &str, document: &T) {
     assert_eq!(written, again, "the type lost or added a field");
 }
 
+/// `text` read through its document type, checked to round-trip.
+fn read_back<T: Document>(text: &str) -> T {
+    let document = T::from_json(text).unwrap();
+    assert_round_trips(text, &document);
+    document
+}
+
 #[test]
 fn model_sim_and_check_documents_round_trip_through_their_types() {
     let directory = tempfile::tempdir().unwrap();
 
     let path = directory.path().join("model.json");
     let (code, text) = run_with_json(&["model", "--variant", "token-not-advanced"], &path);
-    let model = ModelDocument::from_json(&text).unwrap();
-    assert_round_trips(&text, &model);
+    let model: ModelDocument = read_back(&text);
     assert_eq!(code, 0);
     assert!(model.passed);
     assert_eq!(model.models.len(), 1);
@@ -93,8 +99,7 @@ fn model_sim_and_check_documents_round_trip_through_their_types() {
 
     let path = directory.path().join("check.json");
     let (code, text) = run_with_json(&["check", "examples/histories/broken.jsonl"], &path);
-    let check = CheckDocument::from_json(&text).unwrap();
-    assert_round_trips(&text, &check);
+    let check: CheckDocument = read_back(&text);
     assert_eq!(code, 1);
     assert!(!check.passed);
     assert!(!check.report.violations.is_empty());
@@ -148,8 +153,7 @@ async fn race_lock_race_and_bench_documents_round_trip_through_their_types() {
     )
     .await
     .unwrap();
-    let race = RaceDocument::from_json(&text).unwrap();
-    assert_round_trips(&text, &race);
+    let race: RaceDocument = read_back(&text);
     assert_eq!(race.passed, code == 0);
     assert!(race.passed, "{text}");
     assert_eq!(race.summary.workers, 3);
@@ -172,8 +176,7 @@ async fn race_lock_race_and_bench_documents_round_trip_through_their_types() {
     )
     .await
     .unwrap();
-    let lock_race = LockRaceDocument::from_json(&text).unwrap();
-    assert_round_trips(&text, &lock_race);
+    let lock_race: LockRaceDocument = read_back(&text);
     assert_eq!(code, 0);
     assert_eq!(lock_race.lock, "lease");
     assert!(lock_race.holds > 0);
@@ -191,8 +194,7 @@ async fn race_lock_race_and_bench_documents_round_trip_through_their_types() {
     )
     .await
     .unwrap();
-    let bench = BenchDocument::from_json(&text).unwrap();
-    assert_round_trips(&text, &bench);
+    let bench: BenchDocument = read_back(&text);
     assert_eq!(
         code, 0,
         "without --check a missed goal is reported, not an exit status"
