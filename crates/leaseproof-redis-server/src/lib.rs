@@ -270,11 +270,18 @@ fn ping(port: u16, password: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Kills `pid` and removes `dir` once this process is gone.
+/// Kills `pid` and removes `dir` once this process is gone. The server's
+/// children (a background save forked from it) die with it, the removal
+/// waits (bounded: an unreaped zombie still answers `kill -0`) until the
+/// server is gone, and runs twice, so a file a dying writer left after the
+/// first removal goes too.
 fn spawn_watchdog(pid: u32, dir: &Path) -> Result<(), String> {
     use std::os::unix::process::CommandExt as _;
     let script = format!(
-        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; kill -9 {pid} 2>/dev/null; rm -rf '{dir}'",
+        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
+         pkill -9 -P {pid} 2>/dev/null; kill -9 {pid} 2>/dev/null; \
+         i=0; while kill -0 {pid} 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; \
+         rm -rf '{dir}'; sleep 1; rm -rf '{dir}'",
         me = std::process::id(),
         dir = dir.display().to_string().replace('\'', "'\\''"),
     );
