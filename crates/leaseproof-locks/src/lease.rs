@@ -1,19 +1,19 @@
 //! [`LeaseLockManager`]: the reference lease as a [`LockManager`].
 //!
-//! A guard is a lease under a fresh owner id (one per acquisition, so two
-//! acquisitions in one process never share a grant); an optional keep-alive
-//! renews it every `ttl / 3` on the server's clock and fires *lost* when a
-//! renewal finds it gone (or cannot reach the server before the TTL would
-//! have run out). The fence is the lease's own: pass [`LockGuard::lease`] to
+//! A guard is a [`LeaseGuard`] under a fresh owner id (one per acquisition, so
+//! two acquisitions in one process never share a grant); the optional
+//! keep-alive is the lease guard's own (every `ttl / 3`, *lost* when a renewal
+//! finds the lease gone or none was confirmed before the TTL since the last
+//! confirmed one — see `leaseproof_postgres::keep_alive`). Without it, *lost*
+//! fires when the grant's TTL has run out. The fence is the lease's own: pass [`LockGuard::lease`] to
 //! `PostgresLeases::commit_cycle`, and a holder paused past its TTL has its
 //! commit refused instead of landing after a rival's.
 
 use futures_core::future::BoxFuture;
-use leaseproof_postgres::PostgresLeases;
-use leaseproof_protocol::{Lease, LeaseError, Owner, Scope, Ttl};
-use tokio::sync::watch;
+use leaseproof_postgres::{LeaseGuard, PostgresLeases};
+use leaseproof_protocol::{InvalidInput, Lease, LeaseError, Owner, Scope, Ttl};
 
-use crate::{AbortOnDrop, Extension, LockError, LockGuard, LockManager, Releaser, TableName};
+use crate::{LockError, LockGuard, LockManager, Releaser, TableName};
 
 /// The reference lease behind the lock-manager contract.
 #[derive(Clone, Debug)]
@@ -60,32 +60,34 @@ impl LeaseLockManager {
 
     async fn acquire(&self, table: &TableName) -> Result<LockGuard, LockError> {
         let scope = table.scope(&self.prefix)?;
+        // The keep-alive renews on a pool connection while the work's guarded
+        // transaction holds another: with one connection the renewal would
+        // wait out the pool's timeout and the lease would lapse mid-work.
+        let connections_max = self.leases.pool().options().get_max_connections();
+        if self.keep_alive && connections_max < 2 {
+            return Err(LockError::Invalid(InvalidInput::PoolTooSmall {
+                connections_max,
+                connections_min: 2,
+            }));
+        }
         let owner = Owner::generate();
-        let lease = self
+        let guard = self
             .leases
             .acquire(&scope, &owner, self.ttl)
             .await
             .map_err(lock_error)?;
-        let (lost_tx, lost_rx) = watch::channel(false);
-        let keep_alive = self.keep_alive.then(|| {
-            tokio::spawn(keep_alive(
-                self.leases.clone(),
-                lease.clone(),
-                self.ttl,
-                lost_tx,
-            ))
-        });
+        let guard = if self.keep_alive {
+            guard.with_keep_alive()
+        } else {
+            guard
+        };
+        let lease = guard.lease().clone();
         Ok(LockGuard::new(
             scope.clone(),
             Some(lease.token),
-            Some(lease.clone()),
-            lost_rx,
-            Box::new(LeaseReleaser {
-                leases: self.leases.clone(),
-                lease,
-                scope,
-                keep_alive: keep_alive.map(AbortOnDrop),
-            }),
+            Some(lease),
+            guard.lost_signal(),
+            Box::new(LeaseReleaser { guard, scope }),
         ))
     }
 
@@ -107,42 +109,17 @@ impl LeaseLockManager {
     }
 }
 
-/// Renews `lease` through the shared keep-alive rule; a renewal keeps its token.
-async fn keep_alive(leases: PostgresLeases, lease: Lease, ttl: Ttl, lost: watch::Sender<bool>) {
-    crate::keep_alive(ttl.as_duration(), lost, || {
-        let (leases, lease) = (leases.clone(), lease.clone());
-        async move {
-            match leases.renew(&lease, ttl).await {
-                Ok(renewed) => {
-                    assert_eq!(renewed.token, lease.token, "a renewal keeps its token");
-                    Extension::Extended
-                }
-                Err(LeaseError::Lost { .. }) => Extension::Gone,
-                Err(_) => Extension::Unreachable,
-            }
-        }
-    })
-    .await;
-}
-
+/// Releasing the lock releases the lease guard (which stops its keep-alive first).
 struct LeaseReleaser {
-    leases: PostgresLeases,
-    lease: Lease,
+    guard: LeaseGuard,
     scope: Scope,
-    keep_alive: Option<AbortOnDrop>,
 }
 
 impl Releaser for LeaseReleaser {
     fn release(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
         Box::pin(async move {
-            let LeaseReleaser {
-                leases,
-                lease,
-                scope,
-                keep_alive,
-            } = *self;
-            drop(keep_alive);
-            match leases.release(&lease).await.map_err(lock_error)? {
+            let LeaseReleaser { guard, scope } = *self;
+            match guard.release().await.map_err(lock_error)? {
                 Some(_) => Ok(()),
                 None => Err(LockError::Lost { scope }),
             }

@@ -118,39 +118,6 @@ pub trait LockManager: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
 }
 
-/// What one keep-alive extension found.
-enum Extension {
-    /// The lock is ours for another TTL.
-    Extended,
-    /// The lock is gone or someone else's: it is lost.
-    Gone,
-    /// The store did not answer; the lock may still be ours.
-    Unreachable,
-}
-
-/// The keep-alive both TTL managers run: `extend` every `ttl / 3`; fire
-/// *lost* when an extension finds the lock gone, or when extensions kept
-/// failing until the TTL since the last success would have run out (past
-/// that point the lock may have expired unseen).
-async fn keep_alive<F, Fut>(ttl: std::time::Duration, lost: watch::Sender<bool>, mut extend: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Extension>,
-{
-    let interval = ttl / 3;
-    let mut last_extended = tokio::time::Instant::now();
-    loop {
-        tokio::time::sleep(interval).await;
-        match extend().await {
-            Extension::Extended => last_extended = tokio::time::Instant::now(),
-            Extension::Gone => break,
-            Extension::Unreachable if last_extended.elapsed() + interval >= ttl => break,
-            Extension::Unreachable => {}
-        }
-    }
-    let _ = lost.send(true);
-}
-
 /// A background task (a keep-alive) that ends with the guard holding this,
 /// whether the guard is released or dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

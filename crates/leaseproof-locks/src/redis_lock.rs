@@ -26,7 +26,9 @@ use rand::Rng as _;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 
-use crate::{AbortOnDrop, Extension, LockError, LockGuard, LockManager, Releaser, TableName};
+use leaseproof_postgres::keep_alive::{self, Extension, Schedule};
+
+use crate::{AbortOnDrop, LockError, LockGuard, LockManager, Releaser, TableName};
 
 // Each script is hashed once (`EVALSHA` after the first `EVAL`), not per call.
 
@@ -165,6 +167,8 @@ impl RedisDistributedLockManager {
         );
         let ttl_ms = self.options.ttl.as_millis() as u64;
         let mut connection = self.connection.clone();
+        // Before the script is sent: Redis starts the PX clock no earlier.
+        let sent = tokio::time::Instant::now();
         let token: i64 = ACQUIRE
             .key(&key)
             .key(&token_key)
@@ -183,6 +187,7 @@ impl RedisDistributedLockManager {
                 key.clone(),
                 value.clone(),
                 self.options.ttl,
+                sent,
                 lost_tx,
             ))
         });
@@ -220,9 +225,10 @@ async fn keep_alive(
     key: String,
     value: String,
     ttl: Duration,
+    sent: tokio::time::Instant,
     lost: watch::Sender<bool>,
 ) {
-    crate::keep_alive(ttl, lost, || {
+    keep_alive::run(Schedule::for_ttl(ttl), sent, &lost, || {
         let (mut connection, key, value) = (connection.clone(), key.clone(), value.clone());
         async move {
             let extended: Result<i64, _> = EXTEND

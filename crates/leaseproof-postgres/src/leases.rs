@@ -13,6 +13,7 @@ use sqlx::{Connection, PgConnection, PgPool, Postgres};
 
 use crate::errors::{after_send, connection_lost, sqlstate, unavailable};
 use crate::sql;
+use crate::LeaseGuard;
 
 /// Leases on one PostgreSQL pool: its database holds the lease table, and its
 /// transactions are the only ones the fence will run in.
@@ -292,12 +293,37 @@ impl PostgresLeases {
     /// one round trip ([`sql::ACQUIRE`]). `Err(Held)` when another owner holds a
     /// live grant — a read, with no row lock and no WAL.
     ///
+    /// The [`LeaseGuard`] owns the lease: keep it alive
+    /// ([`LeaseGuard::with_keep_alive`]), race the work against
+    /// [`LeaseGuard::lost`], commit through [`LeaseGuard::commit_cycle`],
+    /// [`LeaseGuard::release`] it. Dropped, it stops renewing and the lease
+    /// ends at its TTL.
+    ///
     /// Idempotent for the same owner: after a lost reply (`OutcomeUnknown`),
     /// retrying with the same `owner` returns the grant the lost reply carried —
     /// same token, same `granted_at`, `expires_at` extended to `now + ttl` (never
     /// shortened: a stale retry landing late keeps the later end) — or,
     /// if it expired meanwhile, a new grant with the next token.
+    ///
+    /// Cancel-safe: a future dropped mid-statement returns no guard and leaks
+    /// no connection; the grant may have landed, and then expires at its TTL.
     pub async fn acquire(
+        &self,
+        scope: &Scope,
+        owner: &Owner,
+        ttl: Ttl,
+    ) -> Result<LeaseGuard, LeaseError> {
+        // Before the statement is sent, so `sent + ttl` bounds the grant's end
+        // from below on this process's clock.
+        let sent = tokio::time::Instant::now();
+        let lease = self.acquire_with(sql::ACQUIRE, scope, owner, ttl).await?;
+        Ok(LeaseGuard::new(self.clone(), lease, ttl, sent))
+    }
+
+    /// [`Self::acquire`] returning the lease as a value, with no guard: for
+    /// callers that renew and release by hand (the harness's port, the worker
+    /// loop, which record every statement themselves).
+    pub async fn acquire_lease(
         &self,
         scope: &Scope,
         owner: &Owner,

@@ -52,9 +52,12 @@
 
 pub mod conformance;
 mod errors;
+mod guard;
+pub mod keep_alive;
 mod leases;
 mod port;
 pub mod sql;
 
+pub use guard::LeaseGuard;
 pub use leases::{CycleError, LeaseTransaction, PostgresLeases, SchemaMismatch};
 pub use port::HarnessPort;

@@ -89,7 +89,7 @@ impl LeasePort for HarnessPort {
     }
 
     async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {
-        self.leases.acquire(scope, owner, ttl).await
+        self.leases.acquire_lease(scope, owner, ttl).await
     }
 
     async fn renew(&self, lease: &Lease, ttl: Ttl) -> Result<Lease, LeaseError> {

@@ -149,6 +149,15 @@ pub enum InvalidInput {
     /// The TTL does not fit in 64-bit microseconds.
     #[error("ttl overflows 64-bit microseconds")]
     TtlOverflow,
+    /// A keep-alive interval of zero, or not shorter than the TTL: the lease
+    /// would lapse between renewals.
+    #[error("keep-alive interval of {interval_us} µs must be above zero and below the ttl of {ttl_us} µs")]
+    KeepAliveInterval {
+        /// The interval asked for.
+        interval_us: i64,
+        /// The lease's TTL.
+        ttl_us: i64,
+    },
     /// A connection pool too small to hold a lease's connection and run the
     /// guarded transaction beside it would deadlock; refused instead.
     #[error(

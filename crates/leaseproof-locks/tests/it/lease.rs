@@ -126,3 +126,35 @@ fn write<'c>(
             .map(drop)
     })
 }
+
+#[tokio::test]
+async fn a_keep_alive_on_a_one_connection_pool_is_refused_before_any_sql() {
+    // The renewal would wait for the pool while the guarded transaction holds
+    // its only connection, and the lease would lapse mid-work.
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let leases = PostgresLeases::connect(&database.url, 1).await.unwrap();
+    leases.ensure_schema().await.unwrap();
+    let ttl = Ttl::from_millis(1_000).unwrap();
+    let kept = LeaseLockManager::new(leases.clone(), "small", ttl, true);
+    assert!(matches!(
+        kept.acquire_lock(&table("small")).await,
+        Err(LockError::Invalid(
+            leaseproof_protocol::InvalidInput::PoolTooSmall {
+                connections_max: 1,
+                connections_min: 2
+            }
+        ))
+    ));
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM leaseproof_leases")
+        .fetch_one(leases.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows, 0, "nothing was written");
+    let unkept = LeaseLockManager::new(leases, "small", ttl, false);
+    unkept
+        .acquire_lock(&table("small"))
+        .await
+        .expect("without a keep-alive one connection is enough");
+}

@@ -176,3 +176,54 @@ async fn a_restart_without_persistence_forgets_the_lock_and_restarts_the_tokens(
     );
     rival.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn lost_fires_at_the_ttl_while_a_stopped_server_leaves_the_extension_hanging() {
+    // The server is stopped (SIGSTOP), not gone: the extension is sent and no
+    // reply comes. The keep-alive must stop believing at `sent + ttl` of the
+    // last confirmation — not when (if ever) the extension fails.
+    if leaseproof_redis_server::test_redis_url().is_none() {
+        return;
+    }
+    let server = match leaseproof_redis_server::RedisServer::start_throwaway() {
+        Ok(server) => server,
+        Err(error) if !leaseproof_redis_server::require_redis() => {
+            eprintln!("LEASEPROOF SKIP: no throwaway redis-server ({error})");
+            return;
+        }
+        Err(error) => panic!("{error}"),
+    };
+    let locks = manager(&server.url, 600, true).await;
+    let client = redis::Client::open(server.url.as_str()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let pid = info
+        .lines()
+        .find_map(|line| line.strip_prefix("process_id:"))
+        .expect("INFO names the server's pid")
+        .trim()
+        .to_string();
+    let sent = std::time::Instant::now();
+    let holder = locks.acquire_lock(&table("stopped")).await.unwrap();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill")
+            .args([name, pid.as_str()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    let lost = tokio::time::timeout(Duration::from_secs(5), holder.lost()).await;
+    let at = sent.elapsed();
+    signal("-CONT");
+    lost.expect("lost fires although no extension ever fails");
+    assert!(
+        at >= Duration::from_millis(600),
+        "not before the TTL: {at:?}"
+    );
+    assert!(at < Duration::from_millis(900), "at the TTL: {at:?}");
+}

@@ -140,7 +140,8 @@ async fn lifecycle(
     let lease = leases
         .acquire(&scope, &owner, ttl)
         .await
-        .map_err(|error| TestCaseError::fail(format!("acquire: {error}")))?;
+        .map_err(|error| TestCaseError::fail(format!("acquire: {error}")))?
+        .into_lease();
     prop_assert_eq!(lease.scope.as_str(), scope_text);
     prop_assert_eq!(lease.owner.as_str(), owner_text);
     prop_assert_eq!(

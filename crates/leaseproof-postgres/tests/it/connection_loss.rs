@@ -24,7 +24,7 @@ fn ttl_ms(millis: i64) -> Ttl {
 }
 
 /// Backend pids of the connections of `database` other than `except`.
-async fn backends(admin: &mut PgConnection, database: &str, except: i32) -> Vec<i32> {
+pub(crate) async fn backends(admin: &mut PgConnection, database: &str, except: i32) -> Vec<i32> {
     sqlx::query_scalar(
         "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> $2 \
          AND backend_type = 'client backend'",
@@ -45,7 +45,7 @@ async fn terminate(admin: &mut PgConnection, pid: i32) {
     assert!(terminated, "backend {pid} terminated");
 }
 
-async fn own_pid(connection: &mut PgConnection) -> i32 {
+pub(crate) async fn own_pid(connection: &mut PgConnection) -> i32 {
     sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(connection)
         .await
@@ -54,7 +54,7 @@ async fn own_pid(connection: &mut PgConnection) -> i32 {
 
 /// Waits (up to 10 s) until exactly one session of `database` other than
 /// `except` waits on a lock; returns its pid.
-async fn lock_waiter(admin: &mut PgConnection, database: &str, except: [i32; 2]) -> i32 {
+pub(crate) async fn lock_waiter(admin: &mut PgConnection, database: &str, except: [i32; 2]) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let waiting: Vec<i32> = sqlx::query_scalar(
@@ -108,11 +108,12 @@ async fn held(leases: &PostgresLeases, name: &str) -> leaseproof_protocol::Lease
         .acquire(&scope, &Owner::generate(), ttl_ms(60_000))
         .await
         .unwrap()
+        .into_lease()
 }
 
 /// Another session that holds the row lock of `scope`'s lease (open
 /// transaction): statements on the row queue behind it.
-async fn lock_lease_row(url: &str, scope: &Scope) -> PgConnection {
+pub(crate) async fn lock_lease_row(url: &str, scope: &Scope) -> PgConnection {
     let mut blocker = PgConnection::connect(url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut blocker).await.unwrap();
     sqlx::query("SELECT 1 FROM leaseproof_leases WHERE scope = $1 FOR UPDATE")

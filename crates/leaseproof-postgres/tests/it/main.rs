@@ -13,6 +13,7 @@ mod arbitrary_input;
 mod connection_loss;
 mod differential;
 mod fence;
+mod guard;
 mod input;
 mod late_statements;
 mod operations;

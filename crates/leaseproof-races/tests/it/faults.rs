@@ -99,7 +99,7 @@ async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() 
             rival_owner.as_str(),
             ttl.as_micros(),
         ));
-        let result = leases.acquire(&scope, &rival_owner, ttl).await;
+        let result = leases.acquire_lease(&scope, &rival_owner, ttl).await;
         rival.complete_acquire(op, &result);
         match result {
             Ok(taken) => break taken,

@@ -327,7 +327,7 @@ async fn refused_holder_writes_inside_its_transaction_are_rolled_back() {
         rival_owner.as_str(),
         ttl.as_micros(),
     ));
-    let taken = leases.acquire(&scope, &rival_owner, ttl).await;
+    let taken = leases.acquire_lease(&scope, &rival_owner, ttl).await;
     rival.complete_acquire(op, &taken);
     let current = taken.unwrap();
     assert_eq!(

@@ -138,7 +138,7 @@ impl HeldScene {
             holder_owner.as_str(),
             ttl.as_micros(),
         ));
-        let acquired = port.leases.acquire(&scope, &holder_owner, ttl).await;
+        let acquired = port.leases.acquire_lease(&scope, &holder_owner, ttl).await;
         holder.complete_acquire(op, &acquired);
         let lease = acquired.unwrap();
         holder.belief(&lease, true);

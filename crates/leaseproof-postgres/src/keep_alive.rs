@@ -1,0 +1,116 @@
+//! The keep-alive rule every TTL lock shares: when to extend, and the moment
+//! the holder must stop believing it holds.
+//!
+//! The store measures a TTL from the moment *it* runs the extension, on its
+//! own clock. The holder cannot read that clock, but it knows a bound: the
+//! statement ran no earlier than it was sent. So after an extension of `ttl`
+//! confirmed by the store, the lock is certainly still held until
+//! `sent + ttl` on the holder's monotonic clock (rates of the two clocks
+//! agree; their *offset* does not matter). Measured from the reply instead, a
+//! slow round trip would stretch the holder's belief past the store's expiry.
+//!
+//! Past that deadline with no confirmation the lock may have expired unseen,
+//! so the engine fires *lost* exactly then — also while an extension is still
+//! in flight (a partitioned store may take minutes to answer, or never).
+//! An extension that finds the lock gone fires *lost* at once; one that could
+//! not reach the store is retried until the deadline (a transient blip must
+//! not abandon work the lock still covers).
+//!
+//! Used by [`LeaseGuard`](crate::LeaseGuard) and by `leaseproof-locks`'
+//! Redis manager, so both keep-alives follow one rule.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// What one extension found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extension {
+    /// The store extended the lock by the TTL, measured from the statement.
+    Extended,
+    /// The lock is gone or someone else's: it is lost.
+    Gone,
+    /// The store did not answer, or failed; the lock may still be ours.
+    Unreachable,
+}
+
+/// Why a keep-alive stopped believing the lock is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LostReason {
+    /// An extension found the lock expired, released or taken over.
+    Gone,
+    /// No extension was confirmed before the TTL since the last confirmed
+    /// one ran out: the lock may have expired unseen.
+    Unconfirmed,
+}
+
+/// The schedule: extend every `interval`; after a failed extension retry every
+/// `retry_interval`; the TTL bounds how long a confirmation lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// The lock's TTL (what each extension sets).
+    pub ttl: Duration,
+    /// Time between the sending of one extension and the next.
+    pub interval: Duration,
+    /// Time between attempts after an extension could not reach the store.
+    pub retry_interval: Duration,
+}
+
+impl Schedule {
+    /// The default: extend every `ttl / 3`, retry every `ttl / 12` — three
+    /// chances to reach the store before the deadline.
+    pub fn for_ttl(ttl: Duration) -> Schedule {
+        Schedule {
+            ttl,
+            interval: ttl / 3,
+            retry_interval: ttl / 12,
+        }
+    }
+}
+
+/// Runs the keep-alive: `extend` on the schedule, from a lock confirmed held
+/// by an acquisition *sent* at `confirmed_sent`; returns why it stopped, after
+/// sending `true` on `lost`.
+///
+/// Cancel-safe: dropping the future stops the schedule (an extension in
+/// flight may still land on the store; it only extends a lock this holder had).
+pub async fn run<F, Fut>(
+    schedule: Schedule,
+    confirmed_sent: Instant,
+    lost: &watch::Sender<bool>,
+    mut extend: F,
+) -> LostReason
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Extension>,
+{
+    assert!(
+        schedule.interval < schedule.ttl,
+        "extend before the TTL runs out"
+    );
+    assert!(!schedule.interval.is_zero());
+    assert!(!schedule.retry_interval.is_zero());
+    let mut deadline = confirmed_sent + schedule.ttl;
+    let mut next = confirmed_sent + schedule.interval;
+    let reason = loop {
+        if next >= deadline {
+            tokio::time::sleep_until(deadline).await;
+            break LostReason::Unconfirmed;
+        }
+        tokio::time::sleep_until(next).await;
+        let sent = Instant::now();
+        match tokio::time::timeout_at(deadline, extend()).await {
+            Err(_deadline_passed) => break LostReason::Unconfirmed,
+            Ok(Extension::Gone) => break LostReason::Gone,
+            Ok(Extension::Extended) => {
+                deadline = deadline.max(sent + schedule.ttl);
+                next = sent + schedule.interval;
+            }
+            Ok(Extension::Unreachable) => next = Instant::now() + schedule.retry_interval,
+        }
+    };
+    lost.send_replace(true);
+    reason
+}
