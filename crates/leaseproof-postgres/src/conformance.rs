@@ -325,16 +325,45 @@ pub async fn schema_race(
     Ok((result, leases))
 }
 
-/// Fences a live lease with `lock_clause` (`FOR UPDATE` is the reference), lets
-/// it expire with the transaction still open, starts a rival's takeover, and
-/// returns whether the takeover finished *before* the fenced transaction
-/// committed (it must not), after checking the takeover then succeeds with
-/// the next token.
+/// The fence a conformance check holds open: one of the library's, or a raw
+/// lock clause as a negative control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceUnderTest<'a> {
+    /// [`PostgresLeases::fence`] under this mode: the library's own code.
+    Library(crate::FenceMode),
+    /// [`PostgresLeases::guarded_insert_in`]: the single-statement guarded
+    /// write, held open inside a transaction so the check can watch a
+    /// takeover wait for its commit.
+    SingleStatement,
+    /// The fence statement with its `FOR UPDATE` replaced by this clause
+    /// (`FOR KEY SHARE`, …), run as raw SQL: a negative control.
+    Clause(&'a str),
+}
+
+impl std::fmt::Display for FenceUnderTest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FenceUnderTest::Library(crate::FenceMode::Exclusive) => f.write_str("FOR UPDATE fence"),
+            FenceUnderTest::Library(crate::FenceMode::Shared) => f.write_str("FOR SHARE fence"),
+            FenceUnderTest::SingleStatement => f.write_str("single-statement guarded insert"),
+            FenceUnderTest::Clause(clause) => write!(f, "raw {clause} fence"),
+        }
+    }
+}
+
+/// Fences a live lease with `fence`, lets it expire with the transaction
+/// still open, starts a rival's takeover, and returns whether the takeover
+/// finished *before* the fenced transaction committed (it must not), after
+/// checking the takeover then succeeds with the next token.
 pub async fn takeover_finishes_before_commit(
     url: &str,
-    lock_clause: &str,
+    fence: FenceUnderTest<'_>,
 ) -> Result<bool, ConformanceError> {
-    let leases = leases_on(url, 4).await?;
+    let mode = match fence {
+        FenceUnderTest::Library(mode) => mode,
+        _ => crate::FenceMode::Exclusive,
+    };
+    let leases = leases_on(url, 4).await?.with_fence_mode(mode);
     leases
         .ensure_schema()
         .await
@@ -342,28 +371,46 @@ pub async fn takeover_finishes_before_commit(
     let scope = Scope::new("job").expect("valid");
     let ttl_short = Ttl::from_millis(300).expect("valid");
     let holder = leases
-        .acquire(&scope, &Owner::generate(), ttl_short)
+        .acquire_lease(&scope, &Owner::generate(), ttl_short)
         .await
         .map_err(setup("acquire"))?;
+    if fence == FenceUnderTest::SingleStatement {
+        sqlx::query("CREATE TABLE IF NOT EXISTS conformance_writes (token bigint NOT NULL)")
+            .execute(leases.pool())
+            .await
+            .map_err(setup("create conformance_writes"))?;
+    }
     let mut transaction = leases.begin().await.map_err(setup("begin"))?;
-    // The reference runs through the library's own fence, so a bug planted in
-    // it (a weaker mode, SKIP LOCKED, another connection) is caught here; any
-    // other clause is a negative control run as raw SQL.
-    let fenced: Option<i64> = if lock_clause == "FOR UPDATE" {
-        leases
+    // The library's fences run through its own code, so a bug planted in
+    // them (a weaker mode, SKIP LOCKED, another connection) is caught here;
+    // a raw clause is a negative control.
+    let fenced: Option<i64> = match fence {
+        FenceUnderTest::Library(_) => leases
             .fence(&mut transaction, &holder)
             .await
             .map_err(setup("fence"))?
-            .map(|fenced_at| fenced_at.micros)
-    } else {
-        let statement = sql::HOLD_FOR_UPDATE.replace("FOR UPDATE", lock_clause);
-        sqlx::query_scalar(&statement)
-            .bind(scope.as_str())
-            .bind(holder.owner.as_str())
-            .bind(holder.token.0)
-            .fetch_optional(transaction.connection())
-            .await
-            .map_err(setup("fence"))?
+            .map(|fenced_at| fenced_at.micros),
+        FenceUnderTest::SingleStatement => {
+            let insert = crate::GuardedInsert::new("conformance_writes (token)", "lease.token");
+            match leases
+                .guarded_insert_in(&mut transaction, &holder, &insert, |query| query)
+                .await
+            {
+                Ok(written) => Some(written.fenced_at.micros),
+                Err(LeaseError::Lost { .. }) => None,
+                Err(error) => return Err(setup("guarded insert")(error)),
+            }
+        }
+        FenceUnderTest::Clause(lock_clause) => {
+            let statement = sql::HOLD_FOR_UPDATE.replace("FOR UPDATE", lock_clause);
+            sqlx::query_scalar(&statement)
+                .bind(scope.as_str())
+                .bind(holder.owner.as_str())
+                .bind(holder.token.0)
+                .fetch_optional(transaction.connection())
+                .await
+                .map_err(setup("fence"))?
+        }
     };
     if fenced.is_none() {
         return Err(ConformanceError("the fence refused a live lease".into()));

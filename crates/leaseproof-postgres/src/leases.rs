@@ -22,17 +22,46 @@ use crate::LeaseGuard;
 #[derive(Clone)]
 pub struct PostgresLeases {
     pool: PgPool,
+    fence_mode: FenceMode,
     /// Identity of this value's transaction domain: a [`LeaseTransaction`]
     /// remembers the domain that began it, and the fence refuses another's.
-    domain: Arc<Domain>,
+    pub(crate) domain: Arc<Domain>,
 }
 
-struct Domain;
+pub(crate) struct Domain;
+
+/// Which row lock the commit-time fence takes on the lease row. Either way a
+/// rival's takeover (and a renewal) queues behind the fenced transaction's
+/// commit; they differ in how writers under *one* lease meet each other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FenceMode {
+    /// `SELECT … FOR UPDATE` ([`sql::HOLD_FOR_UPDATE`]): writers under one
+    /// lease serialise on its row. The default: also keeps the holder's own
+    /// cycles from interleaving.
+    #[default]
+    Exclusive,
+    /// `SELECT … FOR SHARE` ([`sql::HOLD_FOR_SHARE`]): writers under one lease
+    /// run side by side. A renewal waits for the writers in flight, so a
+    /// keep-alive under a continuous stream of overlapping cycles can be
+    /// delayed; give the TTL room for the longest cycle.
+    Shared,
+}
+
+impl FenceMode {
+    /// The fence statement of this mode.
+    pub fn statement(self) -> &'static str {
+        match self {
+            FenceMode::Exclusive => sql::HOLD_FOR_UPDATE,
+            FenceMode::Shared => sql::HOLD_FOR_SHARE,
+        }
+    }
+}
 
 impl fmt::Debug for PostgresLeases {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresLeases")
             .field("pool_size", &self.pool.size())
+            .field("fence_mode", &self.fence_mode)
             .finish_non_exhaustive()
     }
 }
@@ -41,7 +70,7 @@ impl fmt::Debug for PostgresLeases {
 /// transaction domain the fence and the guarded writes share.
 pub struct LeaseTransaction {
     transaction: sqlx::Transaction<'static, Postgres>,
-    domain: Arc<Domain>,
+    pub(crate) domain: Arc<Domain>,
 }
 
 impl fmt::Debug for LeaseTransaction {
@@ -148,8 +177,21 @@ impl PostgresLeases {
     pub fn new(pool: PgPool) -> PostgresLeases {
         PostgresLeases {
             pool,
+            fence_mode: FenceMode::Exclusive,
             domain: Arc::new(Domain),
         }
+    }
+
+    /// The same leases whose fence takes `mode`'s row lock (the default is
+    /// [`FenceMode::Exclusive`]). Same pool, same transaction domain.
+    pub fn with_fence_mode(mut self, mode: FenceMode) -> PostgresLeases {
+        self.fence_mode = mode;
+        self
+    }
+
+    /// The fence's row lock mode.
+    pub fn fence_mode(&self) -> FenceMode {
+        self.fence_mode
     }
 
     /// Pool options the lease works best with: no ping when a connection is
@@ -188,7 +230,9 @@ impl PostgresLeases {
         &self.pool
     }
 
-    async fn connection(&self) -> Result<sqlx::pool::PoolConnection<Postgres>, LeaseError> {
+    pub(crate) async fn connection(
+        &self,
+    ) -> Result<sqlx::pool::PoolConnection<Postgres>, LeaseError> {
         self.pool.acquire().await.map_err(unavailable)
     }
 
@@ -469,9 +513,10 @@ impl PostgresLeases {
     }
 
     /// The commit-time fence: whether `lease` is ours, *and* keep it ours until
-    /// `transaction` ends. Takes the lease row's lock (`SELECT … FOR UPDATE`), so
-    /// a rival acquisition queues behind this transaction's commit instead of
-    /// landing between the answer and the writes it authorises.
+    /// `transaction` ends. Takes the lease row's lock (`SELECT … FOR UPDATE`,
+    /// or `FOR SHARE` under [`FenceMode::Shared`]), so a rival acquisition
+    /// queues behind this transaction's commit instead of landing between the
+    /// answer and the writes it authorises.
     ///
     /// Refuses (`TransactionDomain`) a transaction begun by another
     /// `PostgresLeases` (another pool): its writes would not commit with the lock.
@@ -494,7 +539,7 @@ impl PostgresLeases {
                 reason: "the transaction was begun on another lease pool; the fence and the writes would not commit together",
             });
         }
-        fence_on(transaction.connection(), lease).await
+        fence_on(transaction.connection(), lease, self.fence_mode).await
     }
 
     /// The fence on a caller's own connection, for code that manages its own
@@ -521,7 +566,9 @@ impl PostgresLeases {
                 reason: "the transaction is in another database than the lease table's pool",
             });
         }
-        Ok(fence_on(connection, lease).await?.is_some())
+        Ok(fence_on(connection, lease, self.fence_mode)
+            .await?
+            .is_some())
     }
 
     /// The fenced commit cycle: begins a transaction on the lease pool, fences,
@@ -614,8 +661,9 @@ impl PostgresLeases {
 async fn fence_on(
     connection: &mut PgConnection,
     lease: &Lease,
+    mode: FenceMode,
 ) -> Result<Option<ServerTime>, LeaseError> {
-    let fenced_at: Option<i64> = sqlx::query_scalar(sql::HOLD_FOR_UPDATE)
+    let fenced_at: Option<i64> = sqlx::query_scalar(mode.statement())
         .bind(lease.scope.as_str())
         .bind(lease.owner.as_str())
         .bind(lease.token.0)

@@ -53,11 +53,13 @@
 pub mod conformance;
 mod errors;
 mod guard;
+mod guarded_write;
 pub mod keep_alive;
 mod leases;
 mod port;
 pub mod sql;
 
 pub use guard::LeaseGuard;
-pub use leases::{CycleError, LeaseTransaction, PostgresLeases, SchemaMismatch};
-pub use port::HarnessPort;
+pub use guarded_write::{GuardedInsert, GuardedWrite};
+pub use leases::{CycleError, FenceMode, LeaseTransaction, PostgresLeases, SchemaMismatch};
+pub use port::{CommitPath, HarnessPort};

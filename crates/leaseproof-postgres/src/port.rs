@@ -9,7 +9,7 @@ use leaseproof_protocol::{
 use sqlx::PgConnection;
 
 use crate::errors::{after_send, connection_lost, unavailable};
-use crate::{sql, CycleError, PostgresLeases};
+use crate::{sql, CycleError, GuardedInsert, PostgresLeases};
 
 /// [`PostgresLeases`] plus the harness's guarded table (`leaseproof_guarded`),
 /// implementing [`LeasePort`] so the same worker loop runs here and in the
@@ -17,14 +17,37 @@ use crate::{sql, CycleError, PostgresLeases};
 /// not part of `PostgresLeases` itself.
 #[derive(Clone, Debug)]
 pub struct HarnessPort {
-    /// The lease the port drives.
+    /// The lease the port drives (its fence mode is the cycle's).
     pub leases: PostgresLeases,
+    commit_path: CommitPath,
+}
+
+/// How the port's guarded writes commit: both are the library's code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommitPath {
+    /// [`PostgresLeases::commit_cycle_at`]: `BEGIN`, the fence in the leases'
+    /// [`FenceMode`](crate::FenceMode), the writes, `COMMIT`.
+    #[default]
+    Cycle,
+    /// [`PostgresLeases::guarded_insert`]: the fence and the writes in one
+    /// statement. The cycle's fault points both fall before the statement
+    /// (there is no moment between its fence and its write).
+    SingleStatement,
 }
 
 impl HarnessPort {
-    /// A port over `leases`.
+    /// A port over `leases`, committing through the commit cycle.
     pub fn new(leases: PostgresLeases) -> HarnessPort {
-        HarnessPort { leases }
+        HarnessPort {
+            leases,
+            commit_path: CommitPath::Cycle,
+        }
+    }
+
+    /// The same port committing through `path`.
+    pub fn with_commit_path(mut self, path: CommitPath) -> HarnessPort {
+        self.commit_path = path;
+        self
     }
 
     /// The guarded table's rows in commit (`seq`) order: the ground truth the
@@ -110,6 +133,9 @@ impl LeasePort for HarnessPort {
         cycle: GuardedCycle,
         faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
+        if self.commit_path == CommitPath::SingleStatement {
+            return self.commit_single_statement(lease, cycle, faults).await;
+        }
         // The library's own commit cycle, exactly as users call it: a bug in
         // the fence, the aborted-transaction probe or the commit mapping is a
         // bug every race and conformance check runs into. The faults run
@@ -168,6 +194,39 @@ impl LeasePort for HarnessPort {
         Ok(CommitReceipt {
             seq_first,
             fenced_at: ServerTime::from_micros(0),
+        })
+    }
+}
+
+impl HarnessPort {
+    /// One cycle as one guarded statement: the library's `guarded_insert`.
+    async fn commit_single_statement(
+        &self,
+        lease: &Lease,
+        cycle: GuardedCycle,
+        faults: &dyn CycleFaults,
+    ) -> Result<CommitReceipt, LeaseError> {
+        // Zero rows written is how the statement says "lost".
+        assert!(cycle.items > 0, "a single-statement cycle writes rows");
+        faults.at(CyclePoint::Fenced).await;
+        faults.at(CyclePoint::Written).await;
+        let insert = GuardedInsert::with_rows(
+            "leaseproof_guarded (scope, owner, token, cycle_id, item, written_at)",
+            "lease.scope, lease.owner, lease.token, $4, item, now()",
+            "generate_series(0, $5::int - 1) AS item",
+        );
+        let items = i32::try_from(cycle.items).expect("items per cycle fit i32");
+        let written = self
+            .leases
+            .guarded_insert(lease, &insert, |query| {
+                query.bind(cycle.cycle_id).bind(items)
+            })
+            .await?;
+        assert_eq!(written.rows, u64::from(cycle.items), "a cycle is whole");
+        Ok(CommitReceipt {
+            // The statement returns no `seq`; nothing reads it back.
+            seq_first: 0,
+            fenced_at: written.fenced_at,
         })
     }
 }

@@ -146,6 +146,18 @@ FROM leaseproof_leases
 WHERE scope = $1 AND owner = $2 AND token = $3 AND expires_at > statement_timestamp()
 FOR UPDATE";
 
+/// The shared fence ([`FenceMode::Shared`](crate::FenceMode::Shared)): the
+/// same check as [`HOLD_FOR_UPDATE`], taking `FOR SHARE`. Share locks do not
+/// conflict with each other, so several writers under one lease commit side
+/// by side; they do conflict with the row lock of the takeover's `ON CONFLICT
+/// DO UPDATE` and of a renewal's `UPDATE`, which both queue behind every
+/// shared fence's commit (proved by `conformance::takeover_finishes_before_commit`).
+pub const HOLD_FOR_SHARE: &str = "\
+SELECT (extract(epoch FROM statement_timestamp()) * 1000000)::int8
+FROM leaseproof_leases
+WHERE scope = $1 AND owner = $2 AND token = $3 AND expires_at > statement_timestamp()
+FOR SHARE";
+
 /// Operator's and tests' tool: expire a scope's live grant now, as if its TTL
 /// had run out (breaking a stuck lease). The token is untouched.
 pub const FORCE_EXPIRE: &str = "\

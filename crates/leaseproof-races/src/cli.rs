@@ -14,7 +14,9 @@ use std::process::ExitCode;
 use leaseproof_history::Document as _;
 
 use crate::process::{process_race, WorkerLauncher};
-use crate::race::{task_race, RaceConfig, RaceDocument, RaceError, RaceOutcome, Summary};
+use crate::race::{
+    task_race, RaceConfig, RaceDocument, RaceError, RaceFence, RaceOutcome, Summary,
+};
 
 /// The hidden subcommand that runs one worker process of `leaseproof race --processes`.
 pub const WORKER_SUBCOMMAND: &str = "race-worker";
@@ -60,6 +62,11 @@ pub struct RaceArgs {
     /// alternating slow and fast.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..500_000), allow_negative_numbers = true)]
     pub clock_drift_ppm: i64,
+    /// Which of the library's fences the guarded writes commit under:
+    /// `for-update` (the commit cycle's default), `for-share` (the shared
+    /// fence), `single-statement` (the one-statement guarded insert).
+    #[arg(long, default_value = "for-update", value_parser = parse_fence)]
+    pub fence: RaceFence,
     /// Write the judged history (merged over processes, with the guarded
     /// rows) to this file, in the format `leaseproof check` reads.
     #[arg(long, value_name = "FILE")]
@@ -89,6 +96,17 @@ fn parse_count(text: &str, flag: &str, minimum: usize, maximum: usize) -> Result
         ));
     }
     Ok(count)
+}
+
+fn parse_fence(text: &str) -> Result<RaceFence, String> {
+    match text.trim() {
+        "for-update" => Ok(RaceFence::ForUpdate),
+        "for-share" => Ok(RaceFence::ForShare),
+        "single-statement" => Ok(RaceFence::SingleStatement),
+        other => Err(format!(
+            "--fence {other:?}: for-update, for-share or single-statement"
+        )),
+    }
 }
 
 fn parse_workers(text: &str) -> Result<usize, String> {
@@ -137,6 +155,7 @@ impl RaceArgs {
             pool_connections_max: if self.processes > 0 { 2 } else { 0 },
             clock_offset_ms_max: self.clock_offset_ms,
             clock_drift_ppm_max: self.clock_drift_ppm,
+            fence: self.fence,
             ..RaceConfig::new(workers, self.rounds)
         }
     }

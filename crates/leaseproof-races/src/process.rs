@@ -18,7 +18,6 @@ use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
 use leaseproof_history::{check, CheckConfig, History, Recorder};
-use leaseproof_postgres::{HarnessPort, PostgresLeases};
 use leaseproof_protocol::{LeaseError, LeasePort as _, Owner, Scope};
 use leaseproof_worker::{run_worker, NoHooks, WorkerSummary};
 use serde::{Deserialize, Serialize};
@@ -204,7 +203,7 @@ pub async fn run_worker_process_checked(config_json: &str) -> Result<WorkerCount
         Duration::from_millis(race.acquire_timeout_ms),
     )
     .await?;
-    let port = HarnessPort::new(PostgresLeases::new(pool));
+    let port = crate::race::port_on(pool, race);
     let clock = EpochClock {
         epoch_unix_us: config.epoch_unix_us,
     };

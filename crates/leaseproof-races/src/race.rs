@@ -21,7 +21,7 @@ use std::time::Duration;
 use leaseproof_history::{
     check, CheckConfig, CheckReport, GrantStamps, GuardedRow, History, Recorder,
 };
-use leaseproof_postgres::{HarnessPort, PostgresLeases};
+use leaseproof_postgres::{CommitPath, FenceMode, HarnessPort, PostgresLeases};
 use leaseproof_protocol::{LeaseError, LeasePort, Owner, Scope, Ttl};
 use leaseproof_worker::{run_worker, Hooks, NoHooks, WorkerConfig, WorkerSummary};
 use serde::{Deserialize, Serialize};
@@ -103,6 +103,22 @@ pub struct RaceConfig {
     /// And drift by up to this rate, alternating slow and fast (0: none).
     #[serde(default)]
     pub clock_drift_ppm_max: i64,
+    /// Which of the library's fences the guarded writes commit under.
+    #[serde(default)]
+    pub fence: RaceFence,
+}
+
+/// The library's fences a race can commit under (all of them its own code).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RaceFence {
+    /// The commit cycle with `FOR UPDATE` (the default).
+    #[default]
+    ForUpdate,
+    /// The commit cycle with `FOR SHARE` (`FenceMode::Shared`).
+    ForShare,
+    /// The single-statement guarded insert.
+    SingleStatement,
 }
 
 impl Default for RaceConfig {
@@ -123,6 +139,7 @@ impl Default for RaceConfig {
             unfenced: false,
             clock_offset_ms_max: 0,
             clock_drift_ppm_max: 0,
+            fence: RaceFence::ForUpdate,
         }
     }
 }
@@ -455,7 +472,17 @@ pub async fn harness_port(url: &str, config: &RaceConfig) -> Result<HarnessPort,
         Duration::from_millis(config.acquire_timeout_ms),
     )
     .await?;
-    Ok(HarnessPort::new(PostgresLeases::new(pool)))
+    Ok(port_on(pool, config))
+}
+
+/// The harness port over `pool`, committing under `config`'s fence.
+pub(crate) fn port_on(pool: sqlx::PgPool, config: &RaceConfig) -> HarnessPort {
+    let (mode, path) = match config.fence {
+        RaceFence::ForUpdate => (FenceMode::Exclusive, CommitPath::Cycle),
+        RaceFence::ForShare => (FenceMode::Shared, CommitPath::Cycle),
+        RaceFence::SingleStatement => (FenceMode::Exclusive, CommitPath::SingleStatement),
+    };
+    HarnessPort::new(PostgresLeases::new(pool).with_fence_mode(mode)).with_commit_path(path)
 }
 
 /// Converts the port's guarded rows into the history's plain form.

@@ -7,7 +7,8 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use leaseproof_postgres::conformance;
+use leaseproof_postgres::conformance::{self, FenceUnderTest};
+use leaseproof_postgres::FenceMode;
 use leaseproof_protocol::LeaseError;
 
 /// Arguments of `leaseproof verify`.
@@ -343,18 +344,25 @@ async fn postgres_stage(args: &VerifyArgs, report: &mut Report) {
 
     let started = Instant::now();
     let outcome = async {
-        let early = conformance::takeover_finishes_before_commit(
-            &fresh_database().await?.url,
-            "FOR UPDATE",
-        )
-        .await
-        .map_err(|error| error.to_string())?;
-        if early {
-            return Err("a takeover landed while the fenced transaction was open".to_string());
+        // Every fence the library ships: the takeover must queue behind each.
+        for fence in [
+            FenceUnderTest::Library(FenceMode::Exclusive),
+            FenceUnderTest::Library(FenceMode::Shared),
+            FenceUnderTest::SingleStatement,
+        ] {
+            let early =
+                conformance::takeover_finishes_before_commit(&fresh_database().await?.url, fence)
+                    .await
+                    .map_err(|error| format!("{fence}: {error}"))?;
+            if early {
+                return Err(format!(
+                    "{fence}: a takeover landed while the fenced transaction was open"
+                ));
+            }
         }
         let control = conformance::takeover_finishes_before_commit(
             &fresh_database().await?.url,
-            "FOR KEY SHARE",
+            FenceUnderTest::Clause("FOR KEY SHARE"),
         )
         .await
         .map_err(|error| error.to_string())?;
@@ -363,7 +371,7 @@ async fn postgres_stage(args: &VerifyArgs, report: &mut Report) {
                 "negative control: FOR KEY SHARE unexpectedly held off the takeover".to_string(),
             );
         }
-        Ok("takeover queued behind the commit (FOR KEY SHARE control let it through)".to_string())
+        Ok("takeover queued behind the commit of FOR UPDATE, FOR SHARE and the single-statement insert (FOR KEY SHARE control let it through)".to_string())
     }
     .await;
     report.record(

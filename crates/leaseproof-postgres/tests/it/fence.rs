@@ -7,7 +7,8 @@
 //!   which is what this test would catch if the fence's mode were weakened.
 //! - The fence refuses to run outside a transaction or in another domain.
 
-use leaseproof_postgres::{conformance, CycleError, PostgresLeases};
+use leaseproof_postgres::conformance::FenceUnderTest;
+use leaseproof_postgres::{conformance, CycleError, FenceMode, GuardedInsert, PostgresLeases};
 use leaseproof_protocol::{Lease, LeaseError, Owner, Scope, Ttl};
 use sqlx::{Connection, PgConnection};
 
@@ -110,10 +111,10 @@ async fn stale_holder_commit_is_refused_after_takeover_and_writes_roll_back() {
     );
 }
 
-async fn takeover_finishes_before_commit(lock_clause: &str) -> Option<bool> {
+async fn takeover_finishes_before_commit(fence: FenceUnderTest<'_>) -> Option<bool> {
     let database = leaseproof_pgcluster::test_database().await?;
     Some(
-        conformance::takeover_finishes_before_commit(&database.url, lock_clause)
+        conformance::takeover_finishes_before_commit(&database.url, fence)
             .await
             .unwrap_or_else(|error| panic!("{error}")),
     )
@@ -121,7 +122,9 @@ async fn takeover_finishes_before_commit(lock_clause: &str) -> Option<bool> {
 
 #[tokio::test]
 async fn fence_makes_rival_takeover_wait_for_the_commit() {
-    let Some(finished_early) = takeover_finishes_before_commit("FOR UPDATE").await else {
+    let Some(finished_early) =
+        takeover_finishes_before_commit(FenceUnderTest::Library(FenceMode::Exclusive)).await
+    else {
         return;
     };
     assert!(
@@ -131,9 +134,37 @@ async fn fence_makes_rival_takeover_wait_for_the_commit() {
 }
 
 #[tokio::test]
+async fn shared_fence_makes_rival_takeover_wait_for_the_commit() {
+    let Some(finished_early) =
+        takeover_finishes_before_commit(FenceUnderTest::Library(FenceMode::Shared)).await
+    else {
+        return;
+    };
+    assert!(
+        !finished_early,
+        "a takeover landed while the FOR SHARE fenced transaction was open"
+    );
+}
+
+#[tokio::test]
+async fn single_statement_guarded_insert_makes_rival_takeover_wait_for_the_commit() {
+    let Some(finished_early) =
+        takeover_finishes_before_commit(FenceUnderTest::SingleStatement).await
+    else {
+        return;
+    };
+    assert!(
+        !finished_early,
+        "a takeover landed while the guarded insert's transaction was open"
+    );
+}
+
+#[tokio::test]
 async fn fence_in_key_share_mode_would_not_hold_off_a_takeover() {
     // Negative control: proves the test above can fail.
-    let Some(finished_early) = takeover_finishes_before_commit("FOR KEY SHARE").await else {
+    let Some(finished_early) =
+        takeover_finishes_before_commit(FenceUnderTest::Clause("FOR KEY SHARE")).await
+    else {
         return;
     };
     assert!(
@@ -395,4 +426,112 @@ async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
         .expect("the takeover lands after the commit");
     assert_eq!(rival.token, holder.token.next());
     assert_eq!(results(&leases).await, vec![(holder.token.0, 1)]);
+}
+
+#[tokio::test]
+async fn shared_fences_under_one_lease_do_not_wait_for_each_other_exclusive_ones_do() {
+    let Some((_database, leases)) = fresh(4).await else {
+        return;
+    };
+    let scope = Scope::new("writers").unwrap();
+    let lease = leases
+        .acquire_lease(
+            &scope,
+            &Owner::generate(),
+            Ttl::from_millis(60_000).unwrap(),
+        )
+        .await
+        .unwrap();
+    for (mode, second_waits) in [(FenceMode::Shared, false), (FenceMode::Exclusive, true)] {
+        let leases = leases.clone().with_fence_mode(mode);
+        let mut first = leases.begin().await.unwrap();
+        assert!(leases.hold_for_update(&mut first, &lease).await.unwrap());
+        let mut second = leases.begin().await.unwrap();
+        let second_fence = tokio::time::timeout(
+            std::time::Duration::from_millis(500),
+            leases.hold_for_update(&mut second, &lease),
+        )
+        .await;
+        assert_eq!(second_fence.is_err(), second_waits, "{mode:?}");
+        if let Ok(fenced) = second_fence {
+            assert!(fenced.unwrap());
+        }
+        drop(second);
+        first.rollback().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_guarded_insert_writes_while_the_lease_is_ours_and_nothing_after_a_takeover() {
+    let Some((_database, leases)) = fresh(3).await else {
+        return;
+    };
+    create_results_table(&leases).await;
+    let scope = Scope::new("single-statement").unwrap();
+    let holder = leases
+        .acquire_lease(
+            &scope,
+            &Owner::generate(),
+            Ttl::from_millis(60_000).unwrap(),
+        )
+        .await
+        .unwrap();
+    let one = GuardedInsert::new("results (token, value)", "lease.token, $4");
+    let written = leases
+        .guarded_insert(&holder, &one, |query| query.bind(7_i32))
+        .await
+        .unwrap();
+    assert_eq!(written.rows, 1);
+    assert!(written.fenced_at > holder.granted_at);
+    let many = GuardedInsert::with_rows(
+        "results (token, value)",
+        "lease.token, value",
+        "generate_series(10, 12) AS value",
+    );
+    assert_eq!(
+        leases
+            .guarded_insert(&holder, &many, |query| query)
+            .await
+            .unwrap()
+            .rows,
+        3
+    );
+    assert!(leases.force_expire(&scope).await.unwrap());
+    let rival = leases
+        .acquire_lease(
+            &scope,
+            &Owner::generate(),
+            Ttl::from_millis(60_000).unwrap(),
+        )
+        .await
+        .unwrap();
+    let refused = leases
+        .guarded_insert(&holder, &one, |query| query.bind(8_i32))
+        .await;
+    assert!(
+        matches!(refused, Err(LeaseError::Lost { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        results(&leases).await,
+        vec![(1, 7), (1, 10), (1, 11), (1, 12)],
+        "the stale holder's statement wrote nothing"
+    );
+    assert_eq!(
+        leases
+            .guarded_insert(&rival, &one, |query| query.bind(9_i32))
+            .await
+            .unwrap()
+            .rows,
+        1
+    );
+    // Another pool's transaction is refused before any statement.
+    let other = PostgresLeases::new(leases.pool().clone());
+    let mut foreign = other.begin().await.unwrap();
+    assert!(matches!(
+        leases
+            .guarded_insert_in(&mut foreign, &rival, &one, |query| query.bind(10_i32))
+            .await,
+        Err(LeaseError::TransactionDomain { .. })
+    ));
 }

@@ -102,3 +102,31 @@ async fn skewed_worker_clocks_change_beliefs_not_the_verdict() {
     assert_eq!(config.clock_skew(0).drift_ppm, -250_000);
     assert_eq!(config.clock_skew(1).drift_ppm, 250_000);
 }
+
+/// Eight tasks committing under each of the library's other fences: the
+/// shared fence (`FOR SHARE` in the commit cycle) and the single-statement
+/// guarded insert keep the same verdict as `FOR UPDATE`.
+async fn race_under(fence: leaseproof_races::RaceFence) {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let config = RaceConfig {
+        fence,
+        ..RaceConfig::new(8, 10)
+    };
+    let outcome = task_race(&database.url, &config)
+        .await
+        .expect("the race runs");
+    eprint!("{fence:?}: {}", outcome.summary());
+    assert_clean_and_real(&outcome, 8, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_tasks_under_the_shared_fence_keep_a_single_holder() {
+    race_under(leaseproof_races::RaceFence::ForShare).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_tasks_under_the_single_statement_guarded_insert_keep_a_single_holder() {
+    race_under(leaseproof_races::RaceFence::SingleStatement).await;
+}
