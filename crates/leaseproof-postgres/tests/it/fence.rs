@@ -497,6 +497,14 @@ async fn a_guarded_insert_writes_while_the_lease_is_ours_and_nothing_after_a_tak
         3
     );
     assert!(leases.force_expire(&scope).await.unwrap());
+    // Expired and not yet taken over: the server's clock says no.
+    let expired = leases
+        .guarded_insert(&holder, &one, |query| query.bind(6_i32))
+        .await;
+    assert!(
+        matches!(expired, Err(LeaseError::Lost { .. })),
+        "{expired:?}"
+    );
     let rival = leases
         .acquire_lease(
             &scope,
