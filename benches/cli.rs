@@ -84,7 +84,7 @@ impl Plan {
         Plan {
             seconds_per_row,
             contention_levels,
-            lifecycle_levels: vec![1, 8],
+            lifecycle_levels: vec![1, 4, 8],
         }
     }
 
@@ -95,6 +95,10 @@ impl Plan {
             for workload in [
                 Workload::SelectOne,
                 Workload::AdvisoryXactLock,
+                Workload::SelectOneViaPool,
+                Workload::PeerPkRead,
+                Workload::PeerUpdateWhereExpired,
+                Workload::PeerUpsertAlwaysWriting,
                 Workload::AcquireHeld,
                 Workload::AcquireHeldUnguarded,
                 Workload::AcquireHeldViaLibrary,
@@ -104,15 +108,22 @@ impl Plan {
             ] {
                 rows.push((workload, contenders));
             }
-            if self.lifecycle_levels.contains(&contenders) {
-                for workload in [
-                    Workload::Renew,
-                    Workload::ReleaseReacquire,
-                    Workload::UnfencedWrite,
-                    Workload::FencedCommit,
-                ] {
-                    rows.push((workload, contenders));
-                }
+        }
+        for &writers in &self.lifecycle_levels {
+            if !self.contention_levels.contains(&writers) {
+                // The table's ratio columns need the baselines at this level.
+                rows.push((Workload::SelectOne, writers));
+                rows.push((Workload::AdvisoryXactLock, writers));
+            }
+            for workload in [
+                Workload::Renew,
+                Workload::ReleaseReacquire,
+                Workload::UnfencedWrite,
+                Workload::FencedCommit,
+                Workload::FencedCommitShared,
+                Workload::GuardedInsertOneStatement,
+            ] {
+                rows.push((workload, writers));
             }
         }
         rows.push((Workload::TakeoverLatency, 8));
@@ -407,6 +418,133 @@ fn report(
                 cost.max(throughput_cost),
                 "<= 1.30",
                 cost <= 1.30 && throughput_cost <= 1.30,
+            ));
+        }
+    }
+    for writers in &plan.lifecycle_levels {
+        let shared = p50(Workload::FencedCommitShared, *writers)
+            .zip(p50(Workload::UnfencedWrite, *writers))
+            .map(|(shared, unfenced)| shared / unfenced);
+        let shared_throughput = throughput(Workload::UnfencedWrite, *writers)
+            .zip(throughput(Workload::FencedCommitShared, *writers))
+            .map(|(unfenced, shared)| unfenced / shared);
+        if let (Some(cost), Some(throughput_cost)) = (shared, shared_throughput) {
+            let met = cost <= 1.30 && throughput_cost <= 1.30;
+            let _ = writeln!(
+                out,
+                "  shared fence (FOR SHARE), {writers} writer(s) on one lease: p50 {cost:.2}x, \
+                 throughput cost {throughput_cost:.2}x the unfenced write  (goal <= 1.30x) {}",
+                verdict(met)
+            );
+            goals.push(BenchGoal::new(
+                &format!("shared fence, {writers} writer(s), p50 and throughput / unfenced"),
+                cost.max(throughput_cost),
+                "<= 1.30",
+                met,
+            ));
+        }
+    }
+    if let (Some(single), Some(unfenced)) = (
+        p50(Workload::GuardedInsertOneStatement, 1),
+        p50(Workload::UnfencedWrite, 1),
+    ) {
+        let cost = single / unfenced;
+        let _ = writeln!(
+            out,
+            "  single-statement guarded insert, 1 writer: p50 {cost:.2}x the unfenced \
+             BEGIN/INSERT/COMMIT  (goal <= 1.00x) {}",
+            verdict(cost <= 1.00)
+        );
+        goals.push(BenchGoal::new(
+            "single-statement guarded insert, 1 writer, p50 / unfenced",
+            cost,
+            "<= 1.00",
+            cost <= 1.00,
+        ));
+    }
+    let peers = [
+        Workload::PeerUpdateWhereExpired,
+        Workload::PeerUpsertAlwaysWriting,
+        Workload::PeerPkRead,
+    ];
+    for contenders in [8, 1] {
+        let Some(acquire) = throughput(Workload::AcquireHeld, contenders) else {
+            continue;
+        };
+        let mut beaten = Vec::new();
+        let mut fastest_peer: f64 = 0.0;
+        for peer in [
+            Workload::PeerUpdateWhereExpired,
+            Workload::PeerUpsertAlwaysWriting,
+        ] {
+            if let Some(rate) = throughput(peer, contenders) {
+                fastest_peer = fastest_peer.max(rate);
+                if rate > acquire {
+                    beaten.push(peer.name());
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  losing acquisition, {contenders}-way, / peers: {}",
+            peers
+                .iter()
+                .filter_map(|peer| throughput(*peer, contenders).map(|rate| format!(
+                    "{} {:.2}x",
+                    peer.name(),
+                    acquire / rate
+                )))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let met = beaten.is_empty();
+        let _ = writeln!(
+            out,
+            "  losing acquisition, {contenders}-way, at least as fast as every peer statement  {}{}",
+            verdict(met),
+            if met { String::new() } else { format!(" (slower than {})", beaten.join(", ")) }
+        );
+        goals.push(BenchGoal::new(
+            &format!("losing acquisition, {contenders}-way, / fastest peer loser"),
+            if fastest_peer > 0.0 {
+                acquire / fastest_peer
+            } else {
+                f64::NAN
+            },
+            ">= 1.00",
+            met,
+        ));
+        if let Some(read) = throughput(Workload::PeerPkRead, contenders) {
+            let to_read = acquire / read;
+            let _ = writeln!(
+                out,
+                "  losing acquisition, {contenders}-way, / primary-key read: {to_read:.2}x  \
+                 (goal >= 0.90x) {}",
+                verdict(to_read >= 0.90)
+            );
+            goals.push(BenchGoal::new(
+                &format!("losing acquisition, {contenders}-way, / primary-key read"),
+                to_read,
+                ">= 0.90",
+                to_read >= 0.90,
+            ));
+        }
+        if let Some(library) = throughput(Workload::AcquireHeldViaLibraryNoPing, contenders) {
+            let to_raw = library / acquire;
+            let pool = throughput(Workload::SelectOneViaPool, contenders)
+                .zip(throughput(Workload::SelectOne, contenders))
+                .map_or(f64::NAN, |(pooled, raw)| pooled / raw);
+            let _ = writeln!(
+                out,
+                "  PostgresLeases::acquire (pool_options), {contenders}-way, / the raw statement: \
+                 {to_raw:.2}x  (goal >= 0.90x) {}; SELECT 1 through the same pool / raw: {pool:.2}x",
+                verdict(to_raw >= 0.90)
+            );
+            goals.push(BenchGoal::new(
+                &format!("PostgresLeases::acquire, {contenders}-way, / raw statement"),
+                to_raw,
+                ">= 0.90",
+                to_raw >= 0.90,
             ));
         }
     }

@@ -16,13 +16,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use leaseproof_postgres::{sql, PostgresLeases};
+use leaseproof_postgres::{sql, GuardedInsert, PostgresLeases};
 use leaseproof_protocol::{LeaseError, Owner, Scope, Ttl};
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{Connection as _, PgConnection};
+use sqlx::{Connection as _, PgConnection, Row as _};
 
 use crate::measure::{Measurement, Tally};
-use crate::workload::{Workload, HELD_TTL, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL};
+use crate::workload::{
+    Workload, HELD_TTL, PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED, PEER_UPSERT_ALWAYS_WRITING,
+    TAKEOVER_LATENCY_TTL, TAKEOVER_TTL,
+};
 use crate::BenchError;
 
 /// One grant observed by a contender: the server's times and when the reply
@@ -118,6 +121,18 @@ async fn create_table(connection: &mut PgConnection, ddl: &str) -> Result<(), Be
     Ok(())
 }
 
+/// The single-statement guarded write the bench measures: one row of the
+/// guarded table, built by the library's own `GuardedInsert`. `$4` cycle id.
+fn guarded_insert_of_one_row() -> &'static GuardedInsert {
+    static INSERT: std::sync::OnceLock<GuardedInsert> = std::sync::OnceLock::new();
+    INSERT.get_or_init(|| {
+        GuardedInsert::new(
+            "leaseproof_guarded (scope, owner, token, cycle_id, item, written_at)",
+            "lease.scope, lease.owner, lease.token, $4, 0, now()",
+        )
+    })
+}
+
 /// One acquisition statement on a connection; the grant when a row came back.
 async fn acquire_on(
     connection: &mut PgConnection,
@@ -208,6 +223,76 @@ impl Contender {
                 }
                 Ok(true)
             }
+            Workload::PeerUpdateWhereExpired | Workload::PeerUpsertAlwaysWriting => {
+                let statement = if workload == Workload::PeerUpdateWhereExpired {
+                    PEER_UPDATE_WHERE_EXPIRED
+                } else {
+                    PEER_UPSERT_ALWAYS_WRITING
+                };
+                let (scope, owner) = (self.scope.clone(), self.owner.clone());
+                let rows = sqlx::query(statement)
+                    .bind(scope.as_str())
+                    .bind(owner.as_str())
+                    .bind(ttl.as_micros())
+                    .fetch_all(self.connection())
+                    .await?;
+                // The held scope never changes hands: the update matches
+                // nothing, the upsert returns "not ours".
+                let won = match workload {
+                    Workload::PeerUpdateWhereExpired => !rows.is_empty(),
+                    _ => rows.iter().any(|row| row.get::<bool, _>(0)),
+                };
+                if won {
+                    return Err(BenchError::Outcome(format!(
+                        "a peer statement took held {scope}"
+                    )));
+                }
+                Ok(false)
+            }
+            Workload::PeerPkRead => {
+                let scope = self.scope.clone();
+                let found = sqlx::query(PEER_PK_READ)
+                    .bind(scope.as_str())
+                    .fetch_optional(self.connection())
+                    .await?;
+                if found.is_none() {
+                    return Err(BenchError::Outcome(format!("held {scope} has no row")));
+                }
+                Ok(false)
+            }
+            Workload::SelectOneViaPool => {
+                let Link::Library(leases) = &self.link else {
+                    unreachable!("the pool workload has a pool");
+                };
+                let one: i32 = sqlx::query_scalar("SELECT 1")
+                    .fetch_one(leases.pool())
+                    .await?;
+                assert_eq!(one, 1);
+                Ok(false)
+            }
+            Workload::GuardedInsertOneStatement => {
+                self.cycle_id += 1;
+                let (scope, writer, token, cycle_id) = (
+                    self.scope.clone(),
+                    self.writer_owner.clone(),
+                    self.token,
+                    self.cycle_id,
+                );
+                let insert = guarded_insert_of_one_row();
+                let written: (i64, i64) = sqlx::query_as(insert.sql())
+                    .bind(scope.as_str())
+                    .bind(writer.as_str())
+                    .bind(token)
+                    .bind(cycle_id)
+                    .fetch_one(self.connection())
+                    .await?;
+                if written.0 != 1 {
+                    return Err(BenchError::Outcome(format!(
+                        "the guarded insert found {scope} token {token} lost"
+                    )));
+                }
+                Ok(false)
+            }
             Workload::AcquireHeldViaLibrary | Workload::AcquireHeldViaLibraryNoPing => {
                 let Link::Library(leases) = &self.link else {
                     unreachable!("the library workload has a pool");
@@ -266,7 +351,7 @@ impl Contender {
                 self.granted(grant);
                 Ok(true)
             }
-            Workload::FencedCommit | Workload::UnfencedWrite => {
+            Workload::FencedCommit | Workload::FencedCommitShared | Workload::UnfencedWrite => {
                 self.cycle_id += 1;
                 let (scope, writer, token, cycle_id) = (
                     self.scope.clone(),
@@ -275,8 +360,13 @@ impl Contender {
                     self.cycle_id,
                 );
                 let mut transaction = self.connection().begin().await?;
-                if workload == Workload::FencedCommit {
-                    let fenced_at: Option<i64> = sqlx::query_scalar(sql::HOLD_FOR_UPDATE)
+                if workload != Workload::UnfencedWrite {
+                    let fence = if workload == Workload::FencedCommit {
+                        sql::HOLD_FOR_UPDATE
+                    } else {
+                        sql::HOLD_FOR_SHARE
+                    };
+                    let fenced_at: Option<i64> = sqlx::query_scalar(fence)
                         .bind(scope.as_str())
                         .bind(writer.as_str())
                         .bind(token)
@@ -367,7 +457,12 @@ impl Rig {
                 | Workload::AcquireHeldViaLibrary
                 | Workload::AcquireHeldViaLibraryNoPing
                 | Workload::FencedCommit
+                | Workload::FencedCommitShared
+                | Workload::GuardedInsertOneStatement
                 | Workload::UnfencedWrite
+                | Workload::PeerUpdateWhereExpired
+                | Workload::PeerUpsertAlwaysWriting
+                | Workload::PeerPkRead
         ) {
             let grant = acquire_on(
                 &mut setup,
@@ -382,10 +477,18 @@ impl Rig {
         }
         let library = if matches!(
             workload,
-            Workload::AcquireHeldViaLibrary | Workload::AcquireHeldViaLibraryNoPing
+            Workload::AcquireHeldViaLibrary
+                | Workload::AcquireHeldViaLibraryNoPing
+                | Workload::SelectOneViaPool
         ) {
-            let pool = PgPoolOptions::new()
-                .test_before_acquire(workload == Workload::AcquireHeldViaLibrary)
+            // The no-ping pool is the one users get (`pool_options`); the
+            // other is sqlx's default, which pings on every checkout.
+            let options = if workload == Workload::AcquireHeldViaLibrary {
+                PgPoolOptions::new()
+            } else {
+                PostgresLeases::pool_options()
+            };
+            let pool = options
                 .max_connections(u32::try_from(contenders).expect("contenders fit in u32"))
                 .min_connections(u32::try_from(contenders).expect("contenders fit in u32"))
                 .connect(url)

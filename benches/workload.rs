@@ -53,6 +53,27 @@ pub enum Workload {
     /// [`FencedCommit`](Workload::FencedCommit) without the fence: `BEGIN`,
     /// the same `INSERT`, `COMMIT`.
     UnfencedWrite,
+    /// The commit cycle with the shared fence: `BEGIN`, `SELECT … FOR SHARE`
+    /// ([`sql::HOLD_FOR_SHARE`](leaseproof_postgres::sql::HOLD_FOR_SHARE)),
+    /// the same `INSERT`, `COMMIT`. All contenders write under one lease.
+    FencedCommitShared,
+    /// The single-statement guarded write (`GuardedInsert`, the fence's
+    /// `FOR SHARE` inside the `INSERT … SELECT`), in autocommit: one round
+    /// trip. All contenders write under one lease.
+    GuardedInsertOneStatement,
+    /// A peer loser: the plain `UPDATE … WHERE scope = $1 AND expires_at <=
+    /// now()` other SQL lock libraries acquire with, on the held scope
+    /// ([`PEER_UPDATE_WHERE_EXPIRED`]): matches nothing, writes nothing.
+    PeerUpdateWhereExpired,
+    /// A peer loser: an upsert that always writes a row version, taking over
+    /// only when expired ([`PEER_UPSERT_ALWAYS_WRITING`]), on the held scope.
+    PeerUpsertAlwaysWriting,
+    /// The physical limit of a loser that must consult the row: a read-only
+    /// primary-key lookup of the held scope's row ([`PEER_PK_READ`]).
+    PeerPkRead,
+    /// `SELECT 1` through the library's pool ([`PostgresLeases::pool_options`](leaseproof_postgres::PostgresLeases::pool_options)):
+    /// what the pool itself costs, beside [`Workload::AcquireHeldViaLibraryNoPing`].
+    SelectOneViaPool,
     /// Takeover of a crashed holder: the guarded acquire on one scope with a
     /// [`TAKEOVER_LATENCY_TTL`] lease nobody renews; the delay from each
     /// grant's `expires_at` to the next grant is measured in server time and as
@@ -72,7 +93,7 @@ pub const HELD_TTL: Duration = Duration::from_secs(3600);
 
 impl Workload {
     /// Every workload, baselines first.
-    pub const ALL: [Workload; 13] = [
+    pub const ALL: [Workload; 19] = [
         Workload::SelectOne,
         Workload::AdvisoryXactLock,
         Workload::AcquireHeld,
@@ -85,6 +106,12 @@ impl Workload {
         Workload::ReleaseReacquire,
         Workload::FencedCommit,
         Workload::UnfencedWrite,
+        Workload::FencedCommitShared,
+        Workload::GuardedInsertOneStatement,
+        Workload::PeerUpdateWhereExpired,
+        Workload::PeerUpsertAlwaysWriting,
+        Workload::PeerPkRead,
+        Workload::SelectOneViaPool,
         Workload::TakeoverLatency,
     ];
 
@@ -104,6 +131,12 @@ impl Workload {
             Workload::FencedCommit => "fenced commit",
             Workload::UnfencedWrite => "unfenced write",
             Workload::TakeoverLatency => "takeover ttl=20ms",
+            Workload::FencedCommitShared => "fenced commit, for share",
+            Workload::GuardedInsertOneStatement => "guarded insert, 1 statement",
+            Workload::PeerUpdateWhereExpired => "peer: update where expired",
+            Workload::PeerUpsertAlwaysWriting => "peer: always-writing upsert",
+            Workload::PeerPkRead => "peer: pk read (limit)",
+            Workload::SelectOneViaPool => "select 1, via pool",
         }
     }
 
@@ -113,7 +146,7 @@ impl Workload {
     pub fn statements_per_operation(self) -> u32 {
         match self {
             Workload::ReleaseReacquire => 2,
-            Workload::FencedCommit => 4,
+            Workload::FencedCommit | Workload::FencedCommitShared => 4,
             Workload::UnfencedWrite => 3,
             _ => 1,
         }
@@ -148,3 +181,30 @@ impl fmt::Display for Workload {
         f.write_str(self.name())
     }
 }
+
+/// The plain update other SQL lock libraries acquire with, on this table: it
+/// takes over an expired row and matches nothing on a held one. `$1` scope,
+/// `$2` owner, `$3` TTL in µs. Benchmarked only, never used by the library
+/// (it cannot create the row, and it cannot be idempotent for its owner).
+pub const PEER_UPDATE_WHERE_EXPIRED: &str = "\
+UPDATE leaseproof_leases
+SET owner = $2, token = token + 1, granted_at = now(),
+    expires_at = now() + $3::int8 * interval '1 microsecond'
+WHERE scope = $1 AND expires_at <= now()
+RETURNING token";
+
+/// An upsert that always writes (another library's shape): every attempt
+/// locks the row and writes a new version, taking over only when expired.
+pub const PEER_UPSERT_ALWAYS_WRITING: &str = "\
+INSERT INTO leaseproof_leases AS l (scope, owner, token, granted_at, expires_at)
+VALUES ($1, $2, 1, now(), now() + $3::int8 * interval '1 microsecond')
+ON CONFLICT (scope) DO UPDATE SET
+    owner      = CASE WHEN l.expires_at <= now() THEN EXCLUDED.owner ELSE l.owner END,
+    token      = CASE WHEN l.expires_at <= now() THEN l.token + 1 ELSE l.token END,
+    granted_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.granted_at END,
+    expires_at = CASE WHEN l.expires_at <= now() THEN EXCLUDED.expires_at ELSE l.expires_at END
+RETURNING l.owner = $2";
+
+/// The read-only primary-key lookup of a scope's row: `$1` scope.
+pub const PEER_PK_READ: &str = "\
+SELECT owner, token, expires_at FROM leaseproof_leases WHERE scope = $1";
