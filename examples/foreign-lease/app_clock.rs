@@ -156,6 +156,7 @@ impl LeasePort for AppClockLock {
             Some(token) => Ok(AppClockLock::lease(scope, owner, token, now_us, ttl)),
             None => Err(LeaseError::Held {
                 scope: scope.clone(),
+                holder: None,
             }),
         }
     }

@@ -144,6 +144,7 @@ impl LeasePort for ForeignLease {
         } else {
             return Err(LeaseError::Held {
                 scope: scope.clone(),
+                holder: None,
             });
         };
         let row = sqlx::query(statement)

@@ -26,7 +26,7 @@ pub struct LeaseLockManager {
 
 fn lock_error(error: LeaseError) -> LockError {
     match error {
-        LeaseError::Held { scope } => LockError::Held { scope },
+        LeaseError::Held { scope, .. } => LockError::Held { scope },
         LeaseError::Lost { scope, .. } => LockError::Lost { scope },
         LeaseError::Invalid(invalid) => LockError::Invalid(invalid),
         LeaseError::Unavailable { source } => LockError::Unavailable { source },

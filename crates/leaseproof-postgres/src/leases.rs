@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::semantics::LeaseRow;
 use leaseproof_protocol::{
-    client, FencingToken, InvalidInput, Lease, LeaseError, Owner, Scope, ServerTime, Ttl,
+    client, FencingToken, Holder, InvalidInput, Lease, LeaseError, Owner, Scope, ServerTime, Ttl,
 };
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
@@ -23,6 +23,7 @@ use crate::LeaseGuard;
 pub struct PostgresLeases {
     pool: PgPool,
     fence_mode: FenceMode,
+    holder_reports: bool,
     /// Identity of this value's transaction domain: a [`LeaseTransaction`]
     /// remembers the domain that began it, and the fence refuses another's.
     pub(crate) domain: Arc<Domain>,
@@ -178,6 +179,7 @@ impl PostgresLeases {
         PostgresLeases {
             pool,
             fence_mode: FenceMode::Exclusive,
+            holder_reports: false,
             domain: Arc::new(Domain),
         }
     }
@@ -192,6 +194,34 @@ impl PostgresLeases {
     /// The fence's row lock mode.
     pub fn fence_mode(&self) -> FenceMode {
         self.fence_mode
+    }
+
+    /// The same leases, whose refused acquisitions say who holds the scope:
+    /// `Err(Held { holder: Some(…) })`, at the cost of one read-only round
+    /// trip after each refusal ([`Self::holder`]). Off by default, so a loser
+    /// costs one statement; the holder is then `None`.
+    pub fn with_holder_reports(mut self) -> PostgresLeases {
+        self.holder_reports = true;
+        self
+    }
+
+    /// The scope's live holder as the server reads it now (read-only, one
+    /// round trip, on the server's clock); `None` when nobody holds it.
+    pub async fn holder(&self, scope: &Scope) -> Result<Option<Holder>, LeaseError> {
+        let mut connection = self.connection().await?;
+        let row: Option<(String, i64, i64)> = sqlx::query_as(sql::SELECT_HOLDER)
+            .bind(scope.as_str())
+            .fetch_optional(&mut *connection)
+            .await
+            .map_err(|error| after_send("holder", error))?;
+        row.map(|(owner, token, expires_at_us)| {
+            Ok(Holder {
+                owner: Owner::new(owner)?,
+                token: FencingToken(token),
+                expires_at: ServerTime::from_micros(expires_at_us),
+            })
+        })
+        .transpose()
     }
 
     /// Pool options the lease works best with: no ping when a connection is
@@ -397,8 +427,16 @@ impl PostgresLeases {
             .await
             .map_err(|error| after_send("acquire", error))?;
         let Some((token, granted_at_us, expires_at_us)) = row else {
+            drop(connection);
+            // The holder read may find nobody: the grant ended in between.
+            let holder = if self.holder_reports {
+                self.holder(scope).await?
+            } else {
+                None
+            };
             return Err(LeaseError::Held {
                 scope: scope.clone(),
+                holder,
             });
         };
         let lease = Lease {

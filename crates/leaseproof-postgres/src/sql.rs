@@ -47,6 +47,12 @@ SELECT owner, token,
        (extract(epoch FROM expires_at) * 1000000)::int8
 FROM leaseproof_leases WHERE scope = $1";
 
+/// The live holder of a scope, read-only, on the server's clock: `$1` scope.
+/// What `Err(Held)` carries when the lease was asked to report holders.
+pub const SELECT_HOLDER: &str = "\
+SELECT owner, token, (extract(epoch FROM expires_at) * 1000000)::int8
+FROM leaseproof_leases WHERE scope = $1 AND expires_at > now()";
+
 /// The decision both acquisition forms share, under the row lock: take over an
 /// expired row (next token) or extend the same owner's live grant (same token).
 ///

@@ -1,6 +1,6 @@
 //! The one error type every lease backend returns.
 
-use crate::{FencingToken, Scope};
+use crate::{FencingToken, Holder, Scope};
 
 /// A boxed error from a backend (sqlx, the simulated network, ...), kept as the
 /// source so nothing the backend said is lost.
@@ -17,10 +17,13 @@ pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// Another owner holds an unexpired lease on the scope.
-    #[error("scope {scope} is held by another owner")]
+    #[error("scope {scope} is held by {}", holder.as_ref().map_or_else(|| "another owner".to_string(), ToString::to_string))]
     Held {
         /// The contended scope.
         scope: Scope,
+        /// Who holds it, when the backend said (for free, or because it was
+        /// asked to: `PostgresLeases::with_holder_reports`); `None` otherwise.
+        holder: Option<Holder>,
     },
     /// The lease is no longer ours: expired, released, or taken over (the row's
     /// owner or token no longer match).

@@ -85,3 +85,26 @@ pub struct Lease {
     /// Server time the grant stops being valid unless renewed.
     pub expires_at: ServerTime,
 }
+
+/// Who held a scope when an acquisition was refused: the holder's owner id,
+/// its fencing token and the end of its grant (server time), as the server
+/// read them. Past tense, like every read: the grant may have ended since.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Holder {
+    /// The holder's owner id.
+    pub owner: Owner,
+    /// The holder's fencing token.
+    pub token: FencingToken,
+    /// When the holder's grant ends unless renewed.
+    pub expires_at: ServerTime,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} under token {} until {} µs",
+            self.owner, self.token, self.expires_at.micros
+        )
+    }
+}

@@ -25,7 +25,7 @@ pub mod semantics;
 mod ttl;
 
 pub use error::{BackendError, InvalidInput, LeaseError};
-pub use lease::{FencingToken, Lease, ServerTime};
+pub use lease::{FencingToken, Holder, Lease, ServerTime};
 pub use owner::Owner;
 pub use port::{
     CommitReceipt, CycleFault, CycleFaults, CyclePoint, GuardedCycle, LeasePort, NoCycleFaults,

@@ -64,6 +64,8 @@ pub enum Acquisition {
     Held {
         /// The current holder.
         holder: Owner,
+        /// The holder's fencing token.
+        token: FencingToken,
         /// When the holder's grant expires.
         expires_at: ServerTime,
     },
@@ -193,6 +195,7 @@ impl LeaseTable {
         } else {
             return Acquisition::Held {
                 holder: row.owner.clone(),
+                token: row.token,
                 expires_at: row.expires_at,
             };
         };

@@ -349,7 +349,9 @@ impl Server {
                         lease.token,
                         format_us(lease.expires_at.micros)
                     ),
-                    Acquisition::Held { holder, expires_at } => format!(
+                    Acquisition::Held {
+                        holder, expires_at, ..
+                    } => format!(
                         "db s{session}: acquire {scope} by {owner} at {} => HELD by {holder} until {}",
                         format_us(now.micros),
                         format_us(expires_at.micros)

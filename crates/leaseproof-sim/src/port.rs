@@ -22,7 +22,7 @@ use std::time::Duration;
 use leaseproof_protocol::client::{self, Broke, SqlStateError};
 use leaseproof_protocol::semantics::Acquisition;
 use leaseproof_protocol::{
-    BackendError, CommitReceipt, CycleFaults, CyclePoint, GuardedCycle, Lease, LeaseError,
+    BackendError, CommitReceipt, CycleFaults, CyclePoint, GuardedCycle, Holder, Lease, LeaseError,
     LeasePort, Owner, Scope, ServerTime, Ttl,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -334,8 +334,18 @@ impl LeasePort for SimPort {
         };
         match self.one_shot("acquire", request).await? {
             Response::Acquired(Acquisition::Granted { lease, .. }) => Ok(lease),
-            Response::Acquired(Acquisition::Held { .. }) => Err(LeaseError::Held {
+            // The simulated server has the row at hand: the holder is free.
+            Response::Acquired(Acquisition::Held {
+                holder,
+                token,
+                expires_at,
+            }) => Err(LeaseError::Held {
                 scope: scope.clone(),
+                holder: Some(Holder {
+                    owner: holder,
+                    token,
+                    expires_at,
+                }),
             }),
             other => Err(boxed(format!("acquire: unexpected reply {other:?}"))),
         }

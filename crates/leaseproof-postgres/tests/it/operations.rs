@@ -339,3 +339,42 @@ async fn renew_after_expiry_is_refused_and_does_not_revive_the_lease() {
         "the refused renewal changed nothing"
     );
 }
+
+#[tokio::test]
+async fn a_refusal_names_the_holder_when_asked_and_costs_nothing_more_otherwise() {
+    let Some((_database, leases)) = fresh(2).await else {
+        return;
+    };
+    let scope = Scope::new("who-holds").unwrap();
+    let holder = leases
+        .acquire(&scope, &Owner::generate(), ttl_ms(60_000))
+        .await
+        .unwrap();
+    let rival = Owner::generate();
+    match leases.acquire(&scope, &rival, ttl_ms(60_000)).await {
+        Err(LeaseError::Held { holder: None, .. }) => {}
+        other => panic!("by default the loser's one statement says no more: {other:?}"),
+    }
+    let reporting = leases.clone().with_holder_reports();
+    let refused = reporting.acquire(&scope, &rival, ttl_ms(60_000)).await;
+    let Err(LeaseError::Held {
+        scope: refused_scope,
+        holder: Some(named),
+    }) = refused
+    else {
+        panic!("the holder is named: {refused:?}");
+    };
+    assert_eq!(refused_scope, scope);
+    assert_eq!(named.owner, holder.owner);
+    assert_eq!(named.token, holder.token);
+    assert_eq!(named.expires_at, holder.expires_at);
+    let message = LeaseError::Held {
+        scope: scope.clone(),
+        holder: Some(named),
+    }
+    .to_string();
+    assert!(message.contains(holder.owner.as_str()), "{message}");
+    // Nobody holds a released scope.
+    holder.release().await.unwrap();
+    assert_eq!(reporting.holder(&scope).await.unwrap(), None);
+}

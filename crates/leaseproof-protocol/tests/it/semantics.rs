@@ -29,6 +29,7 @@ fn held_lease_is_refused_until_it_expires_then_taken_over_with_next_token() {
         table.acquire(&scope, &b, ttl, t(9_999)),
         Acquisition::Held {
             holder: a.clone(),
+            token: FencingToken::FIRST,
             expires_at: t(10_000)
         }
     );

@@ -87,6 +87,7 @@ fn only_an_unknown_outcome_is_unknown() {
     assert!(unknown.is_outcome_unknown());
     let held = LeaseError::Held {
         scope: Scope::new("s").unwrap(),
+        holder: None,
     };
     assert!(!held.is_outcome_unknown());
 }

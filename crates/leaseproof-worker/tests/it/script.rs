@@ -58,6 +58,7 @@ fn error(reply: Reply, scope: &Scope, token: FencingToken) -> LeaseError {
     match reply {
         Reply::Held => LeaseError::Held {
             scope: scope.clone(),
+            holder: None,
         },
         Reply::Lost => LeaseError::Lost {
             scope: scope.clone(),
