@@ -103,6 +103,8 @@ impl Plan {
                 Workload::AcquireHeldUnguarded,
                 Workload::AcquireHeldViaLibrary,
                 Workload::AcquireHeldViaLibraryNoPing,
+                Workload::AcquireHeldViaLibraryOnConnection,
+                Workload::AcquireHeldCandidateUpdateFirst,
                 Workload::AcquireTakeover,
                 Workload::AcquireUncontended,
             ] {
@@ -546,6 +548,33 @@ fn report(
                 ">= 0.90",
                 to_raw >= 0.90,
             ));
+        }
+        if let Some(on_connection) =
+            throughput(Workload::AcquireHeldViaLibraryOnConnection, contenders)
+        {
+            let to_raw = on_connection / acquire;
+            let _ = writeln!(
+                out,
+                "  PostgresLeases::acquire_on (a dedicated connection), {contenders}-way, / the raw \
+                 statement: {to_raw:.2}x  (goal >= 0.90x) {}",
+                verdict(to_raw >= 0.90)
+            );
+            goals.push(BenchGoal::new(
+                &format!("PostgresLeases::acquire_on, {contenders}-way, / raw statement"),
+                to_raw,
+                ">= 0.90",
+                to_raw >= 0.90,
+            ));
+        }
+        if let Some(candidate) = throughput(Workload::AcquireHeldCandidateUpdateFirst, contenders) {
+            let read = throughput(Workload::PeerPkRead, contenders).unwrap_or(f64::NAN);
+            let _ = writeln!(
+                out,
+                "    candidate acquisition (update first), {contenders}-way losers: {:.2}x the \
+                 current statement, {:.2}x the primary-key read (measured, not adopted)",
+                candidate / acquire,
+                candidate / read
+            );
         }
     }
     let rows = measurements

@@ -23,8 +23,8 @@ use sqlx::{Connection as _, PgConnection, Row as _};
 
 use crate::measure::{Measurement, Tally};
 use crate::workload::{
-    Workload, HELD_TTL, PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED, PEER_UPSERT_ALWAYS_WRITING,
-    TAKEOVER_LATENCY_TTL, TAKEOVER_TTL,
+    Workload, CANDIDATE_UPDATE_FIRST, HELD_TTL, PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED,
+    PEER_UPSERT_ALWAYS_WRITING, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL,
 };
 use crate::BenchError;
 
@@ -63,6 +63,8 @@ struct Contender {
     advisory_key: i64,
     cycle_id: i64,
     grants: Vec<Grant>,
+    /// The library value `acquire_on` is called on (its own pool unused).
+    calls: Option<PostgresLeases>,
 }
 
 /// A prepared set of contenders for one workload, reusable across runs.
@@ -257,6 +259,36 @@ impl Contender {
                     .await?;
                 if found.is_none() {
                     return Err(BenchError::Outcome(format!("held {scope} has no row")));
+                }
+                Ok(false)
+            }
+            Workload::AcquireHeldViaLibraryOnConnection => {
+                let (scope, owner) = (self.scope.clone(), self.owner.clone());
+                let leases = self
+                    .calls
+                    .clone()
+                    .expect("the acquire_on workload has its leases");
+                match leases
+                    .acquire_on(self.connection(), &scope, &owner, ttl)
+                    .await
+                {
+                    Ok(_) => Err(BenchError::Outcome(format!("a loser took held {scope}"))),
+                    Err(LeaseError::Held { .. }) => Ok(false),
+                    Err(error) => Err(error.into()),
+                }
+            }
+            Workload::AcquireHeldCandidateUpdateFirst => {
+                let (scope, owner) = (self.scope.clone(), self.owner.clone());
+                let rows = sqlx::query(CANDIDATE_UPDATE_FIRST)
+                    .bind(scope.as_str())
+                    .bind(owner.as_str())
+                    .bind(ttl.as_micros())
+                    .fetch_all(self.connection())
+                    .await?;
+                if !rows.is_empty() {
+                    return Err(BenchError::Outcome(format!(
+                        "the candidate did not lose on held {scope}"
+                    )));
                 }
                 Ok(false)
             }
@@ -456,6 +488,8 @@ impl Rig {
                 | Workload::AcquireHeldUnguarded
                 | Workload::AcquireHeldViaLibrary
                 | Workload::AcquireHeldViaLibraryNoPing
+                | Workload::AcquireHeldViaLibraryOnConnection
+                | Workload::AcquireHeldCandidateUpdateFirst
                 | Workload::FencedCommit
                 | Workload::FencedCommitShared
                 | Workload::GuardedInsertOneStatement
@@ -498,6 +532,14 @@ impl Rig {
             None
         };
 
+        let calls = if workload == Workload::AcquireHeldViaLibraryOnConnection {
+            // Never connects: every call runs on the contender's connection.
+            Some(PostgresLeases::new(
+                PostgresLeases::pool_options().connect_lazy(url)?,
+            ))
+        } else {
+            None
+        };
         let mut prepared = Vec::with_capacity(contenders);
         for index in 0..contenders {
             let own_scope = matches!(
@@ -526,6 +568,7 @@ impl Rig {
                 advisory_key: 0x6c65_6173_6570, // one key: all contenders contend on it
                 cycle_id: i64::try_from(index).expect("index fits") * 1_000_000_000,
                 grants: Vec::new(),
+                calls: calls.clone(),
             };
             if matches!(workload, Workload::Renew | Workload::ReleaseReacquire) {
                 let (scope, owner) = (contender.scope.clone(), contender.owner.clone());

@@ -71,6 +71,15 @@ pub enum Workload {
     /// The physical limit of a loser that must consult the row: a read-only
     /// primary-key lookup of the held scope's row ([`PEER_PK_READ`]).
     PeerPkRead,
+    /// [`AcquireHeld`](Workload::AcquireHeld) through the library on a
+    /// dedicated connection (`PostgresLeases::acquire_on`): the library's own
+    /// cost without the pool's.
+    AcquireHeldViaLibraryOnConnection,
+    /// A candidate acquisition, measured before any adoption: update first
+    /// ([`CANDIDATE_UPDATE_FIRST`]) — the loser's `UPDATE` matches nothing
+    /// (no lock, no WAL) and one `NOT EXISTS` says whether the row is missing
+    /// (first use: the caller would then insert). On the held scope.
+    AcquireHeldCandidateUpdateFirst,
     /// `SELECT 1` through the library's pool ([`PostgresLeases::pool_options`](leaseproof_postgres::PostgresLeases::pool_options)):
     /// what the pool itself costs, beside [`Workload::AcquireHeldViaLibraryNoPing`].
     SelectOneViaPool,
@@ -93,7 +102,7 @@ pub const HELD_TTL: Duration = Duration::from_secs(3600);
 
 impl Workload {
     /// Every workload, baselines first.
-    pub const ALL: [Workload; 19] = [
+    pub const ALL: [Workload; 21] = [
         Workload::SelectOne,
         Workload::AdvisoryXactLock,
         Workload::AcquireHeld,
@@ -112,6 +121,8 @@ impl Workload {
         Workload::PeerUpsertAlwaysWriting,
         Workload::PeerPkRead,
         Workload::SelectOneViaPool,
+        Workload::AcquireHeldViaLibraryOnConnection,
+        Workload::AcquireHeldCandidateUpdateFirst,
         Workload::TakeoverLatency,
     ];
 
@@ -137,6 +148,8 @@ impl Workload {
             Workload::PeerUpsertAlwaysWriting => "peer: always-writing upsert",
             Workload::PeerPkRead => "peer: pk read (limit)",
             Workload::SelectOneViaPool => "select 1, via pool",
+            Workload::AcquireHeldViaLibraryOnConnection => "acquire, held, acquire_on",
+            Workload::AcquireHeldCandidateUpdateFirst => "candidate: update first, held",
         }
     }
 
@@ -169,6 +182,8 @@ impl Workload {
                 | Workload::AcquireHeldUnguarded
                 | Workload::AcquireHeldViaLibrary
                 | Workload::AcquireHeldViaLibraryNoPing
+                | Workload::AcquireHeldViaLibraryOnConnection
+                | Workload::AcquireHeldCandidateUpdateFirst
                 | Workload::AcquireTakeover
                 | Workload::AcquireUncontended
                 | Workload::TakeoverLatency
@@ -208,3 +223,25 @@ RETURNING l.owner = $2";
 /// The read-only primary-key lookup of a scope's row: `$1` scope.
 pub const PEER_PK_READ: &str = "\
 SELECT owner, token, expires_at FROM leaseproof_leases WHERE scope = $1";
+
+/// A candidate acquisition (see [`Workload::AcquireHeldCandidateUpdateFirst`]):
+/// the lease's decisions as an `UPDATE` (takeover of an expired row with the
+/// next token, or the same owner's extension), plus a marker row when the
+/// scope has no row yet. `$1` scope, `$2` owner, `$3` TTL in µs. Returns
+/// (won, token, granted_at, expires_at); no row at all means held.
+pub const CANDIDATE_UPDATE_FIRST: &str = "\
+WITH taken AS (
+    UPDATE leaseproof_leases AS l SET
+        owner      = $2,
+        token      = CASE WHEN l.expires_at > now() THEN l.token ELSE l.token + 1 END,
+        granted_at = CASE WHEN l.expires_at > now() THEN l.granted_at ELSE now() END,
+        expires_at = greatest(l.expires_at, now() + $3::int8 * interval '1 microsecond')
+    WHERE l.scope = $1 AND (l.expires_at <= now() OR l.owner = $2)
+    RETURNING l.token,
+              (extract(epoch FROM l.granted_at) * 1000000)::int8 AS granted_at_us,
+              (extract(epoch FROM l.expires_at) * 1000000)::int8 AS expires_at_us
+)
+SELECT true, token, granted_at_us, expires_at_us FROM taken
+UNION ALL
+SELECT false, NULL::int8, NULL::int8, NULL::int8
+WHERE NOT EXISTS (SELECT 1 FROM leaseproof_leases WHERE scope = $1)";

@@ -41,7 +41,9 @@ async fn every_workload_completes_operations_with_the_right_outcomes() {
                 Workload::AcquireHeld
                 | Workload::AcquireHeldUnguarded
                 | Workload::AcquireHeldViaLibrary
-                | Workload::AcquireHeldViaLibraryNoPing => {
+                | Workload::AcquireHeldViaLibraryNoPing
+                | Workload::AcquireHeldViaLibraryOnConnection
+                | Workload::AcquireHeldCandidateUpdateFirst => {
                     assert_eq!(measurement.granted, 0, "{workload}: a loser was granted");
                 }
                 Workload::AcquireUncontended | Workload::ReleaseReacquire => {

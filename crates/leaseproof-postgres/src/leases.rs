@@ -419,36 +419,52 @@ impl PostgresLeases {
         ttl: Ttl,
     ) -> Result<Lease, LeaseError> {
         let mut connection = self.connection().await?;
-        let row: Option<(i64, i64, i64)> = sqlx::query_as(statement)
-            .bind(scope.as_str())
-            .bind(owner.as_str())
-            .bind(ttl.as_micros())
-            .fetch_optional(&mut *connection)
-            .await
-            .map_err(|error| after_send("acquire", error))?;
-        let Some((token, granted_at_us, expires_at_us)) = row else {
-            drop(connection);
-            // The holder read may find nobody: the grant ended in between.
-            let holder = if self.holder_reports {
-                self.holder(scope).await?
-            } else {
-                None
-            };
-            return Err(LeaseError::Held {
-                scope: scope.clone(),
-                holder,
+        let row = acquire_row(&mut connection, statement, scope, owner, ttl).await?;
+        drop(connection);
+        match row {
+            Some(row) => Ok(granted(scope, owner, row)),
+            None => Err(self.held(scope).await?),
+        }
+    }
+
+    /// [`Self::acquire_lease`] on the caller's own connection — a dedicated
+    /// one in a polling loop, say. The same statement; what it skips is the
+    /// pool: sqlx 0.8 pings every connection it takes back (a second round
+    /// trip per checkout, which `leaseproof bench` measures as `select 1, via
+    /// pool`). Refuses (`TransactionDomain`) a connection inside a
+    /// transaction: the grant would be stamped with the transaction's start
+    /// and its row lock held to the caller's commit.
+    pub async fn acquire_on(
+        &self,
+        connection: &mut PgConnection,
+        scope: &Scope,
+        owner: &Owner,
+        ttl: Ttl,
+    ) -> Result<Lease, LeaseError> {
+        if connection.is_in_transaction() {
+            return Err(LeaseError::TransactionDomain {
+                reason: "acquire runs as its own transaction; this connection is inside one",
             });
+        }
+        match acquire_row(connection, sql::ACQUIRE, scope, owner, ttl).await? {
+            Some(row) => Ok(granted(scope, owner, row)),
+            None => Err(self.held(scope).await?),
+        }
+    }
+
+    /// The refusal of `scope`, naming the holder when asked to
+    /// ([`Self::with_holder_reports`]). The read may find nobody: the grant
+    /// can have ended in between.
+    async fn held(&self, scope: &Scope) -> Result<LeaseError, LeaseError> {
+        let holder = if self.holder_reports {
+            self.holder(scope).await?
+        } else {
+            None
         };
-        let lease = Lease {
+        Ok(LeaseError::Held {
             scope: scope.clone(),
-            owner: owner.clone(),
-            token: FencingToken(token),
-            granted_at: ServerTime::from_micros(granted_at_us),
-            expires_at: ServerTime::from_micros(expires_at_us),
-        };
-        assert!(lease.token >= FencingToken::FIRST);
-        assert!(lease.expires_at > lease.granted_at);
-        Ok(lease)
+            holder,
+        })
     }
 
     /// Extends a live lease to `now + ttl` (never shortens it: a renewal that
@@ -694,6 +710,39 @@ impl PostgresLeases {
             .downcast_ref::<sqlx::Error>()
             .and_then(sqlstate)
     }
+}
+
+type GrantRow = (i64, i64, i64);
+
+/// One acquisition statement: the grant's (token, granted_at, expires_at) in
+/// µs when it won.
+async fn acquire_row(
+    connection: &mut PgConnection,
+    statement: &'static str,
+    scope: &Scope,
+    owner: &Owner,
+    ttl: Ttl,
+) -> Result<Option<GrantRow>, LeaseError> {
+    sqlx::query_as(statement)
+        .bind(scope.as_str())
+        .bind(owner.as_str())
+        .bind(ttl.as_micros())
+        .fetch_optional(connection)
+        .await
+        .map_err(|error| after_send("acquire", error))
+}
+
+fn granted(scope: &Scope, owner: &Owner, (token, granted_at_us, expires_at_us): GrantRow) -> Lease {
+    let lease = Lease {
+        scope: scope.clone(),
+        owner: owner.clone(),
+        token: FencingToken(token),
+        granted_at: ServerTime::from_micros(granted_at_us),
+        expires_at: ServerTime::from_micros(expires_at_us),
+    };
+    assert!(lease.token >= FencingToken::FIRST);
+    assert!(lease.expires_at > lease.granted_at);
+    lease
 }
 
 async fn fence_on(
