@@ -39,6 +39,9 @@ if [ "$tests_passed" -eq 0 ]; then
     exit 1
 fi
 
+echo "== cargo check --features testcontainers (no Docker engine here: built, not run)"
+cargo check -p leaseproof --features testcontainers --locked
+
 echo "== cargo bench --no-run (benches must build, they are not run in CI)"
 cargo bench --workspace --no-run --locked
 

@@ -3,8 +3,8 @@
 //! Goal: one call gives a test a fresh database on a real PostgreSQL server, in
 //! the order docs/protocol.md fixes ("PostgreSQL and Redis in tests"): `DATABASE_URL`, then a
 //! throwaway cluster from the system's binaries, and otherwise a loud skip line
-//! (or a panic when `LEASEPROOF_REQUIRE_PG=1`). Docker is detected and reported,
-//! but Docker-based provisioning (testcontainers) is deliberately not built.
+//! (or a panic when `LEASEPROOF_REQUIRE_PG=1`). With the `testcontainers` feature
+//! a PostgreSQL container comes third, when a Docker engine answers.
 //!
 //! Method: one cluster per process, shared by all tests ([`shared_server`]). Only
 //! the handle (dirs, port, URLs) lives in the static: `#[tokio::test]` gives each
@@ -23,6 +23,8 @@
 #![deny(missing_docs)]
 
 mod cluster;
+#[cfg(feature = "testcontainers")]
+mod container;
 mod serve;
 mod source;
 mod url;
@@ -47,6 +49,8 @@ pub enum PgSource {
     DatabaseUrl,
     /// A cluster this process started from the system's PostgreSQL binaries.
     Throwaway,
+    /// A container started through testcontainers (feature `testcontainers`).
+    Container,
 }
 
 /// Why no PostgreSQL server is available; the reason goes into the skip line.
@@ -171,6 +175,13 @@ pub struct PgServer {
     /// The throwaway cluster, when we started one. Never stopped from here: the
     /// shared server lives in a static, its watchdog does the cleanup.
     cluster: Option<Cluster>,
+    /// The container, when we started one (removed by its watchdog).
+    #[cfg(feature = "testcontainers")]
+    #[allow(
+        dead_code,
+        reason = "held so the container lives as long as the server handle"
+    )]
+    container: Option<container::PgContainer>,
 }
 
 impl PgServer {
@@ -256,6 +267,8 @@ async fn start_server() -> Result<PgServer, PgUnavailable> {
                     source: PgSource::DatabaseUrl,
                     admin_url: url,
                     cluster: None,
+                    #[cfg(feature = "testcontainers")]
+                    container: None,
                 })
             }
             Err(error) => Err(PgUnavailable {
@@ -268,8 +281,22 @@ async fn start_server() -> Result<PgServer, PgUnavailable> {
                 source: PgSource::Throwaway,
                 admin_url: cluster.admin_url().to_string(),
                 cluster: Some(cluster),
+                #[cfg(feature = "testcontainers")]
+                container: None,
             })
         }
+        #[cfg(feature = "testcontainers")]
+        Plan::Container => {
+            let container = container::PgContainer::start().await?;
+            Ok(PgServer {
+                source: PgSource::Container,
+                admin_url: container.url().to_string(),
+                cluster: None,
+                container: Some(container),
+            })
+        }
+        #[cfg(not(feature = "testcontainers"))]
+        Plan::Container => unreachable!("a container is planned only when the feature is built"),
         Plan::Unavailable(reason) => Err(PgUnavailable { reason }),
     }
 }

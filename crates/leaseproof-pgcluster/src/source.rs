@@ -4,8 +4,10 @@
 //! ("PostgreSQL and Redis in tests"), and explain precisely why none was available.
 //! Method: the probing (environment, file system, `docker info`) is separated from
 //! the decision ([`choose`]), which is a pure function so its order is unit-tested.
-//! Invariant: a set `DATABASE_URL` always wins; Docker is only ever reported, never
-//! used (testcontainers provisioning is deliberately not built).
+//! Invariant: a set `DATABASE_URL` always wins; a Docker engine is used (through
+//! testcontainers) only when the `testcontainers` feature is built and there are
+//! neither a URL nor binaries — the throwaway cluster starts in a second, an
+//! image pull can take minutes.
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,8 @@ pub(crate) enum Plan {
     DatabaseUrl(String),
     /// Start a throwaway cluster from these binaries.
     Throwaway(Binaries),
+    /// Start a PostgreSQL container through testcontainers.
+    Container,
     /// Nothing usable; the reason for the skip line.
     Unavailable(String),
 }
@@ -45,6 +49,7 @@ pub(crate) fn choose(
     database_url: Option<String>,
     binaries: Option<Binaries>,
     docker_answers: impl FnOnce() -> bool,
+    containers_built: bool,
 ) -> Plan {
     if let Some(url) = database_url.filter(|url| !url.trim().is_empty()) {
         return Plan::DatabaseUrl(url);
@@ -54,15 +59,23 @@ pub(crate) fn choose(
     }
     let searched = "DATABASE_URL unset; no initdb/pg_ctl/postgres on PATH or in \
                     /usr/lib/postgresql/*/bin";
-    if docker_answers() {
+    let docker = docker_answers();
+    if docker && containers_built {
+        Plan::Container
+    } else if docker {
         Plan::Unavailable(format!(
             "{searched}; a Docker engine answers, but Docker-based provisioning \
-             (testcontainers) is not built into leaseproof-pgcluster"
+             (testcontainers) is not built into leaseproof-pgcluster (its \
+             `testcontainers` feature is off)"
         ))
     } else {
         Plan::Unavailable(format!(
-            "{searched}; no Docker engine answers (and Docker-based provisioning \
-             is not built anyway)"
+            "{searched}; no Docker engine answers{}",
+            if containers_built {
+                ""
+            } else {
+                " (and Docker-based provisioning is not built: feature `testcontainers`)"
+            }
         ))
     }
 }
@@ -73,6 +86,7 @@ pub(crate) fn plan_from_environment() -> Plan {
         std::env::var("DATABASE_URL").ok(),
         find_binaries(),
         docker_answers,
+        cfg!(feature = "testcontainers"),
     )
 }
 
@@ -207,32 +221,52 @@ mod tests {
 
     #[test]
     fn database_url_wins_over_binaries_and_docker_is_not_probed() {
-        let plan = choose(Some("postgres://h/db".into()), Some(binaries()), || {
-            panic!("docker must not be probed when DATABASE_URL is set")
-        });
+        let plan = choose(
+            Some("postgres://h/db".into()),
+            Some(binaries()),
+            || panic!("docker must not be probed when DATABASE_URL is set"),
+            true,
+        );
         assert_eq!(plan, Plan::DatabaseUrl("postgres://h/db".into()));
     }
 
     #[test]
     fn empty_database_url_counts_as_unset() {
-        let plan = choose(Some("  ".into()), Some(binaries()), || {
-            panic!("docker must not be probed when binaries exist")
-        });
+        let plan = choose(
+            Some("  ".into()),
+            Some(binaries()),
+            || panic!("docker must not be probed when binaries exist"),
+            true,
+        );
         assert_eq!(plan, Plan::Throwaway(binaries()));
     }
 
     #[test]
     fn without_url_or_binaries_the_reason_mentions_docker_honestly() {
-        let Plan::Unavailable(with_docker) = choose(None, None, || true) else {
+        let Plan::Unavailable(with_docker) = choose(None, None, || true, false) else {
             panic!("expected Unavailable");
         };
         assert!(with_docker.contains("Docker engine answers"));
         assert!(with_docker.contains("not built"));
-        let Plan::Unavailable(without_docker) = choose(None, None, || false) else {
+        let Plan::Unavailable(without_docker) = choose(None, None, || false, true) else {
             panic!("expected Unavailable");
         };
         assert!(without_docker.contains("no Docker engine answers"));
         assert!(without_docker.contains("DATABASE_URL unset"));
+    }
+
+    #[test]
+    fn a_container_comes_last_and_only_when_built_and_docker_answers() {
+        assert_eq!(choose(None, None, || true, true), Plan::Container);
+        assert_eq!(
+            choose(None, Some(binaries()), || panic!("not probed"), true),
+            Plan::Throwaway(binaries()),
+            "the throwaway cluster comes before a container"
+        );
+        assert!(matches!(
+            choose(None, None, || false, true),
+            Plan::Unavailable(_)
+        ));
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! started it is the only one that knows its password.
 #![deny(missing_docs)]
 
+#[cfg(feature = "testcontainers")]
+mod container;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -33,6 +35,13 @@ pub struct RedisServer {
     pub url: String,
     /// The server's process and data directory, when we started it.
     throwaway: Option<Throwaway>,
+    /// The container, when the shared server is one (feature `testcontainers`).
+    #[cfg(feature = "testcontainers")]
+    #[allow(
+        dead_code,
+        reason = "held so the container lives as long as the handle"
+    )]
+    container: Option<container::RedisContainer>,
 }
 
 #[derive(Debug)]
@@ -98,6 +107,8 @@ impl RedisServer {
         Ok(RedisServer {
             url: format!("redis://:{password}@127.0.0.1:{port}/"),
             throwaway: Some(throwaway),
+            #[cfg(feature = "testcontainers")]
+            container: None,
         })
     }
 
@@ -148,8 +159,27 @@ pub fn shared_server() -> Result<&'static RedisServer, String> {
             Ok(url) if !url.trim().is_empty() => Ok(RedisServer {
                 url,
                 throwaway: None,
+                #[cfg(feature = "testcontainers")]
+                container: None,
             }),
-            _ => RedisServer::start_throwaway(),
+            // `REDIS_URL`, then a throwaway server, then (feature
+            // `testcontainers`, a Docker engine answering) a container.
+            _ => RedisServer::start_throwaway().or_else(|reason| {
+                #[cfg(feature = "testcontainers")]
+                {
+                    container::RedisContainer::start()
+                        .map(|container| RedisServer {
+                            url: container.url().to_string(),
+                            throwaway: None,
+                            container: Some(container),
+                        })
+                        .map_err(|container| format!("{reason}; {container}"))
+                }
+                #[cfg(not(feature = "testcontainers"))]
+                {
+                    Err(reason)
+                }
+            }),
         })
         .as_ref()
         .map_err(Clone::clone)
