@@ -37,12 +37,16 @@
 //! # sqlx::query("CREATE TABLE results (job text)").execute(leases.pool()).await?;
 //! let owner = Owner::generate();                       // host:pid:random — one per incarnation
 //! let scope = Scope::for_table("myapp", "public", "events")?;
-//! let lease = leases.acquire(&scope, &owner, Ttl::from_millis(30_000)?).await?; // Err(Held) if taken
-//! leases.commit_cycle(&lease, |connection| Box::pin(async move {
+//! let lease = leases.acquire(&scope, &owner, Ttl::from_millis(30_000)?).await? // Err(Held) if taken
+//!     .with_keep_alive();                              // renews every ttl/3, keeping the token
+//! let work = lease.commit_cycle(|connection| Box::pin(async move {
 //!     sqlx::query("INSERT INTO results (job) VALUES ('events')").execute(connection).await // under the fence
-//! })).await?;                                          // Err(Lease(Lost)) if a rival took over
-//! leases.renew(&lease, Ttl::from_millis(30_000)?).await?; // keeps the fencing token
-//! leases.release(&lease).await?;                       // expires the row; never deletes it
+//! }));
+//! tokio::select! {
+//!     committed = work => drop(committed?),            // Err(Lease(Lost)) if a rival took over
+//!     reason = lease.lost() => return Err(format!("lease lost: {reason:?}").into()), // stop early
+//! }
+//! lease.release().await?;                              // expires the row; never deletes it
 //! # let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM results").fetch_one(leases.pool()).await?;
 //! # assert_eq!(rows, 1);
 //! # Ok(())
