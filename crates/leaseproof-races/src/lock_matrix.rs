@@ -643,7 +643,9 @@ pub fn expected_verdict(lock: LockKind, fault: Fault) -> &'static str {
         (Redis | RedisFenced, HolderKilled | PersistentServerRestart) => "holds",
         (RedisFenced, HolderPaused) => "holds",
         (Lease, HolderPaused | HolderKilled | ServerRestart) => "holds",
-        (LeaseUnfenced, HolderPaused) => "I1",
+        // The lease guard's *lost* fires at the TTL (no keep-alive needed):
+        // the paused holder knew, wrote anyway, and nothing fenced it.
+        (LeaseUnfenced, HolderPaused) => "I3",
         (LeaseUnfenced, HolderKilled | ServerRestart) => "holds",
         (_, LockConnectionKilled | PersistentServerRestart) => "n/a",
     }

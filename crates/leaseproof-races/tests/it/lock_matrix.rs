@@ -32,7 +32,9 @@ fn expected(lock: LockKind, fault: Fault) -> &'static str {
         (Lease, HolderPaused) => "holds",
         (Lease, HolderKilled) => "holds",
         (Lease, ServerRestart) => "holds",
-        (LeaseUnfenced, HolderPaused) => "I1",
+        // Its guard fires *lost* at the TTL, so the paused holder knew it
+        // had lost the lock — and wrote anyway, unfenced: a stale write.
+        (LeaseUnfenced, HolderPaused) => "I3",
         (LeaseUnfenced, HolderKilled) => "holds",
         (LeaseUnfenced, ServerRestart) => "holds",
         (_, LockConnectionKilled) | (_, PersistentServerRestart) => "n/a",
