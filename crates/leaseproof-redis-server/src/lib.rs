@@ -164,25 +164,29 @@ pub fn shared_server() -> Result<&'static RedisServer, String> {
             }),
             // `REDIS_URL`, then a throwaway server, then (feature
             // `testcontainers`, a Docker engine answering) a container.
-            _ => RedisServer::start_throwaway().or_else(|reason| {
-                #[cfg(feature = "testcontainers")]
-                {
-                    container::RedisContainer::start()
-                        .map(|container| RedisServer {
-                            url: container.url().to_string(),
-                            throwaway: None,
-                            container: Some(container),
-                        })
-                        .map_err(|container| format!("{reason}; {container}"))
-                }
-                #[cfg(not(feature = "testcontainers"))]
-                {
-                    Err(reason)
-                }
-            }),
+            _ => RedisServer::start_throwaway().or_else(container_after),
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The third source, after a throwaway server could not start (`reason`): a
+/// container when the `testcontainers` feature is built and Docker answers.
+#[cfg(feature = "testcontainers")]
+fn container_after(reason: String) -> Result<RedisServer, String> {
+    container::RedisContainer::start()
+        .map(|container| RedisServer {
+            url: container.url().to_string(),
+            throwaway: None,
+            container: Some(container),
+        })
+        .map_err(|container| format!("{reason}; {container}"))
+}
+
+/// Without the `testcontainers` feature there is no third source.
+#[cfg(not(feature = "testcontainers"))]
+fn container_after(reason: String) -> Result<RedisServer, String> {
+    Err(reason)
 }
 
 /// True when `LEASEPROOF_REQUIRE_REDIS=1`.
