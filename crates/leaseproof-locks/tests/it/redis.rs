@@ -225,5 +225,8 @@ async fn lost_fires_at_the_ttl_while_a_stopped_server_leaves_the_extension_hangi
         at >= Duration::from_millis(600),
         "not before the TTL: {at:?}"
     );
-    assert!(at < Duration::from_millis(900), "at the TTL: {at:?}");
+    assert!(
+        at < Duration::from_millis(2_500),
+        "at the TTL, not never: {at:?}"
+    );
 }
