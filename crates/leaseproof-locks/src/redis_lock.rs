@@ -228,7 +228,7 @@ async fn keep_alive(
     sent: tokio::time::Instant,
     lost: watch::Sender<bool>,
 ) {
-    keep_alive::run(Schedule::for_ttl(ttl), sent, &lost, || {
+    keep_alive::run(Schedule::for_ttl(ttl), sent, || {
         let (mut connection, key, value) = (connection.clone(), key.clone(), value.clone());
         async move {
             let extended: Result<i64, _> = EXTEND
@@ -245,6 +245,7 @@ async fn keep_alive(
         }
     })
     .await;
+    lost.send_replace(true);
 }
 
 struct RedisReleaser {

@@ -187,7 +187,7 @@ impl LeaseGuard {
         let shared = Arc::clone(&self.shared);
         let confirmed_sent = shared.known().confirmed_sent;
         self.replace_task(tokio::spawn(async move {
-            let reason = keep_alive::run(schedule, confirmed_sent, &shared.lost, || {
+            let reason = keep_alive::run(schedule, confirmed_sent, || {
                 let (leases, lease, shared) = (leases.clone(), lease.clone(), Arc::clone(&shared));
                 async move {
                     let sent = Instant::now();

@@ -22,7 +22,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// What one extension found.
@@ -71,17 +70,13 @@ impl Schedule {
 }
 
 /// Runs the keep-alive: `extend` on the schedule, from a lock confirmed held
-/// by an acquisition *sent* at `confirmed_sent`; returns why it stopped, after
-/// sending `true` on `lost`.
+/// by an acquisition *sent* at `confirmed_sent`; returns why it stopped — the
+/// moment the holder must stop believing. The caller signals *lost* (after
+/// recording the reason, so a woken waiter finds it).
 ///
 /// Cancel-safe: dropping the future stops the schedule (an extension in
 /// flight may still land on the store; it only extends a lock this holder had).
-pub async fn run<F, Fut>(
-    schedule: Schedule,
-    confirmed_sent: Instant,
-    lost: &watch::Sender<bool>,
-    mut extend: F,
-) -> LostReason
+pub async fn run<F, Fut>(schedule: Schedule, confirmed_sent: Instant, mut extend: F) -> LostReason
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Extension>,
@@ -94,23 +89,21 @@ where
     assert!(!schedule.retry_interval.is_zero());
     let mut deadline = confirmed_sent + schedule.ttl;
     let mut next = confirmed_sent + schedule.interval;
-    let reason = loop {
+    loop {
         if next >= deadline {
             tokio::time::sleep_until(deadline).await;
-            break LostReason::Unconfirmed;
+            return LostReason::Unconfirmed;
         }
         tokio::time::sleep_until(next).await;
         let sent = Instant::now();
         match tokio::time::timeout_at(deadline, extend()).await {
-            Err(_deadline_passed) => break LostReason::Unconfirmed,
-            Ok(Extension::Gone) => break LostReason::Gone,
+            Err(_deadline_passed) => return LostReason::Unconfirmed,
+            Ok(Extension::Gone) => return LostReason::Gone,
             Ok(Extension::Extended) => {
                 deadline = deadline.max(sent + schedule.ttl);
                 next = sent + schedule.interval;
             }
             Ok(Extension::Unreachable) => next = Instant::now() + schedule.retry_interval,
         }
-    };
-    lost.send_replace(true);
-    reason
+    }
 }
