@@ -55,22 +55,7 @@ pub struct DifferentialReport {
     pub takeovers: u32,
 }
 
-type LeaseTimes = Option<(i64, i64, i64)>;
-
-async fn acquire_sql(
-    connection: &mut PgConnection,
-    statement: &str,
-    scope: &Scope,
-    owner: &Owner,
-    ttl: Ttl,
-) -> Result<LeaseTimes, sqlx::Error> {
-    sqlx::query_as(statement)
-        .bind(scope.as_str())
-        .bind(owner.as_str())
-        .bind(ttl.as_micros())
-        .fetch_optional(connection)
-        .await
-}
+type LeaseTimes = Option<crate::leases::GrantRow>;
 
 async fn row_sql(
     connection: &mut PgConnection,
@@ -173,17 +158,23 @@ pub async fn differential(
                 .execute(&mut *transaction)
                 .await
                 .map_err(setup("savepoint"))?;
-            let unguarded =
-                acquire_sql(&mut transaction, sql::ACQUIRE_UNGUARDED, scope, owner, ttl)
-                    .await
-                    .map_err(setup("acquire"))?;
+            let unguarded = crate::leases::acquire_row(
+                &mut transaction,
+                sql::ACQUIRE_UNGUARDED,
+                scope,
+                owner,
+                ttl,
+            )
+            .await
+            .map_err(setup("acquire"))?;
             sqlx::query("ROLLBACK TO SAVEPOINT unguarded")
                 .execute(&mut *transaction)
                 .await
                 .map_err(setup("rollback"))?;
-            let guarded = acquire_sql(&mut transaction, sql::ACQUIRE, scope, owner, ttl)
-                .await
-                .map_err(setup("acquire"))?;
+            let guarded =
+                crate::leases::acquire_row(&mut transaction, sql::ACQUIRE, scope, owner, ttl)
+                    .await
+                    .map_err(setup("acquire"))?;
             let token_before = model.row(scope).map(|row| row.token);
             let expected = model.acquire(scope, owner, ttl, now);
             agree(guarded, model_times(&expected), "guarded acquire", &context)?;

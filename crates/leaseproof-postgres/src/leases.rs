@@ -419,7 +419,9 @@ impl PostgresLeases {
         ttl: Ttl,
     ) -> Result<Lease, LeaseError> {
         let mut connection = self.connection().await?;
-        let row = acquire_row(&mut connection, statement, scope, owner, ttl).await?;
+        let row = acquire_row(&mut connection, statement, scope, owner, ttl)
+            .await
+            .map_err(|error| after_send("acquire", error))?;
         drop(connection);
         match row {
             Some(row) => Ok(granted(scope, owner, row)),
@@ -446,7 +448,10 @@ impl PostgresLeases {
                 reason: "acquire runs as its own transaction; this connection is inside one",
             });
         }
-        match acquire_row(connection, sql::ACQUIRE, scope, owner, ttl).await? {
+        let row = acquire_row(connection, sql::ACQUIRE, scope, owner, ttl)
+            .await
+            .map_err(|error| after_send("acquire", error))?;
+        match row {
             Some(row) => Ok(granted(scope, owner, row)),
             None => Err(self.held(scope).await?),
         }
@@ -712,24 +717,24 @@ impl PostgresLeases {
     }
 }
 
-type GrantRow = (i64, i64, i64);
+pub(crate) type GrantRow = (i64, i64, i64);
 
 /// One acquisition statement: the grant's (token, granted_at, expires_at) in
-/// µs when it won.
-async fn acquire_row(
+/// µs when it won. Also the conformance differential's, so both forms it
+/// compares run exactly as the library sends them.
+pub(crate) async fn acquire_row(
     connection: &mut PgConnection,
-    statement: &'static str,
+    statement: &str,
     scope: &Scope,
     owner: &Owner,
     ttl: Ttl,
-) -> Result<Option<GrantRow>, LeaseError> {
+) -> Result<Option<GrantRow>, sqlx::Error> {
     sqlx::query_as(statement)
         .bind(scope.as_str())
         .bind(owner.as_str())
         .bind(ttl.as_micros())
         .fetch_optional(connection)
         .await
-        .map_err(|error| after_send("acquire", error))
 }
 
 fn granted(scope: &Scope, owner: &Owner, (token, granted_at_us, expires_at_us): GrantRow) -> Lease {
