@@ -100,7 +100,9 @@ impl PostgresLeases {
         F: FnOnce(Bound<'q>) -> Bound<'q>,
     {
         let mut connection = self.connection().await?;
-        run(&mut connection, lease, insert, bind, true).await
+        let written = run(&mut connection, lease, insert, bind, true).await?;
+        self.park(connection);
+        Ok(written)
     }
 
     /// [`Self::guarded_insert`] inside `transaction` (its other writes commit

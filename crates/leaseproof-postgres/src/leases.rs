@@ -12,6 +12,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 
 use crate::errors::{after_send, connection_lost, sqlstate, unavailable};
+use crate::reuse::{Checkout, Parked};
 use crate::sql;
 use crate::LeaseGuard;
 
@@ -24,6 +25,9 @@ pub struct PostgresLeases {
     pool: PgPool,
     fence_mode: FenceMode,
     holder_reports: bool,
+    /// Connections whose statement completed, kept for the next statement
+    /// (`None`: every statement goes back through the pool). See [`crate::reuse`].
+    parked: Option<Arc<Parked>>,
     /// Identity of this value's transaction domain: a [`LeaseTransaction`]
     /// remembers the domain that began it, and the fence refuses another's.
     pub(crate) domain: Arc<Domain>,
@@ -172,16 +176,63 @@ type ServerIdentity = (String, i64, String, i64);
 impl PostgresLeases {
     /// Leases over `pool`. The lease table must exist ([`Self::ensure_schema`]).
     ///
-    /// No connection is held between operations, so any pool size works; a
-    /// caller that keeps a [`LeaseTransaction`] open while renewing needs two.
-    /// Pool exhaustion is `Unavailable` after the pool's acquire timeout, never a hang.
+    /// Any pool size works; a caller that keeps a [`LeaseTransaction`] open
+    /// while renewing needs two. Pool exhaustion is `Unavailable` after the
+    /// pool's acquire timeout, never a hang.
+    ///
+    /// A connection whose statement completed is kept for the next statement
+    /// instead of going back to the pool, because sqlx pings every connection
+    /// it takes back (a second round trip per statement); it returns to the
+    /// pool at most [`reuse::KEEP_FOR_DEFAULT`](crate::reuse::KEEP_FOR_DEFAULT)
+    /// after it left, however busy, so another user of the same pool waits at
+    /// most that long for it. [`Self::with_connection_reuse`] sets how long or
+    /// turns it off; [`Self::close`] hands everything back.
     pub fn new(pool: PgPool) -> PostgresLeases {
         PostgresLeases {
             pool,
             fence_mode: FenceMode::Exclusive,
             holder_reports: false,
+            parked: Some(Arc::new(Parked::new(crate::reuse::KEEP_FOR_DEFAULT))),
             domain: Arc::new(Domain),
         }
+    }
+
+    /// The same leases keeping finished connections for the next statement
+    /// for up to `keep_for` after each left the pool, or, with
+    /// `Duration::ZERO`, handing each back at once (every statement then pays
+    /// sqlx's release ping). Same pool, same transaction domain; connections
+    /// kept so far go back to the pool now.
+    pub fn with_connection_reuse(mut self, keep_for: std::time::Duration) -> PostgresLeases {
+        if let Some(parked) = self.parked.take() {
+            parked.release_all();
+        }
+        if !keep_for.is_zero() {
+            self.parked = Some(Arc::new(Parked::new(keep_for)));
+        }
+        self
+    }
+
+    /// How long a connection may serve statements before it goes back to
+    /// the pool (`Duration::ZERO`: one statement).
+    pub fn connection_reuse(&self) -> std::time::Duration {
+        self.parked
+            .as_ref()
+            .map_or(std::time::Duration::ZERO, |parked| parked.keep_for())
+    }
+
+    /// How many finished connections this value and its clones keep now
+    /// (checked out from the pool, idle, waiting for the next statement).
+    pub fn connections_parked(&self) -> usize {
+        self.parked.as_ref().map_or(0, |parked| parked.count())
+    }
+
+    /// Hands the kept connections back and closes the pool (`PgPool::close`,
+    /// which would otherwise wait for the kept ones to come back by themselves).
+    pub async fn close(&self) {
+        if let Some(parked) = &self.parked {
+            parked.release_all();
+        }
+        self.pool.close().await;
     }
 
     /// The same leases whose fence takes `mode`'s row lock (the default is
@@ -214,6 +265,7 @@ impl PostgresLeases {
             .fetch_optional(&mut *connection)
             .await
             .map_err(|error| after_send("holder", error))?;
+        self.park(connection);
         row.map(|(owner, token, expires_at_us)| {
             Ok(Holder {
                 owner: Owner::new(owner)?,
@@ -260,10 +312,22 @@ impl PostgresLeases {
         &self.pool
     }
 
-    pub(crate) async fn connection(
-        &self,
-    ) -> Result<sqlx::pool::PoolConnection<Postgres>, LeaseError> {
-        self.pool.acquire().await.map_err(unavailable)
+    /// A connection for one statement: the most recently parked one, else the
+    /// pool's. Give it back with [`Self::park`] once the statement completed
+    /// `Ok`; dropped instead, it goes back through sqlx's ping.
+    pub(crate) async fn connection(&self) -> Result<Checkout, LeaseError> {
+        if let Some(checkout) = self.parked.as_ref().and_then(|parked| parked.take()) {
+            return Ok(checkout);
+        }
+        let connection = self.pool.acquire().await.map_err(unavailable)?;
+        Ok(Checkout::from_pool(connection))
+    }
+
+    /// Keeps `connection`, whose statement completed `Ok`, for the next one.
+    pub(crate) fn park(&self, connection: Checkout) {
+        if let Some(parked) = &self.parked {
+            parked.park(connection, &self.pool);
+        }
     }
 
     /// Creates the lease table if it is not there.
@@ -321,10 +385,11 @@ impl PostgresLeases {
         sqlx::query(ddl)
             .execute(&mut *connection)
             .await
-            .map(drop)
             .map_err(|error| LeaseError::Schema {
                 source: Box::new(error),
-            })
+            })?;
+        self.park(connection);
+        Ok(())
     }
 
     /// The table's columns must be exactly `expected`.
@@ -341,6 +406,7 @@ impl PostgresLeases {
             .map_err(|error| LeaseError::Schema {
                 source: Box::new(error),
             })?;
+        self.park(connection);
         let matches = found.len() == expected.len()
             && found
                 .iter()
@@ -422,7 +488,8 @@ impl PostgresLeases {
         let row = acquire_row(&mut connection, statement, scope, owner, ttl)
             .await
             .map_err(|error| after_send("acquire", error))?;
-        drop(connection);
+        // Parked before the refusal's holder read, which then reuses it.
+        self.park(connection);
         match row {
             Some(row) => Ok(granted(scope, owner, row)),
             None => Err(self.held(scope).await?),
@@ -430,10 +497,9 @@ impl PostgresLeases {
     }
 
     /// [`Self::acquire_lease`] on the caller's own connection — a dedicated
-    /// one in a polling loop, say. The same statement; what it skips is the
-    /// pool: sqlx 0.8 pings every connection it takes back (a second round
-    /// trip per checkout, which `leaseproof bench` measures as `select 1, via
-    /// pool`). Refuses (`TransactionDomain`) a connection inside a
+    /// one in a polling loop, say. The same statement, and no pool at all
+    /// (the pooled path keeps its connections between statements, see
+    /// [`Self::new`], so the two measure alike in `leaseproof bench`). Refuses (`TransactionDomain`) a connection inside a
     /// transaction: the grant would be stamped with the transaction's start
     /// and its row lock held to the caller's commit.
     pub async fn acquire_on(
@@ -485,6 +551,7 @@ impl PostgresLeases {
             .fetch_optional(&mut *connection)
             .await
             .map_err(|error| after_send("renew", error))?;
+        self.park(connection);
         let Some((granted_at_us, expires_at_us)) = row else {
             return Err(LeaseError::Lost {
                 scope: lease.scope.clone(),
@@ -513,6 +580,7 @@ impl PostgresLeases {
             .fetch_optional(&mut *connection)
             .await
             .map_err(|error| after_send("release", error))?;
+        self.park(connection);
         Ok(row.map(|(released_at_us,)| ServerTime::from_micros(released_at_us)))
     }
 
@@ -520,13 +588,15 @@ impl PostgresLeases {
     /// act on the answer, use the fence inside the transaction that acts.
     pub async fn holds(&self, lease: &Lease) -> Result<bool, LeaseError> {
         let mut connection = self.connection().await?;
-        sqlx::query_scalar(sql::HOLDS)
+        let held = sqlx::query_scalar(sql::HOLDS)
             .bind(lease.scope.as_str())
             .bind(lease.owner.as_str())
             .bind(lease.token.0)
             .fetch_one(&mut *connection)
             .await
-            .map_err(|error| after_send("holds", error))
+            .map_err(|error| after_send("holds", error))?;
+        self.park(connection);
+        Ok(held)
     }
 
     /// The scope's row as it is now, if the scope was ever granted.
@@ -537,6 +607,7 @@ impl PostgresLeases {
             .fetch_optional(&mut *connection)
             .await
             .map_err(|error| after_send("row", error))?;
+        self.park(connection);
         row.map(|(owner, token, granted_at_us, expires_at_us)| {
             Ok(LeaseRow {
                 owner: Owner::new(owner)?,
@@ -558,12 +629,24 @@ impl PostgresLeases {
             .execute(&mut *connection)
             .await
             .map_err(|error| after_send("force_expire", error))?;
+        self.park(connection);
         Ok(result.rows_affected() == 1)
     }
 
     /// Begins a transaction on the lease pool: the domain in which the fence
     /// and the guarded writes commit together.
     pub async fn begin(&self) -> Result<LeaseTransaction, LeaseError> {
+        // sqlx begins an owned transaction only on a connection of its own
+        // choosing, never on a parked one: a pool with nothing left to give
+        // gets one parked connection back (a round trip later, through its
+        // ping) rather than make this wait for the reaper or time out.
+        if let Some(parked) = &self.parked {
+            let exhausted = self.pool.num_idle() == 0
+                && self.pool.size() >= self.pool.options().get_max_connections();
+            if exhausted {
+                parked.release_one();
+            }
+        }
         let transaction = self.pool.begin().await.map_err(unavailable)?;
         Ok(LeaseTransaction {
             transaction,
@@ -619,7 +702,9 @@ impl PostgresLeases {
             });
         }
         let theirs = server_identity(connection).await?;
-        let ours = server_identity(&mut *self.connection().await?).await?;
+        let mut ours_on = self.connection().await?;
+        let ours = server_identity(&mut ours_on).await?;
+        self.park(ours_on);
         if theirs != ours {
             return Err(LeaseError::TransactionDomain {
                 reason: "the transaction is in another database than the lease table's pool",

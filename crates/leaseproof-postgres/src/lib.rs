@@ -61,6 +61,7 @@ mod guarded_write;
 pub mod keep_alive;
 mod leases;
 mod port;
+pub mod reuse;
 pub mod sql;
 
 pub use guard::LeaseGuard;

@@ -53,11 +53,12 @@ impl HarnessPort {
     /// The guarded table's rows in commit (`seq`) order: the ground truth the
     /// checker compares reported commits with.
     pub async fn guarded_rows(&self) -> Result<Vec<GuardedRow>, LeaseError> {
-        let mut connection = self.leases.pool().acquire().await.map_err(unavailable)?;
+        let mut connection = self.leases.connection().await?;
         let rows: Vec<GuardedRecord> = sqlx::query_as(sql::SELECT_GUARDED)
             .fetch_all(&mut *connection)
             .await
             .map_err(|error| after_send("guarded_rows", error))?;
+        self.leases.park(connection);
         rows.into_iter()
             .map(
                 |(seq, scope, owner, token, cycle_id, item, written_at_us, committed_at_us)| {

@@ -14,6 +14,10 @@
 //! ([`LostReplyProxy::arm_commit`]), only a batch whose completion is tagged
 //! `COMMIT` is lost: the guarded transaction committed, its client cannot
 //! know (a `COMMIT` of an aborted transaction is tagged `ROLLBACK` and passes).
+//! A connection's start-up (authentication up to its first `ReadyForQuery`)
+//! always passes, armed or not: a password exchange waits for the client's
+//! answer with no `ReadyForQuery` in between, so holding it back would stall
+//! a pool opening a connection while armed, not lose a reply.
 //! Invariant: only loopback traffic; the proxy never alters a byte it forwards,
 //! and it loses at most one reply per arming.
 
@@ -151,11 +155,25 @@ async fn relay(client: TcpStream, server: TcpStream, state: Arc<ProxyState>) {
     let mut buffer = vec![0_u8; 64 * 1024];
     // Server bytes held back while armed, from a message boundary on.
     let mut pending: Vec<u8> = Vec::new();
+    // The start-up's bytes so far, until its first `ReadyForQuery`.
+    let mut startup: Option<Vec<u8>> = Some(Vec::new());
     loop {
         let read = match server_read.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
             Ok(read) => read,
         };
+        if let Some(seen) = startup.as_mut() {
+            seen.extend_from_slice(&buffer[..read]);
+            // Nothing after the first `ReadyForQuery` can be in this read:
+            // the server answers no statement the client has not sent.
+            if ready_for_query_seen(seen) {
+                startup = None;
+            }
+            if client_write.write_all(&buffer[..read]).await.is_err() {
+                break;
+            }
+            continue;
+        }
         if pending.is_empty() && !state.armed.load(Ordering::SeqCst) {
             if client_write.write_all(&buffer[..read]).await.is_err() {
                 break;
@@ -207,14 +225,14 @@ enum Scan {
     NeedMore,
 }
 
-/// Walks the backend messages in `bytes` (type byte + big-endian length that
-/// counts itself) batch by batch, a batch ending with `ReadyForQuery`; with
-/// `commit_only`, only a completion tagged `COMMIT` makes a batch lost.
-fn scan_batches(bytes: &[u8], commit_only: bool) -> Scan {
+/// The whole backend messages at the start of `bytes` (type byte +
+/// big-endian length that counts itself): each one's type, body and end.
+fn whole_messages(bytes: &[u8]) -> impl Iterator<Item = (u8, &[u8], usize)> + '_ {
     let mut position = 0;
-    let mut batch_has_completion = false;
-    let mut forwardable = 0;
-    while bytes.len() >= position + 5 {
+    std::iter::from_fn(move || {
+        if bytes.len() < position + 5 {
+            return None;
+        }
         let kind = bytes[position];
         let length_bytes: [u8; 4] = bytes[position + 1..position + 5]
             .try_into()
@@ -223,12 +241,24 @@ fn scan_batches(bytes: &[u8], commit_only: bool) -> Scan {
         assert!(length >= 4, "a backend message length counts itself");
         let end = position + 1 + length;
         if bytes.len() < end {
-            break;
+            return None;
         }
-        if kind == COMMAND_COMPLETE && (!commit_only || &bytes[position + 5..end] == COMMIT_TAG) {
+        let body = &bytes[position + 5..end];
+        position = end;
+        Some((kind, body, end))
+    })
+}
+
+/// Walks the backend messages in `bytes` batch by batch, a batch ending with
+/// `ReadyForQuery`; with `commit_only`, only a completion tagged `COMMIT`
+/// makes a batch lost.
+fn scan_batches(bytes: &[u8], commit_only: bool) -> Scan {
+    let mut batch_has_completion = false;
+    let mut forwardable = 0;
+    for (kind, body, end) in whole_messages(bytes) {
+        if kind == COMMAND_COMPLETE && (!commit_only || body == COMMIT_TAG) {
             batch_has_completion = true;
         }
-        position = end;
         if kind == READY_FOR_QUERY {
             if batch_has_completion {
                 // Pass the batches before it first; the next scan loses it.
@@ -238,7 +268,7 @@ fn scan_batches(bytes: &[u8], commit_only: bool) -> Scan {
                     Scan::LoseReply
                 };
             }
-            forwardable = position;
+            forwardable = end;
         }
     }
     if forwardable > 0 {
@@ -246,6 +276,11 @@ fn scan_batches(bytes: &[u8], commit_only: bool) -> Scan {
     } else {
         Scan::NeedMore
     }
+}
+
+/// Whether the backend messages in `bytes` include a whole `ReadyForQuery`.
+fn ready_for_query_seen(bytes: &[u8]) -> bool {
+    whole_messages(bytes).any(|(kind, _, _)| kind == READY_FOR_QUERY)
 }
 
 #[cfg(test)]
@@ -293,5 +328,20 @@ mod tests {
         // A batch before the COMMIT passes, the COMMIT's is lost.
         let both = [insert, commit].concat();
         assert!(matches!(scan_batches(&both, true), Scan::Forward(n) if n < both.len()));
+    }
+
+    #[test]
+    fn the_start_up_ends_at_the_first_whole_ready_for_query() {
+        let challenge = message(b'R', b"\0\0\0\x0aSCRAM-SHA-256\0\0");
+        assert!(!ready_for_query_seen(&challenge));
+        let ready = [
+            message(b'R', b"\0\0\0\0"),
+            message(b'S', b"client_encoding\0UTF8\0"),
+            message(b'K', b"\0\0\0\x01\0\0\0\x02"),
+            message(b'Z', b"I"),
+        ]
+        .concat();
+        assert!(ready_for_query_seen(&ready));
+        assert!(!ready_for_query_seen(&ready[..ready.len() - 1]));
     }
 }

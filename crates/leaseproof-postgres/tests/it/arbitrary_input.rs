@@ -263,7 +263,7 @@ async fn bytes_that_are_not_utf8_in_the_table_are_a_typed_error_not_a_panic() {
         )
         .await;
     assert!(matches!(rival, Err(LeaseError::Held { .. })), "{rival:?}");
-    leases.pool().close().await;
+    leases.close().await;
     sqlx::raw_sql(&format!("DROP DATABASE {ascii_name} WITH (FORCE)"))
         .execute(&admin)
         .await

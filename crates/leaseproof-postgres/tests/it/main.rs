@@ -18,6 +18,7 @@ mod input;
 mod late_statements;
 mod operations;
 mod readme;
+mod reuse;
 mod schema;
 mod schema_failures;
 
