@@ -103,8 +103,10 @@ impl Plan {
                 Workload::AcquireHeldUnguarded,
                 Workload::AcquireHeldViaLibrary,
                 Workload::AcquireHeldViaLibraryNoPing,
+                Workload::AcquireHeldViaLibraryNoReuse,
                 Workload::AcquireHeldViaLibraryOnConnection,
                 Workload::AcquireHeldCandidateUpdateFirst,
+                Workload::AcquireHeldCandidateFunction,
                 Workload::AcquireTakeover,
                 Workload::AcquireUncontended,
             ] {
@@ -536,10 +538,13 @@ fn report(
             let pool = throughput(Workload::SelectOneViaPool, contenders)
                 .zip(throughput(Workload::SelectOne, contenders))
                 .map_or(f64::NAN, |(pooled, raw)| pooled / raw);
+            let no_reuse = throughput(Workload::AcquireHeldViaLibraryNoReuse, contenders)
+                .map_or(f64::NAN, |no_reuse| no_reuse / acquire);
             let _ = writeln!(
                 out,
                 "  PostgresLeases::acquire (pool_options), {contenders}-way, / the raw statement: \
-                 {to_raw:.2}x  (goal >= 0.90x) {}; SELECT 1 through the same pool / raw: {pool:.2}x",
+                 {to_raw:.2}x  (goal >= 0.90x) {}; without connection reuse {no_reuse:.2}x; \
+                 SELECT 1 through the same pool / raw: {pool:.2}x",
                 verdict(to_raw >= 0.90)
             );
             goals.push(BenchGoal::new(
@@ -566,11 +571,17 @@ fn report(
                 to_raw >= 0.90,
             ));
         }
-        if let Some(candidate) = throughput(Workload::AcquireHeldCandidateUpdateFirst, contenders) {
+        for (workload, name) in [
+            (Workload::AcquireHeldCandidateUpdateFirst, "update first"),
+            (Workload::AcquireHeldCandidateFunction, "plpgsql function"),
+        ] {
+            let Some(candidate) = throughput(workload, contenders) else {
+                continue;
+            };
             let read = throughput(Workload::PeerPkRead, contenders).unwrap_or(f64::NAN);
             let _ = writeln!(
                 out,
-                "    candidate acquisition (update first), {contenders}-way losers: {:.2}x the \
+                "    candidate acquisition ({name}), {contenders}-way losers: {:.2}x the \
                  current statement, {:.2}x the primary-key read (measured, not adopted)",
                 candidate / acquire,
                 candidate / read

@@ -23,8 +23,9 @@ use sqlx::{Connection as _, PgConnection, Row as _};
 
 use crate::measure::{Measurement, Tally};
 use crate::workload::{
-    Workload, CANDIDATE_UPDATE_FIRST, HELD_TTL, PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED,
-    PEER_UPSERT_ALWAYS_WRITING, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL,
+    candidate_function, Workload, CANDIDATE_FUNCTION_CALL, CANDIDATE_UPDATE_FIRST, HELD_TTL,
+    PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED, PEER_UPSERT_ALWAYS_WRITING, TAKEOVER_LATENCY_TTL,
+    TAKEOVER_TTL,
 };
 use crate::BenchError;
 
@@ -277,9 +278,14 @@ impl Contender {
                     Err(error) => Err(error.into()),
                 }
             }
-            Workload::AcquireHeldCandidateUpdateFirst => {
+            Workload::AcquireHeldCandidateUpdateFirst | Workload::AcquireHeldCandidateFunction => {
+                let statement = if workload == Workload::AcquireHeldCandidateFunction {
+                    CANDIDATE_FUNCTION_CALL
+                } else {
+                    CANDIDATE_UPDATE_FIRST
+                };
                 let (scope, owner) = (self.scope.clone(), self.owner.clone());
-                let rows = sqlx::query(CANDIDATE_UPDATE_FIRST)
+                let rows = sqlx::query(statement)
                     .bind(scope.as_str())
                     .bind(owner.as_str())
                     .bind(ttl.as_micros())
@@ -287,7 +293,7 @@ impl Contender {
                     .await?;
                 if !rows.is_empty() {
                     return Err(BenchError::Outcome(format!(
-                        "the candidate did not lose on held {scope}"
+                        "{workload} did not lose on held {scope}"
                     )));
                 }
                 Ok(false)
@@ -325,7 +331,9 @@ impl Contender {
                 }
                 Ok(false)
             }
-            Workload::AcquireHeldViaLibrary | Workload::AcquireHeldViaLibraryNoPing => {
+            Workload::AcquireHeldViaLibrary
+            | Workload::AcquireHeldViaLibraryNoPing
+            | Workload::AcquireHeldViaLibraryNoReuse => {
                 let Link::Library(leases) = &self.link else {
                     unreachable!("the library workload has a pool");
                 };
@@ -478,26 +486,27 @@ impl Rig {
         let mut setup = PgConnection::connect(url).await?;
         create_table(&mut setup, sql::CREATE_LEASES).await?;
         create_table(&mut setup, sql::CREATE_GUARDED).await?;
+        if workload == Workload::AcquireHeldCandidateFunction {
+            sqlx::query(&candidate_function())
+                .execute(&mut setup)
+                .await?;
+        }
 
         let shared_scope = name(format!("bench/{run_id}/shared"))?;
         let holder = owner(format!("bench/{run_id}/holder"))?;
         let mut holder_token = 0;
-        if matches!(
-            workload,
-            Workload::AcquireHeld
-                | Workload::AcquireHeldUnguarded
-                | Workload::AcquireHeldViaLibrary
-                | Workload::AcquireHeldViaLibraryNoPing
-                | Workload::AcquireHeldViaLibraryOnConnection
-                | Workload::AcquireHeldCandidateUpdateFirst
-                | Workload::FencedCommit
-                | Workload::FencedCommitShared
-                | Workload::GuardedInsertOneStatement
-                | Workload::UnfencedWrite
-                | Workload::PeerUpdateWhereExpired
-                | Workload::PeerUpsertAlwaysWriting
-                | Workload::PeerPkRead
-        ) {
+        if workload.is_held_acquisition()
+            || matches!(
+                workload,
+                Workload::FencedCommit
+                    | Workload::FencedCommitShared
+                    | Workload::GuardedInsertOneStatement
+                    | Workload::UnfencedWrite
+                    | Workload::PeerUpdateWhereExpired
+                    | Workload::PeerUpsertAlwaysWriting
+                    | Workload::PeerPkRead
+            )
+        {
             let grant = acquire_on(
                 &mut setup,
                 sql::ACQUIRE,
@@ -513,6 +522,7 @@ impl Rig {
             workload,
             Workload::AcquireHeldViaLibrary
                 | Workload::AcquireHeldViaLibraryNoPing
+                | Workload::AcquireHeldViaLibraryNoReuse
                 | Workload::SelectOneViaPool
         ) {
             // The no-ping pool is the one users get (`pool_options`); the
@@ -527,7 +537,12 @@ impl Rig {
                 .min_connections(u32::try_from(contenders).expect("contenders fit in u32"))
                 .connect(url)
                 .await?;
-            Some(PostgresLeases::new(pool))
+            let leases = PostgresLeases::new(pool);
+            Some(if workload == Workload::AcquireHeldViaLibraryNoReuse {
+                leases.with_connection_reuse(Duration::ZERO)
+            } else {
+                leases
+            })
         } else {
             None
         };
@@ -669,14 +684,7 @@ impl Rig {
             tallies,
             grants,
         );
-        if matches!(
-            self.workload,
-            Workload::AcquireHeld
-                | Workload::AcquireHeldUnguarded
-                | Workload::AcquireHeldViaLibrary
-                | Workload::AcquireHeldViaLibraryNoPing
-        ) && measurement.granted != 0
-        {
+        if self.workload.is_held_acquisition() && measurement.granted != 0 {
             return Err(BenchError::Outcome(format!(
                 "{}: {} losers on a held lease were granted it",
                 self.workload, measurement.granted

@@ -33,6 +33,10 @@ pub enum Workload {
     /// with `test_before_acquire(false)`: without sqlx's default ping (one
     /// extra round trip) on every checkout.
     AcquireHeldViaLibraryNoPing,
+    /// [`AcquireHeldViaLibraryNoPing`](Workload::AcquireHeldViaLibraryNoPing)
+    /// with connection reuse off (`with_connection_reuse(Duration::ZERO)`):
+    /// every statement's connection goes back through sqlx's release ping.
+    AcquireHeldViaLibraryNoReuse,
     /// The guarded acquire on one scope with the shortest TTL
     /// ([`TAKEOVER_TTL`]): the lease keeps expiring and being taken over. A
     /// winner continues as a new owner (a new incarnation), so every grant is
@@ -80,6 +84,11 @@ pub enum Workload {
     /// (no lock, no WAL) and one `NOT EXISTS` says whether the row is missing
     /// (first use: the caller would then insert). On the held scope.
     AcquireHeldCandidateUpdateFirst,
+    /// A candidate acquisition, measured before any adoption: a server-side
+    /// plpgsql function ([`CANDIDATE_FUNCTION`]) whose loser runs only the
+    /// primary-key read (its plan cached per session) and whose winner runs
+    /// the current statement. On the held scope.
+    AcquireHeldCandidateFunction,
     /// `SELECT 1` through the library's pool ([`PostgresLeases::pool_options`](leaseproof_postgres::PostgresLeases::pool_options)):
     /// what the pool itself costs, beside [`Workload::AcquireHeldViaLibraryNoPing`].
     SelectOneViaPool,
@@ -102,13 +111,14 @@ pub const HELD_TTL: Duration = Duration::from_secs(3600);
 
 impl Workload {
     /// Every workload, baselines first.
-    pub const ALL: [Workload; 21] = [
+    pub const ALL: [Workload; 23] = [
         Workload::SelectOne,
         Workload::AdvisoryXactLock,
         Workload::AcquireHeld,
         Workload::AcquireHeldUnguarded,
         Workload::AcquireHeldViaLibrary,
         Workload::AcquireHeldViaLibraryNoPing,
+        Workload::AcquireHeldViaLibraryNoReuse,
         Workload::AcquireTakeover,
         Workload::AcquireUncontended,
         Workload::Renew,
@@ -123,6 +133,7 @@ impl Workload {
         Workload::SelectOneViaPool,
         Workload::AcquireHeldViaLibraryOnConnection,
         Workload::AcquireHeldCandidateUpdateFirst,
+        Workload::AcquireHeldCandidateFunction,
         Workload::TakeoverLatency,
     ];
 
@@ -135,6 +146,7 @@ impl Workload {
             Workload::AcquireHeldUnguarded => "acquire unguarded, held",
             Workload::AcquireHeldViaLibrary => "acquire, held, via pool",
             Workload::AcquireHeldViaLibraryNoPing => "acquire, held, pool no ping",
+            Workload::AcquireHeldViaLibraryNoReuse => "acquire, held, no conn reuse",
             Workload::AcquireTakeover => "acquire, takeover ttl=1ms",
             Workload::AcquireUncontended => "acquire, uncontended",
             Workload::Renew => "renew",
@@ -150,6 +162,7 @@ impl Workload {
             Workload::SelectOneViaPool => "select 1, via pool",
             Workload::AcquireHeldViaLibraryOnConnection => "acquire, held, acquire_on",
             Workload::AcquireHeldCandidateUpdateFirst => "candidate: update first, held",
+            Workload::AcquireHeldCandidateFunction => "candidate: function, held",
         }
     }
 
@@ -174,20 +187,31 @@ impl Workload {
         }
     }
 
-    /// Whether operations acquire a lease and so may be granted.
-    pub fn is_acquisition(self) -> bool {
+    /// Whether every operation is an acquisition of the scope an owner
+    /// outside the benchmark holds: each must lose.
+    pub fn is_held_acquisition(self) -> bool {
         matches!(
             self,
             Workload::AcquireHeld
                 | Workload::AcquireHeldUnguarded
                 | Workload::AcquireHeldViaLibrary
                 | Workload::AcquireHeldViaLibraryNoPing
+                | Workload::AcquireHeldViaLibraryNoReuse
                 | Workload::AcquireHeldViaLibraryOnConnection
                 | Workload::AcquireHeldCandidateUpdateFirst
-                | Workload::AcquireTakeover
-                | Workload::AcquireUncontended
-                | Workload::TakeoverLatency
+                | Workload::AcquireHeldCandidateFunction
         )
+    }
+
+    /// Whether operations acquire a lease and so may be granted.
+    pub fn is_acquisition(self) -> bool {
+        self.is_held_acquisition()
+            || matches!(
+                self,
+                Workload::AcquireTakeover
+                    | Workload::AcquireUncontended
+                    | Workload::TakeoverLatency
+            )
     }
 }
 
@@ -245,3 +269,37 @@ SELECT true, token, granted_at_us, expires_at_us FROM taken
 UNION ALL
 SELECT false, NULL::int8, NULL::int8, NULL::int8
 WHERE NOT EXISTS (SELECT 1 FROM leaseproof_leases WHERE scope = $1)";
+
+/// A candidate acquisition (see [`Workload::AcquireHeldCandidateFunction`]):
+/// the DDL of a plpgsql function that reads the row first and returns nothing
+/// when a live grant of another owner holds it — the loser's whole cost is
+/// that read — and otherwise runs the library's own acquisition
+/// ([`sql::ACQUIRE`](leaseproof_postgres::sql::ACQUIRE), its parameters
+/// renamed), whose `ON CONFLICT … WHERE` decides again under the row lock: the
+/// read is a shortcut, never the decision (no read-then-write window).
+/// Created in the benchmark's database only.
+pub fn candidate_function() -> String {
+    let acquire = leaseproof_postgres::sql::ACQUIRE
+        .replace("$1", "scope_in")
+        .replace("$2", "owner_in")
+        .replace("$3", "ttl_us");
+    format!(
+        "CREATE OR REPLACE FUNCTION leaseproof_candidate_acquire(scope_in text, owner_in text, ttl_us int8)
+RETURNS TABLE (token_out int8, granted_at_us int8, expires_at_us int8)
+LANGUAGE plpgsql AS $body$
+BEGIN
+    PERFORM 1 FROM leaseproof_leases
+    WHERE scope = scope_in AND expires_at > now() AND owner <> owner_in;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    RETURN QUERY {acquire};
+END
+$body$"
+    )
+}
+
+/// The call of [`candidate_function`]'s function: `$1` scope, `$2` owner, `$3` TTL in µs;
+/// no row means held.
+pub const CANDIDATE_FUNCTION_CALL: &str =
+    "SELECT token_out, granted_at_us, expires_at_us FROM leaseproof_candidate_acquire($1, $2, $3)";

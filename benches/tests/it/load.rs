@@ -42,8 +42,11 @@ async fn every_workload_completes_operations_with_the_right_outcomes() {
                 | Workload::AcquireHeldUnguarded
                 | Workload::AcquireHeldViaLibrary
                 | Workload::AcquireHeldViaLibraryNoPing
+                | Workload::AcquireHeldViaLibraryNoReuse
                 | Workload::AcquireHeldViaLibraryOnConnection
-                | Workload::AcquireHeldCandidateUpdateFirst => {
+                | Workload::AcquireHeldCandidateUpdateFirst
+                | Workload::AcquireHeldCandidateFunction => {
+                    assert!(workload.is_held_acquisition());
                     assert_eq!(measurement.granted, 0, "{workload}: a loser was granted");
                 }
                 Workload::AcquireUncontended | Workload::ReleaseReacquire => {
