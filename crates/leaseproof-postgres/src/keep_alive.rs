@@ -107,3 +107,109 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The schedule on tokio's paused clock: every extension's moment and the
+    //! moment *lost* fires, to the millisecond, with a scripted store.
+
+    use std::cell::RefCell;
+
+    use super::*;
+
+    const TTL: Duration = Duration::from_millis(1_200);
+
+    /// Runs the engine against `answers` (one per extension, in order; then
+    /// `Extension::Extended` forever) until it stops or `horizon` passes;
+    /// returns the extensions' moments in ms after the start and the reason.
+    async fn scripted(
+        schedule: Schedule,
+        answers: &[Extension],
+        horizon: Duration,
+    ) -> (Vec<u128>, Option<LostReason>) {
+        let start = Instant::now();
+        let calls = RefCell::new(Vec::new());
+        let engine = run(schedule, start, || {
+            let mut calls = calls.borrow_mut();
+            let answer = answers
+                .get(calls.len())
+                .copied()
+                .unwrap_or(Extension::Extended);
+            calls.push(start.elapsed().as_millis());
+            async move { answer }
+        });
+        let reason = tokio::time::timeout(horizon, engine).await.ok();
+        (calls.into_inner(), reason)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn extensions_run_every_third_of_the_ttl_and_keep_the_lock() {
+        let (calls, reason) =
+            scripted(Schedule::for_ttl(TTL), &[], Duration::from_millis(2_500)).await;
+        assert_eq!(calls, [400, 800, 1_200, 1_600, 2_000, 2_400]);
+        assert_eq!(reason, None, "never lost while every extension lands");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreachable_store_is_retried_every_twelfth_until_one_lands() {
+        let unreachable = Extension::Unreachable;
+        let (calls, reason) = scripted(
+            Schedule::for_ttl(TTL),
+            &[unreachable, unreachable],
+            Duration::from_millis(1_500),
+        )
+        .await;
+        // 400 fails, retried at 500 and 600; 600 lands, so the next is at 1000.
+        assert_eq!(calls, [400, 500, 600, 1_000, 1_400]);
+        assert_eq!(reason, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lost_fires_at_sent_plus_ttl_of_the_last_confirmation() {
+        let mut answers = vec![Extension::Unreachable; 16];
+        answers[0] = Extension::Extended;
+        let started = Instant::now();
+        let (calls, reason) =
+            scripted(Schedule::for_ttl(TTL), &answers, Duration::from_secs(5)).await;
+        // Confirmed at 400 (sent then): the deadline is 1600; retries at
+        // 800 + 100 k until the next retry would not come before it.
+        assert_eq!(
+            calls,
+            [400, 800, 900, 1_000, 1_100, 1_200, 1_300, 1_400, 1_500]
+        );
+        assert_eq!(reason, Some(LostReason::Unconfirmed));
+        assert_eq!(started.elapsed(), Duration::from_millis(1_600));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_gone_lock_is_lost_at_once() {
+        let started = Instant::now();
+        let (calls, reason) = scripted(
+            Schedule::for_ttl(TTL),
+            &[Extension::Extended, Extension::Gone],
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(calls, [400, 800]);
+        assert_eq!(reason, Some(LostReason::Gone));
+        assert_eq!(started.elapsed(), Duration::from_millis(800));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_extension_hanging_past_the_deadline_is_lost_at_the_deadline() {
+        let started = Instant::now();
+        let calls = RefCell::new(0_u32);
+        let reason = run(Schedule::for_ttl(TTL), started, || {
+            *calls.borrow_mut() += 1;
+            std::future::pending::<Extension>()
+        })
+        .await;
+        assert_eq!(reason, LostReason::Unconfirmed);
+        assert_eq!(
+            started.elapsed(),
+            TTL,
+            "at sent + ttl, not when the store answers"
+        );
+        assert_eq!(calls.into_inner(), 1);
+    }
+}

@@ -308,3 +308,35 @@ fn a_lease_value_dropped_outside_any_runtime_hands_its_connections_back_quietly(
     // the kept connection is detached and closed instead.
     drop(kept);
 }
+
+#[tokio::test]
+async fn a_statement_finishing_after_the_pool_closed_is_not_kept() {
+    let Some((database, leases, lease)) = leased(2, KEEP_LONG).await else {
+        return;
+    };
+    let mut blocker = lock_lease_row(&database.url, &scope()).await;
+    let renewal = tokio::spawn({
+        let (leases, lease) = (leases.clone(), lease.clone());
+        async move { leases.renew(&lease, ttl()).await }
+    });
+    // The renewal holds the kept connection, queued behind the row lock.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while leases.connections_parked() > 0 {
+        assert!(Instant::now() < deadline, "the renewal never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The pool's own close waits for the checked-out connection; the
+    // renewal then completes and must hand it back, not keep it for 60 s.
+    let closing = tokio::spawn({
+        let pool = leases.pool().clone();
+        async move { pool.close().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    renewal.await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(2), closing)
+        .await
+        .expect("close finishes once the statement's connection is handed back")
+        .unwrap();
+    assert_eq!(leases.connections_parked(), 0);
+}
