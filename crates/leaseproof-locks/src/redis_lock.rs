@@ -11,7 +11,9 @@
 //!   `DEL` would.)
 //! - An optional keep-alive extends the key every `ttl / 3` and fires *lost*
 //!   when an extension finds the key gone or not ours, or cannot reach Redis
-//!   before the TTL would have run out.
+//!   before the TTL would have run out. Without it, *lost* fires when the TTL
+//!   runs out (`sent + ttl`): the key may be gone from then on, and a guard
+//!   that kept saying otherwise would lie.
 //!
 //! What it cannot do on its own: a holder paused longer than the TTL resumes
 //! believing it holds the lock while a rival does. Only the token, checked
@@ -73,7 +75,8 @@ return 0
 pub struct RedisLockOptions {
     /// The key's time to live.
     pub ttl: Duration,
-    /// Extend the key every `ttl / 3` while the guard lives.
+    /// Extend the key every `ttl / 3` while the guard lives. Without it the
+    /// guard's *lost* fires when the TTL runs out.
     pub keep_alive: bool,
 }
 
@@ -181,7 +184,7 @@ impl RedisDistributedLockManager {
             return Err(LockError::Held { scope });
         }
         let (lost_tx, lost_rx) = watch::channel(false);
-        let keep_alive = self.options.keep_alive.then(|| {
+        let watcher = if self.options.keep_alive {
             tokio::spawn(keep_alive(
                 self.connection.clone(),
                 key.clone(),
@@ -190,7 +193,15 @@ impl RedisDistributedLockManager {
                 sent,
                 lost_tx,
             ))
-        });
+        } else {
+            // Redis started the PX clock no earlier than `sent`: past
+            // `sent + ttl` the key may be gone.
+            let deadline = sent + self.options.ttl;
+            tokio::spawn(async move {
+                tokio::time::sleep_until(deadline).await;
+                lost_tx.send_replace(true);
+            })
+        };
         Ok(LockGuard::new(
             scope.clone(),
             Some(FencingToken(token)),
@@ -201,7 +212,7 @@ impl RedisDistributedLockManager {
                 key,
                 value,
                 scope,
-                keep_alive: keep_alive.map(AbortOnDrop),
+                watcher: AbortOnDrop(watcher),
             }),
         ))
     }
@@ -253,7 +264,8 @@ struct RedisReleaser {
     key: String,
     value: String,
     scope: Scope,
-    keep_alive: Option<AbortOnDrop>,
+    /// The keep-alive, or the timer that fires *lost* at the TTL.
+    watcher: AbortOnDrop,
 }
 
 impl Releaser for RedisReleaser {
@@ -264,9 +276,9 @@ impl Releaser for RedisReleaser {
                 key,
                 value,
                 scope,
-                keep_alive,
+                watcher,
             } = *self;
-            drop(keep_alive);
+            drop(watcher);
             let deleted: i64 = RELEASE
                 .key(&key)
                 .arg(&value)

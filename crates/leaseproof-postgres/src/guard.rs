@@ -174,12 +174,7 @@ impl LeaseGuard {
                 ttl_us: self.ttl.as_micros(),
             }));
         }
-        let schedule = Schedule {
-            ttl,
-            interval,
-            retry_interval: (interval / 4).max(Duration::from_millis(1)),
-        };
-        Ok(self.start_keep_alive(schedule))
+        Ok(self.start_keep_alive(Schedule::every(ttl, interval)))
     }
 
     fn start_keep_alive(self, schedule: Schedule) -> LeaseGuard {
@@ -218,13 +213,15 @@ impl LeaseGuard {
         let shared = Arc::clone(&self.shared);
         let ttl = self.ttl.as_duration();
         *task = Some(tokio::spawn(async move {
+            // One deadline, read afresh each round: a renewal moves it on
+            // while the timer sleeps.
             loop {
                 let deadline = shared.known().confirmed_sent + ttl;
-                tokio::time::sleep_until(deadline).await;
-                if shared.known().confirmed_sent + ttl <= Instant::now() {
+                if deadline <= Instant::now() {
                     shared.mark_lost(LostReason::Unconfirmed);
                     return;
                 }
+                tokio::time::sleep_until(deadline).await;
             }
         }));
     }

@@ -61,10 +61,16 @@ impl Schedule {
     /// The default: extend every `ttl / 3`, retry every `ttl / 12` — three
     /// chances to reach the store before the deadline.
     pub fn for_ttl(ttl: Duration) -> Schedule {
+        Schedule::every(ttl, ttl / 3)
+    }
+
+    /// Extend every `interval`, retry four times as often (at least every
+    /// millisecond apart) after a failed extension.
+    pub fn every(ttl: Duration, interval: Duration) -> Schedule {
         Schedule {
             ttl,
-            interval: ttl / 3,
-            retry_interval: ttl / 12,
+            interval,
+            retry_interval: (interval / 4).max(Duration::from_millis(1)),
         }
     }
 }
@@ -140,6 +146,17 @@ mod tests {
         });
         let reason = tokio::time::timeout(horizon, engine).await.ok();
         (calls.into_inner(), reason)
+    }
+
+    #[test]
+    fn a_schedule_retries_four_times_per_interval_and_at_least_a_millisecond_apart() {
+        let schedule = Schedule::every(TTL, Duration::from_millis(200));
+        assert_eq!(schedule.ttl, TTL);
+        assert_eq!(schedule.interval, Duration::from_millis(200));
+        assert_eq!(schedule.retry_interval, Duration::from_millis(50));
+        let tiny = Schedule::every(TTL, Duration::from_micros(2));
+        assert_eq!(tiny.retry_interval, Duration::from_millis(1));
+        assert_eq!(Schedule::for_ttl(TTL), Schedule::every(TTL, TTL / 3));
     }
 
     #[tokio::test(start_paused = true)]

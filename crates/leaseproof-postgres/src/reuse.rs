@@ -205,16 +205,14 @@ async fn reap(parked: Weak<Parked>) {
                 .lock()
                 .expect("parked connections: lock poisoned");
             let now = Instant::now();
+            // One due time per connection, for both the hand-back and the sleep.
+            let due_of = |checkout: &Checkout| checkout.taken_at + parked.keep_for;
             let (overdue, kept): (Vec<Checkout>, Vec<Checkout>) =
                 std::mem::take(&mut state.connections)
                     .into_iter()
-                    .partition(|checkout| now.duration_since(checkout.taken_at) >= parked.keep_for);
+                    .partition(|checkout| due_of(checkout) <= now);
             state.connections = kept;
-            let due = state
-                .connections
-                .iter()
-                .map(|checkout| checkout.taken_at + parked.keep_for)
-                .min();
+            let due = state.connections.iter().map(due_of).min();
             if due.is_none() {
                 state.reaper_running = false;
             }

@@ -27,8 +27,14 @@ async fn a_holder_paused_past_the_ttl_is_overtaken_and_never_deletes_the_rivals_
     };
     let locks = manager(&url, 300, false).await;
     let maintained = table("paused");
+    let sent = std::time::Instant::now();
     let holder = locks.acquire_lock(&maintained).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(450)).await; // the pause
+    tokio::time::sleep(Duration::from_millis(150)).await; // the pause begins
+    assert!(!holder.is_lost(), "not before the TTL");
+    tokio::time::sleep(Duration::from_millis(300)).await; // and outlasts the TTL
+                                                          // No keep-alive: lost fired when the TTL ran out, so a holder that looks
+                                                          // knows (the matrix's paused holder writes anyway: a stale write, I3).
+    assert!(holder.is_lost(), "the TTL ran out {:?} ago", sent.elapsed());
     let rival = locks
         .acquire_lock(&maintained)
         .await

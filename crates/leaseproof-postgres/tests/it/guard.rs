@@ -64,6 +64,10 @@ async fn the_keep_alive_holds_the_lease_past_its_ttl_and_release_hands_it_over_a
     assert!(rival_is_refused(&leases, &scope).await, "held past 2 TTLs");
     assert!(!guard.is_lost());
     assert!(guard.expires_at() > granted_until, "the keep-alive renewed");
+    let shown = format!("{guard:?}");
+    assert!(shown.starts_with("LeaseGuard {"), "{shown}");
+    assert!(shown.contains("lost: None"), "{shown}");
+    assert!(shown.contains(scope.as_str()), "{shown}");
     let row = leases.row(&scope).await.unwrap().unwrap();
     assert_eq!(row.token, guard.token, "renewals keep the token");
     assert_eq!(

@@ -18,9 +18,11 @@ fn expected(lock: LockKind, fault: Fault) -> &'static str {
         (Advisory, LockConnectionKilled) => "I1",
         (Advisory, HolderKilled) => "holds",
         (Advisory, ServerRestart) => "I1",
-        // A TTL key expires under a pause; without persistence a restart
-        // forgets it — and the token counter, so the fence cannot help.
-        (Redis, HolderPaused) => "I1",
+        // A TTL key expires under a pause — the guard's lost fires at the
+        // TTL, so the holder knew and its unfenced write is a stale one —;
+        // without persistence a restart forgets the key while the holder
+        // still believes — and the token counter, so the fence cannot help.
+        (Redis, HolderPaused) => "I3",
         (Redis, HolderKilled) => "holds",
         (Redis, ServerRestart) => "I1",
         (Redis, PersistentServerRestart) => "holds",
