@@ -95,7 +95,7 @@ impl Parked {
         }
     }
 
-    /// How long a connection stays parked unused.
+    /// How long a connection may serve statements out of the pool.
     pub(crate) fn keep_for(&self) -> Duration {
         self.keep_for
     }
