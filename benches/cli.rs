@@ -107,8 +107,10 @@ impl Plan {
                 Workload::AcquireHeldViaLibraryOnConnection,
                 Workload::AcquireHeldCandidateUpdateFirst,
                 Workload::AcquireHeldCandidateFunction,
+                Workload::AcquireHeldCandidateReadFirst,
                 Workload::AcquireTakeover,
                 Workload::AcquireUncontended,
+                Workload::AcquireUncontendedCandidateReadFirst,
             ] {
                 rows.push((workload, contenders));
             }
@@ -574,6 +576,7 @@ fn report(
         for (workload, name) in [
             (Workload::AcquireHeldCandidateUpdateFirst, "update first"),
             (Workload::AcquireHeldCandidateFunction, "plpgsql function"),
+            (Workload::AcquireHeldCandidateReadFirst, "read first"),
         ] {
             let Some(candidate) = throughput(workload, contenders) else {
                 continue;
@@ -585,6 +588,16 @@ fn report(
                  current statement, {:.2}x the primary-key read (measured, not adopted)",
                 candidate / acquire,
                 candidate / read
+            );
+        }
+        if let Some(own) = throughput(Workload::AcquireUncontendedCandidateReadFirst, contenders)
+            .zip(throughput(Workload::AcquireUncontended, contenders))
+            .map(|(read_first, current)| read_first / current)
+        {
+            let _ = writeln!(
+                out,
+                "    candidate acquisition (read first), {contenders}-way winners on their own \
+                 scopes: {own:.2}x the current statement (two round trips instead of one)"
             );
         }
     }

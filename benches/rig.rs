@@ -23,9 +23,9 @@ use sqlx::{Connection as _, PgConnection, Row as _};
 
 use crate::measure::{Measurement, Tally};
 use crate::workload::{
-    candidate_function, Workload, CANDIDATE_FUNCTION_CALL, CANDIDATE_UPDATE_FIRST, HELD_TTL,
-    PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED, PEER_UPSERT_ALWAYS_WRITING, TAKEOVER_LATENCY_TTL,
-    TAKEOVER_TTL,
+    candidate_function, Workload, CANDIDATE_FUNCTION_CALL, CANDIDATE_READ_FIRST,
+    CANDIDATE_UPDATE_FIRST, HELD_TTL, PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED,
+    PEER_UPSERT_ALWAYS_WRITING, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL,
 };
 use crate::BenchError;
 
@@ -202,8 +202,10 @@ impl Contender {
             }
             Workload::AcquireHeld
             | Workload::AcquireHeldUnguarded
+            | Workload::AcquireHeldCandidateReadFirst
             | Workload::AcquireTakeover
             | Workload::AcquireUncontended
+            | Workload::AcquireUncontendedCandidateReadFirst
             | Workload::TakeoverLatency => {
                 let statement = if workload == Workload::AcquireHeldUnguarded {
                     sql::ACQUIRE_UNGUARDED
@@ -211,6 +213,21 @@ impl Contender {
                     sql::ACQUIRE
                 };
                 let (scope, owner) = (self.scope.clone(), self.owner.clone());
+                let read_first = matches!(
+                    workload,
+                    Workload::AcquireHeldCandidateReadFirst
+                        | Workload::AcquireUncontendedCandidateReadFirst
+                );
+                if read_first {
+                    let held = sqlx::query(CANDIDATE_READ_FIRST)
+                        .bind(scope.as_str())
+                        .bind(owner.as_str())
+                        .fetch_optional(self.connection())
+                        .await?;
+                    if held.is_some() {
+                        return Ok(false);
+                    }
+                }
                 let grant = acquire_on(self.connection(), statement, &scope, &owner, ttl).await?;
                 let Some(grant) = grant else {
                     return Ok(false);
@@ -559,7 +576,10 @@ impl Rig {
         for index in 0..contenders {
             let own_scope = matches!(
                 workload,
-                Workload::AcquireUncontended | Workload::Renew | Workload::ReleaseReacquire
+                Workload::AcquireUncontended
+                    | Workload::AcquireUncontendedCandidateReadFirst
+                    | Workload::Renew
+                    | Workload::ReleaseReacquire
             );
             let scope = if own_scope {
                 name(format!("bench/{run_id}/c{index}"))?

@@ -89,6 +89,16 @@ pub enum Workload {
     /// primary-key read (its plan cached per session) and whose winner runs
     /// the current statement. On the held scope.
     AcquireHeldCandidateFunction,
+    /// A candidate acquisition, measured before any adoption: read first
+    /// ([`CANDIDATE_READ_FIRST`], read-only) and send the acquisition only
+    /// when no live grant of another owner shows; the acquisition's own
+    /// `ON CONFLICT … WHERE` still decides under the row lock, so the read
+    /// never grants. A loser costs exactly the read. On the held scope.
+    AcquireHeldCandidateReadFirst,
+    /// [`AcquireHeldCandidateReadFirst`](Workload::AcquireHeldCandidateReadFirst)
+    /// on each contender's own scope: what read-first costs a winner (two
+    /// round trips), beside [`Workload::AcquireUncontended`].
+    AcquireUncontendedCandidateReadFirst,
     /// `SELECT 1` through the library's pool ([`PostgresLeases::pool_options`](leaseproof_postgres::PostgresLeases::pool_options)):
     /// what the pool itself costs, beside [`Workload::AcquireHeldViaLibraryNoPing`].
     SelectOneViaPool,
@@ -111,7 +121,7 @@ pub const HELD_TTL: Duration = Duration::from_secs(3600);
 
 impl Workload {
     /// Every workload, baselines first.
-    pub const ALL: [Workload; 23] = [
+    pub const ALL: [Workload; 25] = [
         Workload::SelectOne,
         Workload::AdvisoryXactLock,
         Workload::AcquireHeld,
@@ -134,6 +144,8 @@ impl Workload {
         Workload::AcquireHeldViaLibraryOnConnection,
         Workload::AcquireHeldCandidateUpdateFirst,
         Workload::AcquireHeldCandidateFunction,
+        Workload::AcquireHeldCandidateReadFirst,
+        Workload::AcquireUncontendedCandidateReadFirst,
         Workload::TakeoverLatency,
     ];
 
@@ -163,6 +175,8 @@ impl Workload {
             Workload::AcquireHeldViaLibraryOnConnection => "acquire, held, acquire_on",
             Workload::AcquireHeldCandidateUpdateFirst => "candidate: update first, held",
             Workload::AcquireHeldCandidateFunction => "candidate: function, held",
+            Workload::AcquireHeldCandidateReadFirst => "candidate: read first, held",
+            Workload::AcquireUncontendedCandidateReadFirst => "candidate: read first, own",
         }
     }
 
@@ -200,6 +214,7 @@ impl Workload {
                 | Workload::AcquireHeldViaLibraryOnConnection
                 | Workload::AcquireHeldCandidateUpdateFirst
                 | Workload::AcquireHeldCandidateFunction
+                | Workload::AcquireHeldCandidateReadFirst
         )
     }
 
@@ -210,6 +225,7 @@ impl Workload {
                 self,
                 Workload::AcquireTakeover
                     | Workload::AcquireUncontended
+                    | Workload::AcquireUncontendedCandidateReadFirst
                     | Workload::TakeoverLatency
             )
     }
@@ -303,3 +319,9 @@ $body$"
 /// no row means held.
 pub const CANDIDATE_FUNCTION_CALL: &str =
     "SELECT token_out, granted_at_us, expires_at_us FROM leaseproof_candidate_acquire($1, $2, $3)";
+
+/// The read of the read-first candidate (see
+/// [`Workload::AcquireHeldCandidateReadFirst`]): a row means a live grant of
+/// another owner holds the scope. `$1` scope, `$2` owner.
+pub const CANDIDATE_READ_FIRST: &str = "\
+SELECT 1 FROM leaseproof_leases WHERE scope = $1 AND expires_at > now() AND owner <> $2";

@@ -45,11 +45,14 @@ async fn every_workload_completes_operations_with_the_right_outcomes() {
                 | Workload::AcquireHeldViaLibraryNoReuse
                 | Workload::AcquireHeldViaLibraryOnConnection
                 | Workload::AcquireHeldCandidateUpdateFirst
-                | Workload::AcquireHeldCandidateFunction => {
+                | Workload::AcquireHeldCandidateFunction
+                | Workload::AcquireHeldCandidateReadFirst => {
                     assert!(workload.is_held_acquisition());
                     assert_eq!(measurement.granted, 0, "{workload}: a loser was granted");
                 }
-                Workload::AcquireUncontended | Workload::ReleaseReacquire => {
+                Workload::AcquireUncontended
+                | Workload::AcquireUncontendedCandidateReadFirst
+                | Workload::ReleaseReacquire => {
                     assert_eq!(
                         measurement.granted, measurement.operations,
                         "{workload}: an uncontended acquisition was refused"
