@@ -23,9 +23,9 @@ use sqlx::{Connection as _, PgConnection, Row as _};
 
 use crate::measure::{Measurement, Tally};
 use crate::workload::{
-    candidate_function, Workload, CANDIDATE_FUNCTION_CALL, CANDIDATE_READ_FIRST,
-    CANDIDATE_UPDATE_FIRST, HELD_TTL, PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED,
-    PEER_UPSERT_ALWAYS_WRITING, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL,
+    candidate_function, Workload, CANDIDATE_FUNCTION_CALL, CANDIDATE_UPDATE_FIRST, HELD_TTL,
+    PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED, PEER_UPSERT_ALWAYS_WRITING, TAKEOVER_LATENCY_TTL,
+    TAKEOVER_TTL,
 };
 use crate::BenchError;
 
@@ -202,10 +202,10 @@ impl Contender {
             }
             Workload::AcquireHeld
             | Workload::AcquireHeldUnguarded
-            | Workload::AcquireHeldCandidateReadFirst
+            | Workload::AcquireHeldReadFirst
             | Workload::AcquireTakeover
             | Workload::AcquireUncontended
-            | Workload::AcquireUncontendedCandidateReadFirst
+            | Workload::AcquireUncontendedReadFirst
             | Workload::TakeoverLatency => {
                 let statement = if workload == Workload::AcquireHeldUnguarded {
                     sql::ACQUIRE_UNGUARDED
@@ -215,11 +215,10 @@ impl Contender {
                 let (scope, owner) = (self.scope.clone(), self.owner.clone());
                 let read_first = matches!(
                     workload,
-                    Workload::AcquireHeldCandidateReadFirst
-                        | Workload::AcquireUncontendedCandidateReadFirst
+                    Workload::AcquireHeldReadFirst | Workload::AcquireUncontendedReadFirst
                 );
                 if read_first {
-                    let held = sqlx::query(CANDIDATE_READ_FIRST)
+                    let held = sqlx::query(sql::SELECT_RIVAL)
                         .bind(scope.as_str())
                         .bind(owner.as_str())
                         .fetch_optional(self.connection())
@@ -294,6 +293,17 @@ impl Contender {
                     Err(LeaseError::Held { .. }) => Ok(false),
                     Err(error) => Err(error.into()),
                 }
+            }
+            Workload::AcquireUncontendedViaLibrary => {
+                let (scope, owner) = (self.scope.clone(), self.owner.clone());
+                let leases = self
+                    .calls
+                    .clone()
+                    .expect("the acquire_on workload has its leases");
+                leases
+                    .acquire_on(self.connection(), &scope, &owner, ttl)
+                    .await?;
+                Ok(true)
             }
             Workload::AcquireHeldCandidateUpdateFirst | Workload::AcquireHeldCandidateFunction => {
                 let statement = if workload == Workload::AcquireHeldCandidateFunction {
@@ -564,7 +574,10 @@ impl Rig {
             None
         };
 
-        let calls = if workload == Workload::AcquireHeldViaLibraryOnConnection {
+        let calls = if matches!(
+            workload,
+            Workload::AcquireHeldViaLibraryOnConnection | Workload::AcquireUncontendedViaLibrary
+        ) {
             // Never connects: every call runs on the contender's connection.
             Some(PostgresLeases::new(
                 PostgresLeases::pool_options().connect_lazy(url)?,
@@ -577,7 +590,8 @@ impl Rig {
             let own_scope = matches!(
                 workload,
                 Workload::AcquireUncontended
-                    | Workload::AcquireUncontendedCandidateReadFirst
+                    | Workload::AcquireUncontendedReadFirst
+                    | Workload::AcquireUncontendedViaLibrary
                     | Workload::Renew
                     | Workload::ReleaseReacquire
             );

@@ -89,16 +89,24 @@ pub enum Workload {
     /// primary-key read (its plan cached per session) and whose winner runs
     /// the current statement. On the held scope.
     AcquireHeldCandidateFunction,
-    /// A candidate acquisition, measured before any adoption: read first
-    /// ([`CANDIDATE_READ_FIRST`], read-only) and send the acquisition only
-    /// when no live grant of another owner shows; the acquisition's own
-    /// `ON CONFLICT … WHERE` still decides under the row lock, so the read
-    /// never grants. A loser costs exactly the read. On the held scope.
-    AcquireHeldCandidateReadFirst,
-    /// [`AcquireHeldCandidateReadFirst`](Workload::AcquireHeldCandidateReadFirst)
-    /// on each contender's own scope: what read-first costs a winner (two
-    /// round trips), beside [`Workload::AcquireUncontended`].
-    AcquireUncontendedCandidateReadFirst,
+    /// Read first, as raw statements on a connection: the library's read-only
+    /// check ([`sql::SELECT_RIVAL`](leaseproof_postgres::sql::SELECT_RIVAL))
+    /// and the acquisition statement only when no live grant of another
+    /// owner shows — what `PostgresLeases` sends a polling loser
+    /// (`ReadFirst::AfterRefusal`, the default) and every acquisition under
+    /// `ReadFirst::Always`. A loser costs exactly the read. On the held scope:
+    /// the baseline of the library's loser rows.
+    AcquireHeldReadFirst,
+    /// [`AcquireHeldReadFirst`](Workload::AcquireHeldReadFirst)
+    /// on each contender's own scope: what reading first every time
+    /// (`ReadFirst::Always`) costs a winner (two round trips), beside
+    /// [`Workload::AcquireUncontended`].
+    AcquireUncontendedReadFirst,
+    /// Winners through the library: `PostgresLeases::acquire_on`, each
+    /// contender on its own scope (the same owner re-acquiring extends its
+    /// grant). Never refused, so `ReadFirst::AfterRefusal` sends the one
+    /// statement: beside [`Workload::AcquireUncontended`].
+    AcquireUncontendedViaLibrary,
     /// `SELECT 1` through the library's pool ([`PostgresLeases::pool_options`](leaseproof_postgres::PostgresLeases::pool_options)):
     /// what the pool itself costs, beside [`Workload::AcquireHeldViaLibraryNoPing`].
     SelectOneViaPool,
@@ -121,7 +129,7 @@ pub const HELD_TTL: Duration = Duration::from_secs(3600);
 
 impl Workload {
     /// Every workload, baselines first.
-    pub const ALL: [Workload; 25] = [
+    pub const ALL: [Workload; 26] = [
         Workload::SelectOne,
         Workload::AdvisoryXactLock,
         Workload::AcquireHeld,
@@ -144,8 +152,9 @@ impl Workload {
         Workload::AcquireHeldViaLibraryOnConnection,
         Workload::AcquireHeldCandidateUpdateFirst,
         Workload::AcquireHeldCandidateFunction,
-        Workload::AcquireHeldCandidateReadFirst,
-        Workload::AcquireUncontendedCandidateReadFirst,
+        Workload::AcquireHeldReadFirst,
+        Workload::AcquireUncontendedReadFirst,
+        Workload::AcquireUncontendedViaLibrary,
         Workload::TakeoverLatency,
     ];
 
@@ -175,8 +184,9 @@ impl Workload {
             Workload::AcquireHeldViaLibraryOnConnection => "acquire, held, acquire_on",
             Workload::AcquireHeldCandidateUpdateFirst => "candidate: update first, held",
             Workload::AcquireHeldCandidateFunction => "candidate: function, held",
-            Workload::AcquireHeldCandidateReadFirst => "candidate: read first, held",
-            Workload::AcquireUncontendedCandidateReadFirst => "candidate: read first, own",
+            Workload::AcquireHeldReadFirst => "read first, held (raw)",
+            Workload::AcquireUncontendedReadFirst => "read first, own (raw)",
+            Workload::AcquireUncontendedViaLibrary => "acquire, own, acquire_on",
         }
     }
 
@@ -214,7 +224,7 @@ impl Workload {
                 | Workload::AcquireHeldViaLibraryOnConnection
                 | Workload::AcquireHeldCandidateUpdateFirst
                 | Workload::AcquireHeldCandidateFunction
-                | Workload::AcquireHeldCandidateReadFirst
+                | Workload::AcquireHeldReadFirst
         )
     }
 
@@ -225,7 +235,8 @@ impl Workload {
                 self,
                 Workload::AcquireTakeover
                     | Workload::AcquireUncontended
-                    | Workload::AcquireUncontendedCandidateReadFirst
+                    | Workload::AcquireUncontendedReadFirst
+                    | Workload::AcquireUncontendedViaLibrary
                     | Workload::TakeoverLatency
             )
     }
@@ -319,9 +330,3 @@ $body$"
 /// no row means held.
 pub const CANDIDATE_FUNCTION_CALL: &str =
     "SELECT token_out, granted_at_us, expires_at_us FROM leaseproof_candidate_acquire($1, $2, $3)";
-
-/// The read of the read-first candidate (see
-/// [`Workload::AcquireHeldCandidateReadFirst`]): a row means a live grant of
-/// another owner holds the scope. `$1` scope, `$2` owner.
-pub const CANDIDATE_READ_FIRST: &str = "\
-SELECT 1 FROM leaseproof_leases WHERE scope = $1 AND expires_at > now() AND owner <> $2";

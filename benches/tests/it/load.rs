@@ -46,12 +46,13 @@ async fn every_workload_completes_operations_with_the_right_outcomes() {
                 | Workload::AcquireHeldViaLibraryOnConnection
                 | Workload::AcquireHeldCandidateUpdateFirst
                 | Workload::AcquireHeldCandidateFunction
-                | Workload::AcquireHeldCandidateReadFirst => {
+                | Workload::AcquireHeldReadFirst => {
                     assert!(workload.is_held_acquisition());
                     assert_eq!(measurement.granted, 0, "{workload}: a loser was granted");
                 }
                 Workload::AcquireUncontended
-                | Workload::AcquireUncontendedCandidateReadFirst
+                | Workload::AcquireUncontendedReadFirst
+                | Workload::AcquireUncontendedViaLibrary
                 | Workload::ReleaseReacquire => {
                     assert_eq!(
                         measurement.granted, measurement.operations,

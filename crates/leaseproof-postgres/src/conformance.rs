@@ -53,6 +53,9 @@ pub struct DifferentialReport {
     pub refusals: u32,
     /// Grants that took over an expired row.
     pub takeovers: u32,
+    /// Refusals the read-first check made on its own (naming the holder the
+    /// semantics name).
+    pub read_refusals: u32,
 }
 
 type LeaseTimes = Option<crate::leases::GrantRow>;
@@ -114,7 +117,9 @@ fn agree<T: PartialEq + std::fmt::Debug>(
 /// `now()` is known exactly and the same step is applied to
 /// [`LeaseTable`] with that time. Both acquisition forms (the guarded single
 /// statement and the seed's bare upsert) run on the same state under a
-/// savepoint. Every result, and every row after every step, must agree.
+/// savepoint, after the read-first check ([`sql::SELECT_RIVAL`]), which must
+/// refuse exactly when the semantics refuse and name the same holder, token
+/// and end. Every result, and every row after every step, must agree.
 pub async fn differential(
     url: &str,
     seed: u64,
@@ -154,6 +159,9 @@ pub async fn differential(
         let context =
             format!("step {step} (seed {seed}), choice {choice}, {scope}, {owner}, now {now}");
         if choice < 5 || leases_seen.is_empty() {
+            let rival = crate::leases::rival_row(&mut transaction, scope, owner)
+                .await
+                .map_err(setup("read first"))?;
             sqlx::query("SAVEPOINT unguarded")
                 .execute(&mut *transaction)
                 .await
@@ -178,6 +186,23 @@ pub async fn differential(
             let token_before = model.row(scope).map(|row| row.token);
             let expected = model.acquire(scope, owner, ttl, now);
             agree(guarded, model_times(&expected), "guarded acquire", &context)?;
+            let refused_by_semantics = match &expected {
+                Acquisition::Held {
+                    holder,
+                    token,
+                    expires_at,
+                } => Some((holder.as_str().to_owned(), token.0, expires_at.micros)),
+                Acquisition::Granted { .. } => None,
+            };
+            agree(
+                rival.clone(),
+                refused_by_semantics,
+                "read-first check",
+                &context,
+            )?;
+            if rival.is_some() {
+                report.read_refusals += 1;
+            }
             agree(
                 unguarded,
                 guarded,

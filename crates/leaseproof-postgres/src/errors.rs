@@ -29,6 +29,20 @@ pub(crate) fn after_send(operation: &'static str, error: sqlx::Error) -> LeaseEr
     }
 }
 
+/// Failure of a statement that cannot have had an effect: a read, or a
+/// statement inside a transaction that dies with its connection. A broken
+/// connection is then `Unavailable` (the outcome is known: nothing happened),
+/// never `OutcomeUnknown`.
+pub(crate) fn without_effect(error: sqlx::Error) -> LeaseError {
+    if connection_lost(&error) {
+        unavailable(error)
+    } else {
+        LeaseError::Database {
+            source: Box::new(error),
+        }
+    }
+}
+
 /// True when the connection broke under the statement: an IO error, a protocol
 /// desynchronisation, or the server ending the session — `57P01`
 /// admin_shutdown (`pg_terminate_backend`, shutdown), `57P02`

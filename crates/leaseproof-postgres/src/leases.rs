@@ -11,7 +11,8 @@ use leaseproof_protocol::{
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 
-use crate::errors::{after_send, connection_lost, sqlstate, unavailable};
+use crate::errors::{after_send, connection_lost, sqlstate, unavailable, without_effect};
+use crate::read_first::{ReadFirst, RefusedScopes};
 use crate::reuse::{Checkout, Parked};
 use crate::sql;
 use crate::LeaseGuard;
@@ -25,6 +26,10 @@ pub struct PostgresLeases {
     pool: PgPool,
     fence_mode: FenceMode,
     holder_reports: bool,
+    read_first: ReadFirst,
+    /// Scopes this value (and its clones) saw refused, for
+    /// [`ReadFirst::AfterRefusal`].
+    refused: Arc<RefusedScopes>,
     /// Connections whose statement completed, kept for the next statement
     /// (`None`: every statement goes back through the pool). See [`crate::reuse`].
     parked: Option<Arc<Parked>>,
@@ -67,6 +72,7 @@ impl fmt::Debug for PostgresLeases {
         f.debug_struct("PostgresLeases")
             .field("pool_size", &self.pool.size())
             .field("fence_mode", &self.fence_mode)
+            .field("read_first", &self.read_first)
             .finish_non_exhaustive()
     }
 }
@@ -192,6 +198,8 @@ impl PostgresLeases {
             pool,
             fence_mode: FenceMode::Exclusive,
             holder_reports: false,
+            read_first: ReadFirst::default(),
+            refused: Arc::new(RefusedScopes::default()),
             parked: Some(Arc::new(Parked::new(crate::reuse::KEEP_FOR_DEFAULT))),
             domain: Arc::new(Domain),
         }
@@ -247,10 +255,33 @@ impl PostgresLeases {
         self.fence_mode
     }
 
+    /// The same leases, acquiring under `mode`: whether an acquisition reads
+    /// the row before it sends the acquisition statement
+    /// ([`ReadFirst::AfterRefusal`] by default: a polling loser costs a
+    /// primary-key read, a first attempt or a winner one statement; see
+    /// [`crate::read_first`]). The decision is the statement's either way.
+    pub fn with_read_first(mut self, mode: ReadFirst) -> PostgresLeases {
+        self.read_first = mode;
+        self
+    }
+
+    /// When acquisitions read first.
+    pub fn read_first(&self) -> ReadFirst {
+        self.read_first
+    }
+
+    /// How many scopes this value and its clones saw refused since they last
+    /// won them: those [`ReadFirst::AfterRefusal`] reads first on.
+    pub fn scopes_read_first(&self) -> usize {
+        self.refused.count()
+    }
+
     /// The same leases, whose refused acquisitions say who holds the scope:
     /// `Err(Held { holder: Some(…) })`, at the cost of one read-only round
-    /// trip after each refusal ([`Self::holder`]). Off by default, so a loser
-    /// costs one statement; the holder is then `None`.
+    /// trip after each refusal by the acquisition statement ([`Self::holder`]).
+    /// A refusal by the read-first check ([`Self::with_read_first`]) names the
+    /// holder anyway, for free. Off by default, so a loser costs one
+    /// statement; the holder of a statement's refusal is then `None`.
     pub fn with_holder_reports(mut self) -> PostgresLeases {
         self.holder_reports = true;
         self
@@ -431,7 +462,10 @@ impl PostgresLeases {
 
     /// Tries to take `scope` for `owner` for `ttl` (server time): one statement,
     /// one round trip ([`sql::ACQUIRE`]). `Err(Held)` when another owner holds a
-    /// live grant — a read, with no row lock and no WAL.
+    /// live grant — a read, with no row lock and no WAL. On a scope this
+    /// client saw refused, a read-only check goes first and a loser costs
+    /// only that read ([`Self::with_read_first`]); the statement still decides
+    /// every grant.
     ///
     /// The [`LeaseGuard`] owns the lease: keep it alive
     /// ([`LeaseGuard::with_keep_alive`]), race the work against
@@ -456,7 +490,7 @@ impl PostgresLeases {
         // Before the statement is sent, so `sent + ttl` bounds the grant's end
         // from below on this process's clock.
         let sent = tokio::time::Instant::now();
-        let lease = self.acquire_with(sql::ACQUIRE, scope, owner, ttl).await?;
+        let lease = self.acquire_lease(scope, owner, ttl).await?;
         Ok(LeaseGuard::new(self.clone(), lease, ttl, sent))
     }
 
@@ -469,7 +503,41 @@ impl PostgresLeases {
         owner: &Owner,
         ttl: Ttl,
     ) -> Result<Lease, LeaseError> {
-        self.acquire_with(sql::ACQUIRE, scope, owner, ttl).await
+        let read_first = self.refused.reads_first(self.read_first, scope);
+        let mut connection = self.connection().await?;
+        let decision = acquire_decision(&mut connection, read_first, scope, owner, ttl).await?;
+        // Parked before the refusal's holder read, which then reuses it.
+        self.park(connection);
+        self.concluded(scope, owner, decision).await
+    }
+
+    /// What an acquisition's decision means for the caller, and for which
+    /// scopes this client reads first from now on.
+    async fn concluded(
+        &self,
+        scope: &Scope,
+        owner: &Owner,
+        decision: Decision,
+    ) -> Result<Lease, LeaseError> {
+        match decision {
+            Decision::Granted(row) => {
+                self.refused.granted(scope);
+                Ok(granted(scope, owner, row))
+            }
+            Decision::Refused(holder) => {
+                self.refused.refused(scope);
+                match holder {
+                    Some(holder) => {
+                        assert!(&holder.owner != owner, "a read refuses only another owner");
+                        Err(LeaseError::Held {
+                            scope: scope.clone(),
+                            holder: Some(holder),
+                        })
+                    }
+                    None => Err(self.held(scope).await?),
+                }
+            }
+        }
     }
 
     // Hidden from the API docs: the benchmarks' entry point for comparing
@@ -514,13 +582,9 @@ impl PostgresLeases {
                 reason: "acquire runs as its own transaction; this connection is inside one",
             });
         }
-        let row = acquire_row(connection, sql::ACQUIRE, scope, owner, ttl)
-            .await
-            .map_err(|error| after_send("acquire", error))?;
-        match row {
-            Some(row) => Ok(granted(scope, owner, row)),
-            None => Err(self.held(scope).await?),
-        }
+        let read_first = self.refused.reads_first(self.read_first, scope);
+        let decision = acquire_decision(connection, read_first, scope, owner, ttl).await?;
+        self.concluded(scope, owner, decision).await
     }
 
     /// The refusal of `scope`, naming the holder when asked to
@@ -782,13 +846,7 @@ impl PostgresLeases {
             .await
         {
             let _ = transaction.rollback().await;
-            return Err(CycleError::Lease(if connection_lost(&error) {
-                unavailable(error)
-            } else {
-                LeaseError::Database {
-                    source: Box::new(error),
-                }
-            }));
+            return Err(CycleError::Lease(without_effect(error)));
         }
         transaction.commit().await.map_err(CycleError::Lease)?;
         Ok((value, fenced_at))
@@ -803,6 +861,62 @@ impl PostgresLeases {
 }
 
 pub(crate) type GrantRow = (i64, i64, i64);
+
+/// How one acquisition ended on the server.
+enum Decision {
+    /// The statement granted: (token, granted_at, expires_at) in µs.
+    Granted(GrantRow),
+    /// Refused: by the read-first check, which names the holder, or by the
+    /// statement (`None`).
+    Refused(Option<Holder>),
+}
+
+/// One acquisition on `connection`: the read-only check first when
+/// `read_first` (a live grant of another owner refuses at once), then the
+/// statement, which decides.
+async fn acquire_decision(
+    connection: &mut PgConnection,
+    read_first: bool,
+    scope: &Scope,
+    owner: &Owner,
+    ttl: Ttl,
+) -> Result<Decision, LeaseError> {
+    if read_first {
+        // Read-only: a connection lost under it changed nothing.
+        let rival = rival_row(connection, scope, owner)
+            .await
+            .map_err(without_effect)?;
+        if let Some((holder, token, expires_at_us)) = rival {
+            return Ok(Decision::Refused(Some(Holder {
+                owner: Owner::new(holder)?,
+                token: FencingToken(token),
+                expires_at: ServerTime::from_micros(expires_at_us),
+            })));
+        }
+    }
+    let row = acquire_row(connection, sql::ACQUIRE, scope, owner, ttl)
+        .await
+        .map_err(|error| after_send("acquire", error))?;
+    Ok(match row {
+        Some(row) => Decision::Granted(row),
+        None => Decision::Refused(None),
+    })
+}
+
+/// The read-first check ([`sql::SELECT_RIVAL`]): another owner's live grant
+/// of `scope` as (owner, token, expires_at in µs). Also the conformance
+/// differential's, so the read it holds to the semantics is the library's.
+pub(crate) async fn rival_row(
+    connection: &mut PgConnection,
+    scope: &Scope,
+    owner: &Owner,
+) -> Result<Option<(String, i64, i64)>, sqlx::Error> {
+    sqlx::query_as(sql::SELECT_RIVAL)
+        .bind(scope.as_str())
+        .bind(owner.as_str())
+        .fetch_optional(connection)
+        .await
+}
 
 /// One acquisition statement: the grant's (token, granted_at, expires_at) in
 /// µs when it won. Also the conformance differential's, so both forms it
@@ -846,17 +960,9 @@ async fn fence_on(
         .bind(lease.token.0)
         .fetch_optional(connection)
         .await
-        .map_err(|error| {
-            // A fence that lost its connection lost its transaction too: nothing
-            // can commit, so the outcome is known — no effect.
-            if connection_lost(&error) {
-                unavailable(error)
-            } else {
-                LeaseError::Database {
-                    source: Box::new(error),
-                }
-            }
-        })?;
+        // A fence that lost its connection lost its transaction too: nothing
+        // can commit, so the outcome is known — no effect.
+        .map_err(without_effect)?;
     Ok(fenced_at.map(ServerTime::from_micros))
 }
 

@@ -8,6 +8,9 @@
 //!   row whether it won. The `NOT EXISTS` guard makes a losing attempt on a held
 //!   lease a plain read: no row lock, no WAL (the bare upsert locks the row and
 //!   writes WAL even when its `WHERE` refuses, ~14× slower under contention);
+//!   a client that saw a scope refused reads first there (a polling loser
+//!   costs a primary-key read; the statement still decides every grant —
+//!   [`read_first`]);
 //! - every time comparison uses the server's clock; clients never send a timestamp;
 //! - tokens grow on every grant and never restart: release expires the row, it
 //!   never deletes it; renew, release and the fence match owner AND token;
@@ -61,6 +64,7 @@ mod guarded_write;
 pub mod keep_alive;
 mod leases;
 mod port;
+pub mod read_first;
 pub mod reuse;
 pub mod sql;
 
@@ -68,3 +72,4 @@ pub use guard::LeaseGuard;
 pub use guarded_write::{GuardedInsert, GuardedWrite};
 pub use leases::{CycleError, FenceMode, LeaseTransaction, PostgresLeases, SchemaMismatch};
 pub use port::{CommitPath, HarnessPort};
+pub use read_first::ReadFirst;

@@ -15,7 +15,7 @@ use leaseproof_history::Document as _;
 
 use crate::process::{process_race, WorkerLauncher};
 use crate::race::{
-    task_race, RaceConfig, RaceDocument, RaceError, RaceFence, RaceOutcome, Summary,
+    task_race, RaceConfig, RaceDocument, RaceError, RaceFence, RaceOutcome, RaceReadFirst, Summary,
 };
 
 /// The hidden subcommand that runs one worker process of `leaseproof race --processes`.
@@ -67,6 +67,11 @@ pub struct RaceArgs {
     /// fence), `single-statement` (the one-statement guarded insert).
     #[arg(long, default_value = "for-update", value_parser = parse_fence)]
     pub fence: RaceFence,
+    /// When the library's acquisition reads the row before its statement:
+    /// `after-refusal` (the default: on a scope this worker saw refused),
+    /// `always`, `never` (the one statement every time).
+    #[arg(long, default_value = "after-refusal", value_parser = parse_read_first)]
+    pub read_first: RaceReadFirst,
     /// Write the judged history (merged over processes, with the guarded
     /// rows) to this file, in the format `leaseproof check` reads.
     #[arg(long, value_name = "FILE")]
@@ -105,6 +110,17 @@ fn parse_fence(text: &str) -> Result<RaceFence, String> {
         "single-statement" => Ok(RaceFence::SingleStatement),
         other => Err(format!(
             "--fence {other:?}: for-update, for-share or single-statement"
+        )),
+    }
+}
+
+fn parse_read_first(text: &str) -> Result<RaceReadFirst, String> {
+    match text.trim() {
+        "never" => Ok(RaceReadFirst::Never),
+        "after-refusal" => Ok(RaceReadFirst::AfterRefusal),
+        "always" => Ok(RaceReadFirst::Always),
+        other => Err(format!(
+            "--read-first {other:?}: never, after-refusal or always"
         )),
     }
 }
@@ -156,6 +172,7 @@ impl RaceArgs {
             clock_offset_ms_max: self.clock_offset_ms,
             clock_drift_ppm_max: self.clock_drift_ppm,
             fence: self.fence,
+            read_first: self.read_first,
             ..RaceConfig::new(workers, self.rounds)
         }
     }

@@ -31,4 +31,6 @@ pub mod race;
 
 pub use cli::{run_race, run_race_with, verify_race, LockRaceDocument, RaceArgs};
 pub use process::{process_race, run_worker_process, WorkerLauncher, WORKER_CONFIG_ENV};
-pub use race::{task_race, RaceConfig, RaceDocument, RaceError, RaceFence, RaceOutcome, Summary};
+pub use race::{
+    task_race, RaceConfig, RaceDocument, RaceError, RaceFence, RaceOutcome, RaceReadFirst, Summary,
+};

@@ -21,7 +21,7 @@ use std::time::Duration;
 use leaseproof_history::{
     check, CheckConfig, CheckReport, GrantStamps, GuardedRow, History, Recorder,
 };
-use leaseproof_postgres::{CommitPath, FenceMode, HarnessPort, PostgresLeases};
+use leaseproof_postgres::{CommitPath, FenceMode, HarnessPort, PostgresLeases, ReadFirst};
 use leaseproof_protocol::{LeaseError, LeasePort, Owner, Scope, Ttl};
 use leaseproof_worker::{run_worker, Hooks, NoHooks, WorkerConfig, WorkerSummary};
 use serde::{Deserialize, Serialize};
@@ -106,6 +106,34 @@ pub struct RaceConfig {
     /// Which of the library's fences the guarded writes commit under.
     #[serde(default)]
     pub fence: RaceFence,
+    /// When the library's acquisition reads before it writes.
+    #[serde(default)]
+    pub read_first: RaceReadFirst,
+}
+
+/// The library's acquisition paths a race can acquire through
+/// (`leaseproof_postgres::ReadFirst`, all of them its own code).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RaceReadFirst {
+    /// The one statement every time.
+    Never,
+    /// The read-only check first on a scope refused before (the default).
+    #[default]
+    AfterRefusal,
+    /// The read-only check first every time.
+    Always,
+}
+
+impl RaceReadFirst {
+    /// The library's setting.
+    pub fn mode(self) -> ReadFirst {
+        match self {
+            RaceReadFirst::Never => ReadFirst::Never,
+            RaceReadFirst::AfterRefusal => ReadFirst::AfterRefusal,
+            RaceReadFirst::Always => ReadFirst::Always,
+        }
+    }
 }
 
 /// The library's fences a race can commit under (all of them its own code).
@@ -140,6 +168,7 @@ impl Default for RaceConfig {
             clock_offset_ms_max: 0,
             clock_drift_ppm_max: 0,
             fence: RaceFence::ForUpdate,
+            read_first: RaceReadFirst::AfterRefusal,
         }
     }
 }
@@ -482,7 +511,10 @@ pub(crate) fn port_on(pool: sqlx::PgPool, config: &RaceConfig) -> HarnessPort {
         RaceFence::ForShare => (FenceMode::Shared, CommitPath::Cycle),
         RaceFence::SingleStatement => (FenceMode::Exclusive, CommitPath::SingleStatement),
     };
-    HarnessPort::new(PostgresLeases::new(pool).with_fence_mode(mode)).with_commit_path(path)
+    let leases = PostgresLeases::new(pool)
+        .with_fence_mode(mode)
+        .with_read_first(config.read_first.mode());
+    HarnessPort::new(leases).with_commit_path(path)
 }
 
 /// Converts the port's guarded rows into the history's plain form.

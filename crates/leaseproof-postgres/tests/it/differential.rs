@@ -1,6 +1,6 @@
 //! The SQL against the executable semantics, case by case: see
 //! `leaseproof_postgres::conformance::differential` for the method. Both
-//! acquisition forms and every row after every step must agree with
+//! acquisition forms, the read-first check, and every row after every step must agree with
 //! `semantics::LeaseTable`, and the script must have exercised every path.
 
 use leaseproof_postgres::conformance::differential;
@@ -23,4 +23,7 @@ async fn sql_decides_every_case_like_the_executable_semantics() {
         report.grants > 20 && report.refusals > 20 && report.takeovers > 10,
         "{report:?}"
     );
+    // Every refusal in the script is one the read-first check makes alone:
+    // the read and the statement's NOT EXISTS are the same condition.
+    assert_eq!(report.read_refusals, report.refusals, "{report:?}");
 }

@@ -17,6 +17,7 @@ mod guard;
 mod input;
 mod late_statements;
 mod operations;
+mod read_first;
 mod readme;
 mod reuse;
 mod schema;

@@ -355,7 +355,12 @@ async fn a_refusal_names_the_holder_when_asked_and_costs_nothing_more_otherwise(
         Err(LeaseError::Held { holder: None, .. }) => {}
         other => panic!("by default the loser's one statement says no more: {other:?}"),
     }
-    let reporting = leases.clone().with_holder_reports();
+    // The statement refuses (never the read-first check, which names the
+    // holder by itself): the report is the extra read.
+    let reporting = leases
+        .clone()
+        .with_holder_reports()
+        .with_read_first(leaseproof_postgres::ReadFirst::Never);
     let refused = reporting.acquire(&scope, &rival, ttl_ms(60_000)).await;
     let Err(LeaseError::Held {
         scope: refused_scope,

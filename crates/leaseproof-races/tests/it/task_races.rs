@@ -130,3 +130,32 @@ async fn eight_tasks_under_the_shared_fence_keep_a_single_holder() {
 async fn eight_tasks_under_the_single_statement_guarded_insert_keep_a_single_holder() {
     race_under(leaseproof_races::RaceFence::SingleStatement).await;
 }
+
+/// Eight tasks acquiring through each of the library's acquisition paths:
+/// the one statement every time, and the read-only check first every time.
+/// (`after-refusal`, the default, is what every other race here runs.) The
+/// read changes what a loser costs, never the verdict.
+async fn race_reading_first(read_first: leaseproof_races::RaceReadFirst) {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let config = RaceConfig {
+        read_first,
+        ..RaceConfig::new(8, 10)
+    };
+    let outcome = task_race(&database.url, &config)
+        .await
+        .expect("the race runs");
+    eprint!("{read_first:?}: {}", outcome.summary());
+    assert_clean_and_real(&outcome, 8, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_tasks_reading_first_every_time_keep_a_single_holder() {
+    race_reading_first(leaseproof_races::RaceReadFirst::Always).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_tasks_sending_the_one_statement_every_time_keep_a_single_holder() {
+    race_reading_first(leaseproof_races::RaceReadFirst::Never).await;
+}
