@@ -24,13 +24,19 @@ use crate::BenchError;
 /// Arguments of `leaseproof bench`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BenchArgs {
-    /// Short run: 0.5 s per row at 1 and 8 contenders (finishes in under 30 s).
+    /// Short run: 0.5 s per row (in 3 slices) at 1 and 8 contenders.
     #[arg(long)]
     pub quick: bool,
     /// Seconds each row is measured for, more than 0 and at most 600
     /// [default: 3, or 0.5 with --quick].
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub seconds: Option<f64>,
+    /// Measure each row in this many slices, taking every row's slice in
+    /// turn (forward, then backward) so that a machine that speeds up or slows
+    /// down during the run shifts every row alike and the ratios stay
+    /// comparable [default: 5, or 3 with --quick].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
     /// Exit with status 1 when a goal is not met (for CI); without it a
     /// missed goal is reported, and the exit status says only whether the
     /// benchmark ran.
@@ -66,6 +72,8 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
 #[derive(Debug, Clone)]
 struct Plan {
     seconds_per_row: f64,
+    /// Slices each row is measured in, interleaved with the other rows'.
+    rounds: usize,
     contention_levels: Vec<usize>,
     lifecycle_levels: Vec<usize>,
 }
@@ -81,8 +89,10 @@ impl Plan {
         } else {
             vec![1, 2, 8, 32]
         };
+        let rounds = args.rounds.unwrap_or(if args.quick { 3 } else { 5 });
         Plan {
             seconds_per_row,
+            rounds: usize::try_from(rounds).expect("rounds fit in usize"),
             contention_levels,
             lifecycle_levels: vec![1, 4, 8],
         }
@@ -196,17 +206,43 @@ pub async fn run_bench(args: BenchArgs) -> ExitCode {
 }
 
 async fn run_plan(url: &str, plan: &Plan) -> Result<(String, BenchDocument), BenchError> {
-    let duration = Duration::from_secs_f64(plan.seconds_per_row);
     let rows = plan.rows();
     eprintln!(
-        "leaseproof bench: {} rows x {:.2} s, contenders {:?}",
+        "leaseproof bench: {} rows x {:.2} s in {} interleaved slices, contenders {:?}",
         rows.len(),
         plan.seconds_per_row,
+        plan.rounds,
         plan.contention_levels
     );
+    // Rows measured one after another see whatever the machine did meanwhile
+    // (another process, the CPU's clock); in slices taken in turn, forward
+    // then backward, a drift lands on every row alike. The takeover-latency
+    // row pairs grants of one scope, so it is measured in one piece.
+    let slice = Duration::from_secs_f64(plan.seconds_per_row / plan.rounds as f64);
+    let mut slices: Vec<Vec<Measurement>> = vec![Vec::new(); rows.len()];
+    for round in 0..plan.rounds {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..rows.len()).collect()
+        } else {
+            (0..rows.len()).rev().collect()
+        };
+        for index in order {
+            let (workload, contenders) = rows[index];
+            if workload == Workload::TakeoverLatency && round > 0 {
+                continue;
+            }
+            let duration = if workload == Workload::TakeoverLatency {
+                Duration::from_secs_f64(plan.seconds_per_row)
+            } else {
+                slice
+            };
+            slices[index].push(measure(url, workload, contenders, duration).await?);
+        }
+        eprintln!("  round {} of {} measured", round + 1, plan.rounds);
+    }
     let mut measurements = Vec::with_capacity(rows.len());
-    for (workload, contenders) in rows {
-        let measurement = measure(url, workload, contenders, duration).await?;
+    for ((workload, contenders), parts) in rows.iter().zip(slices) {
+        let measurement = Measurement::combined(parts);
         eprintln!(
             "  {:<28} x{:<3} {:>10.0}/s",
             workload.name(),

@@ -75,6 +75,9 @@ pub struct Measurement {
     pub p99: Duration,
     /// For runs that saw consecutive grants of one scope: the takeover delays.
     pub takeover: Option<TakeoverLatency>,
+    /// Every operation's latency, sorted: what [`Measurement::combined`]
+    /// takes its percentiles from.
+    pub(crate) latencies_ns: Vec<u64>,
 }
 
 /// The `q`-quantile (0..=1) of sorted nanoseconds, nearest rank.
@@ -165,6 +168,42 @@ impl Measurement {
             p50: quantile(&latencies_ns, 0.50),
             p99: quantile(&latencies_ns, 0.99),
             takeover,
+            latencies_ns,
+        }
+    }
+
+    /// One measurement of the same (workload, contenders) from runs taken in
+    /// slices: operations and time add up, percentiles come from every
+    /// operation of every slice. Takeover delays pair grants of one scope, so
+    /// they are kept only when there was one slice.
+    pub(crate) fn combined(slices: Vec<Measurement>) -> Measurement {
+        assert!(!slices.is_empty());
+        let (workload, contenders) = (slices[0].workload, slices[0].contenders);
+        assert!(slices
+            .iter()
+            .all(|slice| slice.workload == workload && slice.contenders == contenders));
+        if slices.len() == 1 {
+            return slices.into_iter().next().expect("one slice");
+        }
+        let operations: u64 = slices.iter().map(|slice| slice.operations).sum();
+        let granted: u64 = slices.iter().map(|slice| slice.granted).sum();
+        let elapsed: Duration = slices.iter().map(|slice| slice.elapsed).sum();
+        let mut latencies_ns: Vec<u64> = slices
+            .into_iter()
+            .flat_map(|slice| slice.latencies_ns)
+            .collect();
+        latencies_ns.sort_unstable();
+        Measurement {
+            workload,
+            contenders,
+            operations,
+            granted,
+            elapsed,
+            throughput_per_second: operations as f64 / elapsed.as_secs_f64().max(1e-9),
+            p50: quantile(&latencies_ns, 0.50),
+            p99: quantile(&latencies_ns, 0.99),
+            takeover: None,
+            latencies_ns,
         }
     }
 }
@@ -228,4 +267,48 @@ pub async fn transactions_per_operation(
     }
     let operations = (operations_large - operations_small) * contenders as u64;
     Ok((deltas[1] - deltas[0]) as f64 / operations as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(latencies_us: &[u64]) -> Tally {
+        let mut tally = Tally::default();
+        for &latency in latencies_us {
+            tally.record(Duration::from_micros(latency), false);
+        }
+        tally
+    }
+
+    fn slice(elapsed_ms: u64, latencies_us: &[u64]) -> Measurement {
+        Measurement::from_run(
+            Workload::SelectOne,
+            1,
+            Duration::from_millis(elapsed_ms),
+            vec![tally(latencies_us)],
+            Vec::new(),
+        )
+    }
+
+    #[test]
+    fn slices_combine_into_totals_and_percentiles_of_every_operation() {
+        // Two slices of unequal speed: throughput is total operations over
+        // total time, not the mean of the slices' rates; the median comes
+        // from all six operations, not from the slices' medians.
+        let combined =
+            Measurement::combined(vec![slice(100, &[10, 10, 10, 10]), slice(300, &[90, 80])]);
+        assert_eq!(combined.operations, 6);
+        assert_eq!(combined.elapsed, Duration::from_millis(400));
+        assert!((combined.throughput_per_second - 15.0).abs() < 1e-9);
+        assert_eq!(combined.p50, Duration::from_micros(10));
+        assert_eq!(combined.p99, Duration::from_micros(90));
+        assert_eq!(combined.latencies_ns.len(), 6);
+    }
+
+    #[test]
+    fn one_slice_is_kept_as_measured() {
+        let alone = slice(100, &[5, 7]);
+        assert_eq!(Measurement::combined(vec![alone.clone()]), alone);
+    }
 }

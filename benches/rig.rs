@@ -300,9 +300,15 @@ impl Contender {
                     .calls
                     .clone()
                     .expect("the acquire_on workload has its leases");
-                leases
+                let lease = leases
                     .acquire_on(self.connection(), &scope, &owner, ttl)
                     .await?;
+                self.granted(Grant {
+                    token: lease.token.0,
+                    granted_at_us: lease.granted_at.micros,
+                    expires_at_us: lease.expires_at.micros,
+                    received_at_us: wall_time_us(),
+                });
                 Ok(true)
             }
             Workload::AcquireHeldCandidateUpdateFirst | Workload::AcquireHeldCandidateFunction => {

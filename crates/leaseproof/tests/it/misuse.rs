@@ -109,6 +109,8 @@ fn every_bad_invocation_is_refused_with_a_message_naming_the_problem() {
         ),
         (vec!["bench", "--seconds", "-1"], 2, "--seconds"),
         (vec!["bench", "--seconds", "NaN"], 2, "--seconds"),
+        (vec!["bench", "--rounds", "0"], 2, "--rounds"),
+        (vec!["race", "--read-first", "sometimes"], 2, "--read-first"),
         (
             vec!["check", "/nonexistent/history.jsonl"],
             2,
