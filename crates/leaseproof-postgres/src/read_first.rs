@@ -28,7 +28,7 @@
 //! (`Held` with the same holder, token and end) at the same `now()`.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use leaseproof_protocol::Scope;
 
@@ -50,9 +50,13 @@ pub enum ReadFirst {
 /// `PostgresLeases` and its clones. Bounded: past [`REFUSED_SCOPES_MAX`]
 /// scopes it forgets them all (the next attempt on each is one statement
 /// again, which only costs, never decides).
+///
+/// Read-mostly: every poll of a held scope asks, and only the first refusal
+/// and the grant write, so the pollers sharing one client read side by side
+/// and a repeated refusal allocates nothing.
 #[derive(Debug, Default)]
 pub(crate) struct RefusedScopes {
-    scopes: Mutex<HashSet<Scope>>,
+    scopes: RwLock<HashSet<Scope>>,
 }
 
 /// How many refused scopes a client remembers before it starts over.
@@ -64,13 +68,16 @@ impl RefusedScopes {
         match mode {
             ReadFirst::Never => false,
             ReadFirst::Always => true,
-            ReadFirst::AfterRefusal => self.lock().contains(scope),
+            ReadFirst::AfterRefusal => self.read().contains(scope),
         }
     }
 
     /// `scope` was refused: read first next time.
     pub(crate) fn refused(&self, scope: &Scope) {
-        let mut scopes = self.lock();
+        if self.read().contains(scope) {
+            return;
+        }
+        let mut scopes = self.write();
         if scopes.len() >= REFUSED_SCOPES_MAX && !scopes.contains(scope) {
             scopes.clear();
         }
@@ -80,20 +87,24 @@ impl RefusedScopes {
 
     /// `scope` was granted: one statement next time.
     pub(crate) fn granted(&self, scope: &Scope) {
-        self.lock().remove(scope);
+        if self.read().contains(scope) {
+            self.write().remove(scope);
+        }
     }
 
     /// How many scopes are remembered.
     pub(crate) fn count(&self) -> usize {
-        self.lock().len()
+        self.read().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Scope>> {
-        // A panic while holding this lock cannot leave the set inconsistent
-        // (every operation is one call on it): recover the guard.
-        self.scopes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    // A panic while holding the lock cannot leave the set inconsistent (every
+    // operation is one call on it): recover the guard.
+    fn read(&self) -> RwLockReadGuard<'_, HashSet<Scope>> {
+        self.scopes.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashSet<Scope>> {
+        self.scopes.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
