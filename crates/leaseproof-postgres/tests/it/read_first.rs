@@ -118,6 +118,7 @@ async fn every_read_first_mode_grants_and_refuses_alike() {
     };
     for mode in [ReadFirst::Never, ReadFirst::AfterRefusal, ReadFirst::Always] {
         let leases = leases.clone().with_read_first(mode);
+        assert_eq!(leases.read_first(), mode);
         let scope = Scope::new(format!("mode-{mode:?}")).unwrap();
         let (a, b) = (Owner::generate(), Owner::generate());
         let first = leases.acquire_lease(&scope, &a, ttl_ms(200)).await.unwrap();
