@@ -119,6 +119,32 @@ async fn the_keep_alive_holds_the_key_past_its_ttl_and_release_stops_it() {
 }
 
 #[tokio::test]
+async fn a_dropped_guard_stops_its_keep_alive_and_the_key_expires_at_its_ttl() {
+    let Some(url) = leaseproof_redis_server::test_redis_url() else {
+        return;
+    };
+    let locks = manager(&url, 600, true).await;
+    let maintained = table("dropped");
+    let holder = locks.acquire_lock(&maintained).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(900)).await; // kept past one TTL
+    assert!(locks.is_locked(&maintained).await.unwrap());
+    drop(holder);
+    // Without its keep-alive the key lives at most one TTL after the last
+    // extension; a keep-alive that outlived its guard would hold it forever.
+    let deadline = std::time::Instant::now() + Duration::from_secs(4);
+    let rival = loop {
+        match locks.acquire_lock(&maintained).await {
+            Ok(rival) => break rival,
+            Err(LockError::Held { .. }) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("the dropped guard's key never expired: {error}"),
+        }
+    };
+    rival.release().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_vanished_key_fires_lost() {
     let Some(url) = leaseproof_redis_server::test_redis_url() else {
         return;
