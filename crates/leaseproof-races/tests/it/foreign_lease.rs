@@ -108,12 +108,16 @@ mod browser;
 mod app_clock;
 
 /// Eight workers race the app-clock lock (ShedLock style; no fence, so the
-/// workers run unfenced), their clocks offset by up to `offset_ms_max`.
-/// Workers hold for ~100 ms (two cycles of 50 ms work); the upper half
-/// (the clocks ahead, when skewed) joins 300 ms late, while the others hold.
+/// workers run unfenced), their clocks offset by up to `offset_ms_max` —
+/// worker 0's the furthest behind. The scene starts in a known order, so the
+/// verdict does not hang on who wins the first round on a loaded machine:
+/// worker 0 acquires alone and holds ~0.7 s (a 600 ms pause before its first
+/// commit, well inside the 1.5 s TTL); the others join 300 ms in, while it
+/// holds. With clocks a second apart, worker 0 stamped `lock_until` a second
+/// early, and the workers ahead find a live lock expired.
 async fn app_clock_race(url: &str, offset_ms_max: i64) -> RaceOutcome {
     let config = RaceConfig {
-        ttl_ms: 500,
+        ttl_ms: 1_500,
         work_ms: 50,
         rounds: 4,
         unfenced: true,
@@ -122,12 +126,11 @@ async fn app_clock_race(url: &str, offset_ms_max: i64) -> RaceOutcome {
     };
     let pool = pool_for(url, &config).await;
     let subject = app_clock::AppClockLock::new(pool);
-    let workers = config.workers;
     task_race_on(&subject, &config, |worker| {
-        if worker >= workers / 2 {
-            PauseOnce::at(Step::Acquire, Duration::from_millis(300))
+        if worker == 0 {
+            PauseOnce::at(Step::Commit, Duration::from_millis(600))
         } else {
-            PauseOnce::never()
+            PauseOnce::at(Step::Acquire, Duration::from_millis(300))
         }
     })
     .await
@@ -155,8 +158,8 @@ async fn an_app_clock_lock_with_synchronised_clocks_passes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_clock_lock_under_clock_skew_grants_twice_and_is_caught() {
-    // Clocks a second apart, a 500 ms TTL: a worker whose clock runs ahead
-    // finds a live lock expired and takes it. The checker proves the double
+    // Clocks up to two seconds apart, a 1.5 s TTL: a worker whose clock runs
+    // ahead finds worker 0's live lock expired and takes it. The checker proves the double
     // hold in real time, without trusting either client's timestamps.
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
