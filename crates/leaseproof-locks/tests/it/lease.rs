@@ -157,4 +157,13 @@ async fn a_keep_alive_on_a_one_connection_pool_is_refused_before_any_sql() {
         .acquire_lock(&table("small"))
         .await
         .expect("without a keep-alive one connection is enough");
+    // Two connections are enough for the keep-alive: the boundary is taken.
+    let two = PostgresLeases::connect(&database.url, 2).await.unwrap();
+    let kept = LeaseLockManager::new(two, "two", ttl, true);
+    kept.acquire_lock(&table("two"))
+        .await
+        .expect("a keep-alive on two connections")
+        .release()
+        .await
+        .unwrap();
 }

@@ -21,6 +21,47 @@ async fn manager(url: &str, ttl_ms: u64, keep_alive: bool) -> RedisDistributedLo
 }
 
 #[tokio::test]
+async fn a_zero_or_overlong_ttl_is_refused_before_connecting() {
+    // Port 1 on loopback answers nobody: a refusal here came before any IO.
+    let nowhere = "redis://127.0.0.1:1";
+    let connect = |ttl: Duration| {
+        RedisDistributedLockManager::connect(
+            nowhere,
+            "redis-test",
+            RedisLockOptions {
+                ttl,
+                keep_alive: false,
+            },
+        )
+    };
+    assert!(matches!(
+        connect(Duration::ZERO).await,
+        Err(LockError::Invalid(
+            leaseproof_protocol::InvalidInput::TtlZero
+        ))
+    ));
+    let day = Duration::from_secs(86_400);
+    assert!(matches!(
+        connect(day + Duration::from_millis(1)).await,
+        Err(LockError::Invalid(
+            leaseproof_protocol::InvalidInput::TtlTooLong { .. }
+        ))
+    ));
+    // A day exactly is the longest TTL taken.
+    let Some(url) = leaseproof_redis_server::test_redis_url() else {
+        return;
+    };
+    let locks = manager(&url, 86_400_000, false).await;
+    locks
+        .acquire_lock(&table("a-day"))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn a_holder_paused_past_the_ttl_is_overtaken_and_never_deletes_the_rivals_key() {
     let Some(url) = leaseproof_redis_server::test_redis_url() else {
         return;
