@@ -149,15 +149,39 @@ impl Measurement {
         let granted: u64 = tallies.iter().map(|tally| tally.granted).sum();
         assert!(granted <= operations);
         assert_eq!(grants.len() as u64, granted, "every grant is recorded once");
-        let mut latencies_ns: Vec<u64> = tallies
+        let latencies_ns = tallies
             .into_iter()
             .flat_map(|tally| tally.latencies_ns)
             .collect();
-        latencies_ns.sort_unstable();
         let takeover = match workload {
             Workload::AcquireTakeover | Workload::TakeoverLatency => takeover_latency(grants),
             _ => None,
         };
+        Measurement {
+            takeover,
+            ..Measurement::totalled(
+                workload,
+                contenders,
+                operations,
+                granted,
+                elapsed,
+                latencies_ns,
+            )
+        }
+    }
+
+    /// Throughput and percentiles of `operations` (latencies in any order)
+    /// over `elapsed`; no takeover delays.
+    fn totalled(
+        workload: Workload,
+        contenders: usize,
+        operations: u64,
+        granted: u64,
+        elapsed: Duration,
+        mut latencies_ns: Vec<u64>,
+    ) -> Measurement {
+        assert_eq!(latencies_ns.len() as u64, operations);
+        latencies_ns.sort_unstable();
         Measurement {
             workload,
             contenders,
@@ -167,7 +191,7 @@ impl Measurement {
             throughput_per_second: operations as f64 / elapsed.as_secs_f64().max(1e-9),
             p50: quantile(&latencies_ns, 0.50),
             p99: quantile(&latencies_ns, 0.99),
-            takeover,
+            takeover: None,
             latencies_ns,
         }
     }
@@ -188,23 +212,18 @@ impl Measurement {
         let operations: u64 = slices.iter().map(|slice| slice.operations).sum();
         let granted: u64 = slices.iter().map(|slice| slice.granted).sum();
         let elapsed: Duration = slices.iter().map(|slice| slice.elapsed).sum();
-        let mut latencies_ns: Vec<u64> = slices
+        let latencies_ns = slices
             .into_iter()
             .flat_map(|slice| slice.latencies_ns)
             .collect();
-        latencies_ns.sort_unstable();
-        Measurement {
+        Measurement::totalled(
             workload,
             contenders,
             operations,
             granted,
             elapsed,
-            throughput_per_second: operations as f64 / elapsed.as_secs_f64().max(1e-9),
-            p50: quantile(&latencies_ns, 0.50),
-            p99: quantile(&latencies_ns, 0.99),
-            takeover: None,
             latencies_ns,
-        }
+        )
     }
 }
 
