@@ -11,11 +11,5 @@ for candidate in chromium chromium-browser; do
 done
 
 echo "== installing chromium (binary missing)"
-if [ "$(id -u)" -ne 0 ]; then
-    echo "chromium is missing and we are not root: install chromium, or set LEASEPROOF_CHROMIUM" >&2
-    exit 1
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core
+bash "$(dirname "$0")/apt-install.sh" chromium fonts-dejavu-core
 command -v chromium >/dev/null 2>&1

@@ -14,17 +14,6 @@ if have_postgres_binaries; then
 fi
 
 echo "== installing PostgreSQL (binaries missing)"
-if [ "$(id -u)" -ne 0 ]; then
-    echo "PostgreSQL binaries are missing and we are not root: install postgresql, or set DATABASE_URL" >&2
-    exit 1
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends postgresql postgresql-contrib
-# The Debian package starts a system cluster; the tests do not use it.
-if command -v pg_lsclusters >/dev/null 2>&1; then
-    pg_lsclusters --no-header 2>/dev/null | while read -r version name _; do
-        pg_ctlcluster "$version" "$name" stop || true
-    done
-fi
+# Services held back: the Debian package's system cluster is never started.
+bash "$(dirname "$0")/apt-install.sh" postgresql postgresql-contrib
 have_postgres_binaries

@@ -9,16 +9,7 @@ if command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; then
 fi
 
 echo "== installing redis-server (binary missing)"
-if [ "$(id -u)" -ne 0 ]; then
-    echo "redis-server is missing and we are not root: install redis-server, or set REDIS_URL" >&2
-    exit 1
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends redis-server
-# The Debian package starts a system server; the tests do not use it.
-if command -v service >/dev/null 2>&1; then
-    service redis-server stop >/dev/null 2>&1 || true
-fi
-pkill -x redis-server >/dev/null 2>&1 || true
+# Installed with services held back: no system server is started, so there is
+# nothing to stop afterwards (and no process is ever stopped by name).
+bash "$(dirname "$0")/apt-install.sh" redis-server
 command -v redis-server >/dev/null 2>&1

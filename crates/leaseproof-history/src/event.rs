@@ -111,6 +111,21 @@ pub enum Op {
         /// How many rows the cycle writes.
         items: u32,
     },
+    /// A maintenance write of `items` rows (item 0..items) by the holder of
+    /// a lock that gives no token (an advisory lock, a Redis key without a
+    /// counter): nothing in the store checks the lock, so only real-time
+    /// order and the rows' commit order can judge it. Its rows are
+    /// [`WorkRow`]s.
+    Write {
+        /// The lock's scope.
+        scope: String,
+        /// The owner (the writer's incarnation).
+        owner: String,
+        /// Identifies the write's rows; unique per owner.
+        cycle_id: u64,
+        /// How many rows the write inserts.
+        items: u32,
+    },
 }
 
 impl Op {
@@ -120,7 +135,8 @@ impl Op {
             Op::Acquire { scope, .. }
             | Op::Renew { scope, .. }
             | Op::Release { scope, .. }
-            | Op::Commit { scope, .. } => scope,
+            | Op::Commit { scope, .. }
+            | Op::Write { scope, .. } => scope,
         }
     }
 
@@ -130,7 +146,8 @@ impl Op {
             Op::Acquire { owner, .. }
             | Op::Renew { owner, .. }
             | Op::Release { owner, .. }
-            | Op::Commit { owner, .. } => owner,
+            | Op::Commit { owner, .. }
+            | Op::Write { owner, .. } => owner,
         }
     }
 }
@@ -207,6 +224,8 @@ pub enum OpResult {
         /// The row's new `expires_at`.
         released_at_us: i64,
     },
+    /// Write (a [`Op::Write`]): the rows are in; no server time to report.
+    Written,
     /// Commit: the server time of the fence (taken under the lease row lock).
     Committed {
         /// Server time of the fenced transaction.
@@ -233,6 +252,27 @@ pub struct GuardedRow {
     pub written_at_us: i64,
     /// Server time the row's transaction committed, when the backend can
     /// tell; absent, the commit-order rule of I3 is not judged for the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_at_us: Option<i64>,
+}
+
+/// One row written by an [`Op::Write`] (no token), read after the run: the
+/// ground truth for the unfenced writes' I3 (commit order) and I4.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkRow {
+    /// Insertion sequence number (bigserial), unique.
+    pub seq: u64,
+    /// The lock's scope the writer held (or believed it held).
+    pub scope: String,
+    /// The owner that wrote it.
+    pub owner: String,
+    /// The write the row belongs to.
+    pub cycle_id: u64,
+    /// The row's index within its write, `0..items`.
+    pub item: u32,
+    /// Server time the row's transaction committed, when the store can tell
+    /// (`pg_xact_commit_timestamp(xmin)`); absent, commit order is not judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub committed_at_us: Option<i64>,
 }

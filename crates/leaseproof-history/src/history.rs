@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, EventKind, GuardedRow};
+use crate::event::{Event, EventKind, GuardedRow, WorkRow};
 
 /// Everything the checker needs about one run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +19,9 @@ pub struct History {
     pub events: Vec<Event>,
     /// The guarded table's contents after the run.
     pub guarded_rows: Vec<GuardedRow>,
+    /// Rows of unfenced writes ([`crate::Op::Write`]) after the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub work_rows: Vec<WorkRow>,
 }
 
 /// A line of the JSON-lines format.
@@ -27,6 +30,7 @@ pub struct History {
 enum Record {
     Event(Event),
     GuardedRow(GuardedRow),
+    WorkRow(WorkRow),
 }
 
 /// Reading or writing a history failed.
@@ -80,7 +84,8 @@ impl History {
             .iter()
             .cloned()
             .map(Record::Event)
-            .chain(self.guarded_rows.iter().cloned().map(Record::GuardedRow));
+            .chain(self.guarded_rows.iter().cloned().map(Record::GuardedRow))
+            .chain(self.work_rows.iter().cloned().map(Record::WorkRow));
         for record in records {
             // Serialising plain structs of strings and integers cannot fail.
             let line = serde_json::to_string(&record).expect("history records serialise");
@@ -105,6 +110,7 @@ impl History {
             match record {
                 Record::Event(event) => history.events.push(event),
                 Record::GuardedRow(row) => history.guarded_rows.push(row),
+                Record::WorkRow(row) => history.work_rows.push(row),
             }
         }
         Ok(history)
@@ -138,11 +144,13 @@ impl History {
     pub fn merge(histories: impl IntoIterator<Item = History>) -> History {
         let mut tagged: Vec<(usize, Event)> = Vec::new();
         let mut rows: BTreeSet<GuardedRow> = BTreeSet::new();
+        let mut work_rows: BTreeSet<WorkRow> = BTreeSet::new();
         for (input_index, history) in histories.into_iter().enumerate() {
             let mut events = history.events;
             events.sort_by_key(|event| event.index);
             tagged.extend(events.into_iter().map(|event| (input_index, event)));
             rows.extend(history.guarded_rows);
+            work_rows.extend(history.work_rows);
         }
         tagged.sort_by(|(_, a), (_, b)| {
             (a.true_time_us, &a.worker).cmp(&(b.true_time_us, &b.worker))
@@ -164,6 +172,9 @@ impl History {
         let mut rows: Vec<GuardedRow> = rows.into_iter().collect();
         rows.sort_by_key(|row| row.seq);
         merged.guarded_rows = rows;
+        let mut work_rows: Vec<WorkRow> = work_rows.into_iter().collect();
+        work_rows.sort_by_key(|row| row.seq);
+        merged.work_rows = work_rows;
         merged
     }
 }

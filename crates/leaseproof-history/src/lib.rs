@@ -56,7 +56,7 @@ pub use check::{
     TakeoverBound, Violation,
 };
 pub use document::{CheckDocument, Document, Envelope};
-pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome};
+pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome, WorkRow};
 pub use history::{History, HistoryError};
 pub use recorder::{Recorder, Stamp};
 pub use timeline::{timeline_html, Annotation};

@@ -459,6 +459,7 @@ impl<'h> Picture<'h> {
             Op::Renew { token, .. } => ("R", Some(*token)),
             Op::Release { token, .. } => ("X", Some(*token)),
             Op::Commit { token, .. } => ("C", Some(*token)),
+            Op::Write { .. } => ("W", None),
         };
         let label = match token {
             Some(token) => format!("{letter} t{token}"),

@@ -33,14 +33,16 @@ use crate::history::History;
 
 /// One certain hold of a lock.
 #[derive(Debug)]
-struct Hold<'h> {
-    owner: &'h str,
+pub(super) struct Hold<'h> {
+    pub(super) owner: &'h str,
     token: Option<u64>,
     invoked_true_us: i64,
-    from_true_us: i64,
-    until_true_us: i64,
+    /// The acquisition's acknowledgement: held from then on.
+    pub(super) from_true_us: i64,
+    /// Held certainly until then (exclusive).
+    pub(super) until_true_us: i64,
     /// The acquisition's events, and the one that ends the hold.
-    events: Vec<u64>,
+    pub(super) events: Vec<u64>,
 }
 
 /// An incarnation: (worker, incarnation).
@@ -102,7 +104,7 @@ pub(super) fn violations<'h>(
 }
 
 /// Certain holds per scope, ordered by their start.
-fn certain_holds<'h>(
+pub(super) fn certain_holds<'h>(
     history: &'h History,
     ops: &BTreeMap<u64, OpRecord<'h>>,
 ) -> BTreeMap<&'h str, Vec<Hold<'h>>> {

@@ -47,7 +47,7 @@ impl<'h> Checker<'h> {
                         .or_insert(invoked_true_us);
                     *earliest = (*earliest).min(invoked_true_us);
                 }
-                Op::Release { .. } | Op::Commit { .. } => {}
+                Op::Release { .. } | Op::Commit { .. } | Op::Write { .. } => {}
             }
         }
         for times in unknown_acquire_times.values_mut() {

@@ -50,6 +50,7 @@ use crate::history::History;
 mod beliefs;
 mod certain_holds;
 mod fenced_writes;
+mod lock_writes;
 mod mutual_exclusion;
 mod nothing_lost;
 mod takeover;
@@ -504,6 +505,7 @@ fn check_inner(
     checker.check_certain_holds();
     checker.check_guarded_rows();
     checker.check_commits();
+    checker.check_lock_writes();
     checker.check_beliefs();
     checker.check_takeovers(bound);
     checker.count_operations();
@@ -595,6 +597,9 @@ impl<'h> Checker<'h> {
                                 (Op::Commit { .. }, Outcome::Ok { result }) => {
                                     matches!(result, OpResult::Committed { .. })
                                 }
+                                (Op::Write { .. }, Outcome::Ok { result }) => {
+                                    matches!(result, OpResult::Written)
+                                }
                                 _ => true,
                             };
                             record.completion = Some((event.index, outcome));
@@ -654,7 +659,9 @@ impl<'h> Checker<'h> {
                     )),
                 ) => stats.grants += 1,
                 (Op::Release { .. }, Some((_, Outcome::Ok { .. }))) => stats.releases += 1,
-                (Op::Commit { .. }, Some((_, Outcome::Ok { .. }))) => stats.commits += 1,
+                (Op::Commit { .. } | Op::Write { .. }, Some((_, Outcome::Ok { .. }))) => {
+                    stats.commits += 1;
+                }
                 (
                     Op::Commit { .. },
                     Some((

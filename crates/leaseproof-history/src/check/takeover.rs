@@ -44,7 +44,7 @@ impl<'h> Checker<'h> {
                 } => {
                     extendable.insert((scope, owner, Some(*token)));
                 }
-                Op::Release { .. } | Op::Commit { .. } => {}
+                Op::Release { .. } | Op::Commit { .. } | Op::Write { .. } => {}
             }
         }
         let ops = &self.ops;

@@ -26,7 +26,7 @@ impl<'h> Checker<'h> {
                     token,
                     ttl_us,
                 } => (scope, owner, *ttl_us, Some(*token)),
-                Op::Release { .. } | Op::Commit { .. } => continue,
+                Op::Release { .. } | Op::Commit { .. } | Op::Write { .. } => continue,
             };
             let OpResult::Lease {
                 token,

@@ -9,6 +9,7 @@ mod builder;
 mod certain_holds;
 mod edges;
 mod fenced_writes;
+mod lock_writes;
 mod format;
 mod mutual_exclusion;
 mod nothing_lost;

@@ -204,6 +204,7 @@ impl Simulator {
                 }
                 _ => Err(FailReason::Stale),
             },
+            Op::Write { .. } => unreachable!("this story only commits through the fence"),
         }
     }
 

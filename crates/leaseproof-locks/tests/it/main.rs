@@ -14,6 +14,7 @@ mod advisory;
 mod conformance;
 mod lease;
 mod redis;
+mod rival;
 mod suite_teeth;
 
 use leaseproof_locks::TableName;

@@ -1,0 +1,232 @@
+//! I3 and I4 for unfenced writes (`Op::Write`, work rows): the maintenance a
+//! lock holder runs on its own connection, judged without a token.
+//!
+//! Goal: the stale write a paused holder makes after its lock expired is
+//! caught from the evidence a real run has — real-time stamps and the rows'
+//! commit times — and a correct hand-over is never reported. Method:
+//! hand-made stories, each failing one paired with a passing twin that
+//! differs in one fact.
+
+use leaseproof_history::{Invariant, Op, OpResult, Outcome, WorkRow};
+
+use crate::builder::{assert_passes, only_violation, Builder};
+
+const SCOPE: &str = "t";
+
+/// A lock with a 100 us lifetime and no token: invoked at `at`, acknowledged at `at + 2`.
+fn lock(builder: &mut Builder, worker: &str, at: i64) {
+    builder.at(at);
+    let (_, op_id) = builder.invoke(
+        worker,
+        Op::Acquire {
+            scope: SCOPE.to_string(),
+            owner: worker.to_string(),
+            ttl_us: 100,
+        },
+    );
+    builder.at(at + 2);
+    builder.complete(
+        worker,
+        op_id,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: None,
+                lifetime_us: Some(100),
+            },
+        },
+    );
+}
+
+/// `worker` writes `cycle_id` (2 items): invoked at `at`, answered `outcome` at `at + 3`.
+fn write(builder: &mut Builder, worker: &str, cycle_id: u64, at: i64, outcome: Outcome) {
+    builder.at(at);
+    let (_, op_id) = builder.invoke(
+        worker,
+        Op::Write {
+            scope: SCOPE.to_string(),
+            owner: worker.to_string(),
+            cycle_id,
+            items: 2,
+        },
+    );
+    builder.at(at + 3);
+    builder.complete(worker, op_id, outcome);
+}
+
+fn written() -> Outcome {
+    Outcome::Ok {
+        result: OpResult::Written,
+    }
+}
+
+/// Both rows of `worker`'s write `cycle_id`, committed at `committed_at_us`.
+fn rows(builder: &mut Builder, worker: &str, cycle_id: u64, committed_at_us: i64) {
+    for item in 0..2 {
+        let seq = builder.history.work_rows.len() as u64 + 1;
+        builder.history.work_rows.push(WorkRow {
+            seq,
+            scope: SCOPE.to_string(),
+            owner: worker.to_string(),
+            cycle_id,
+            item,
+            committed_at_us: Some(committed_at_us),
+        });
+    }
+}
+
+#[test]
+fn a_hand_over_with_writes_in_order_passes() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    write(&mut builder, "a", 1, 20, written());
+    lock(&mut builder, "b", 200);
+    write(&mut builder, "b", 1, 210, written());
+    rows(&mut builder, "a", 1, 5_000);
+    rows(&mut builder, "b", 1, 6_000);
+    let report = assert_passes(&builder.build());
+    assert_eq!(report.stats.commits, 2);
+}
+
+#[test]
+fn a_write_committed_after_a_later_grants_write_is_a_stale_write() {
+    // a's lock expired during a pause; b was granted and wrote; a woke and
+    // wrote: its rows committed after b's.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    lock(&mut builder, "b", 200);
+    write(&mut builder, "b", 1, 210, written());
+    write(&mut builder, "a", 1, 400, written());
+    rows(&mut builder, "b", 1, 5_000);
+    rows(&mut builder, "a", 1, 6_000);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(violation.message.contains("a stale write"), "{violation}");
+    assert_eq!(violation.rows, vec![1, 2, 3, 4]);
+}
+
+#[test]
+fn the_same_commit_order_under_grants_not_known_to_be_ordered_is_not_judged() {
+    // b's acquisition was invoked before a's was acknowledged: which was
+    // granted first is unknown, so commit order proves nothing.
+    let mut builder = Builder::new();
+    builder.at(10);
+    let (_, a_op) = builder.invoke(
+        "a",
+        Op::Acquire {
+            scope: SCOPE.to_string(),
+            owner: "a".to_string(),
+            ttl_us: 100,
+        },
+    );
+    lock(&mut builder, "b", 11);
+    builder.at(20);
+    builder.complete(
+        "a",
+        a_op,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: None,
+                lifetime_us: Some(100),
+            },
+        },
+    );
+    write(&mut builder, "b", 1, 300, written());
+    write(&mut builder, "a", 1, 400, written());
+    rows(&mut builder, "b", 1, 5_000);
+    rows(&mut builder, "a", 1, 6_000);
+    // (The holds overlap in real time, though: that is I1, judged elsewhere.)
+    let report = leaseproof_history::check(&builder.build(), &Default::default());
+    assert!(report.violations_of(Invariant::FencedWrites).is_empty(), "{report}");
+}
+
+#[test]
+fn a_write_inside_a_rivals_certain_hold_is_a_stale_write_without_rows() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    lock(&mut builder, "b", 200); // a's lifetime ended at 110
+    write(&mut builder, "a", 1, 220, written()); // inside b's hold [202, 300)
+    rows(&mut builder, "a", 1, 5_000);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(violation.message.contains("while b certainly held"), "{violation}");
+}
+
+#[test]
+fn a_write_reaching_past_the_rivals_promise_is_not_judged_in_real_time() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    lock(&mut builder, "b", 200);
+    write(&mut builder, "a", 1, 298, written()); // answered at 301: b's promise ran out at 300
+    rows(&mut builder, "a", 1, 5_000);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn a_write_reported_ok_whose_rows_are_missing_is_lost() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    write(&mut builder, "a", 1, 20, written());
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::NothingLost);
+    assert!(violation.message.contains("missing"), "{violation}");
+}
+
+#[test]
+fn a_write_reported_failed_whose_rows_are_there_is_a_lie() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    write(
+        &mut builder,
+        "a",
+        1,
+        20,
+        Outcome::Fail {
+            reason: leaseproof_history::FailReason::Error("cancelled".to_string()),
+        },
+    );
+    rows(&mut builder, "a", 1, 5_000);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::NothingLost);
+    assert!(violation.message.contains("reported failed"), "{violation}");
+}
+
+#[test]
+fn an_unknown_write_may_be_there_or_not() {
+    let unknown = || Outcome::Unknown {
+        reason: "killed".to_string(),
+    };
+    let mut with_rows = Builder::new();
+    lock(&mut with_rows, "a", 10);
+    write(&mut with_rows, "a", 1, 20, unknown());
+    rows(&mut with_rows, "a", 1, 5_000);
+    assert_passes(&with_rows.build());
+    let mut without = Builder::new();
+    lock(&mut without, "a", 10);
+    write(&mut without, "a", 1, 20, unknown());
+    assert_passes(&without.build());
+}
+
+#[test]
+fn rows_no_write_explains_are_reported() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    rows(&mut builder, "a", 7, 5_000);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(violation.message.contains("no recorded write"), "{violation}");
+}
+
+#[test]
+fn work_rows_round_trip_through_the_json_lines_format() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    write(&mut builder, "a", 1, 20, written());
+    rows(&mut builder, "a", 1, 5_000);
+    let history = builder.build();
+    let text = history.to_json_lines();
+    assert!(text.contains("\"record\":\"work_row\""), "{text}");
+    assert_eq!(
+        leaseproof_history::History::from_json_lines(&text).unwrap(),
+        history
+    );
+}
