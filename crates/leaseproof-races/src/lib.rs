@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod clients;
 pub mod clock;
 pub mod hooks;
 pub mod lock_matrix;

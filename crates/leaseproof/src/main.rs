@@ -6,6 +6,7 @@
 //! knobs exposed, or replay a failure.
 
 mod check;
+mod clients;
 mod model;
 mod verify;
 
@@ -40,6 +41,9 @@ enum Command {
     Bench(leaseproof_benches::BenchArgs),
     /// Judge a history file recorded by any program (docs/history-format.md).
     Check(check::CheckArgs),
+    /// Drive lock clients in any language under seeded faults and judge them
+    /// (docs/client-protocol.md).
+    Clients(clients::ClientsArgs),
     /// One worker process of `race --processes` (internal).
     #[command(name = "race-worker", hide = true)]
     RaceWorker,
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         Command::Race(args) => runtime().block_on(leaseproof_races::cli::run_race(args)),
         Command::Bench(args) => runtime().block_on(leaseproof_benches::run_bench(args)),
         Command::Check(args) => check::run(args),
+        Command::Clients(args) => runtime().block_on(clients::run(args)),
         Command::RaceWorker => match std::env::var(leaseproof_races::WORKER_CONFIG_ENV) {
             Ok(config_json) => {
                 runtime().block_on(leaseproof_races::run_worker_process(&config_json))

@@ -1,0 +1,18 @@
+//! Lock clients in any language, driven over a documented protocol under
+//! seeded faults on real servers, judged by the one checker.
+//!
+//! - [`wire`]: the protocol's messages (`docs/client-protocol.md`);
+//! - [`child`]: a client process, its pipes and its signals;
+//! - [`net`]: the fault proxy between a client and a store;
+//! - [`plan`]: the seeded fault plan (swarm);
+//! - [`run`]: one run — stores, proxies, processes, workers, the injector,
+//!   the rows read back, the verdict.
+
+pub mod child;
+pub mod net;
+pub mod plan;
+pub mod run;
+pub mod wire;
+
+pub use plan::{FaultKind, FaultPlan};
+pub use run::{run_clients, ClientRunConfig, ClientRunError, ClientRunReport, WorkerTally};

@@ -1,0 +1,258 @@
+//! A loopback TCP proxy between one client process and one store, with
+//! network faults on command.
+//!
+//! Goal: the faults a network does to a lock client — a partition, a lost
+//! reply, a reset, latency — for any protocol (PostgreSQL, Redis, anything
+//! on TCP), without touching the client. Method: each accepted connection
+//! gets an upstream connection and two pumps; a pump consults the shared
+//! state before forwarding each chunk:
+//! - *partition*: forwarding stops in both directions (bytes wait in the
+//!   kernel, as packets wait in retransmission) and new connections wait
+//!   for the heal; when it heals, everything flows on, nothing is lost;
+//! - *lose a reply*: the next chunk from the store is dropped and the
+//!   connection is reset — the store did the work, the client never hears;
+//! - *reset*: every open connection is closed with a TCP reset, and the
+//!   store sees its session end;
+//! - *latency*: each chunk waits that long.
+//!
+//! The proxy remembers the local port of each upstream connection, so a
+//! PostgreSQL backend can be told apart by `pg_stat_activity.client_port`
+//! (backend termination of one client's sessions).
+//! Invariant: loopback only; a byte is forwarded unchanged or not at all;
+//! every task ends when the proxy is dropped.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How often a paused pump looks again.
+const POLL: Duration = Duration::from_millis(5);
+
+#[derive(Debug)]
+struct State {
+    partitioned: AtomicBool,
+    lose_next_reply: AtomicBool,
+    latency_ms: AtomicU64,
+    /// Bumped by a reset: every connection older than the bump closes.
+    resets: watch::Sender<u64>,
+    /// Local ports of the live upstream connections.
+    upstream_ports: Mutex<BTreeSet<u16>>,
+    replies_lost: AtomicU64,
+}
+
+/// The proxy; accepting and forwarding stop when it is dropped.
+#[derive(Debug)]
+pub struct FaultProxy {
+    local_addr: SocketAddr,
+    state: Arc<State>,
+    accept_task: JoinHandle<()>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.accept_task.abort();
+        // Pumps watch the reset channel: a final bump closes them all.
+        self.state.resets.send_modify(|resets| *resets += 1);
+    }
+}
+
+impl FaultProxy {
+    /// Starts forwarding from a free loopback port to `upstream` (loopback).
+    pub async fn start(upstream: SocketAddr) -> std::io::Result<FaultProxy> {
+        assert!(upstream.ip().is_loopback(), "the proxy only forwards to loopback");
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let local_addr = listener.local_addr()?;
+        let (resets, _) = watch::channel(0);
+        let state = Arc::new(State {
+            partitioned: AtomicBool::new(false),
+            lose_next_reply: AtomicBool::new(false),
+            latency_ms: AtomicU64::new(0),
+            resets,
+            upstream_ports: Mutex::new(BTreeSet::new()),
+            replies_lost: AtomicU64::new(0),
+        });
+        let accept_state = Arc::clone(&state);
+        let accept_task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(serve(client, upstream, Arc::clone(&accept_state)));
+            }
+        });
+        Ok(FaultProxy {
+            local_addr,
+            state,
+            accept_task,
+        })
+    }
+
+    /// Where clients connect.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts or heals a partition.
+    pub fn set_partitioned(&self, partitioned: bool) {
+        self.state.partitioned.store(partitioned, Ordering::SeqCst);
+    }
+
+    /// The next chunk the store sends is dropped and its connection reset.
+    pub fn lose_next_reply(&self) {
+        self.state.lose_next_reply.store(true, Ordering::SeqCst);
+    }
+
+    /// Delays every chunk by `latency` (zero: none).
+    pub fn set_latency(&self, latency: Duration) {
+        let latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+        self.state.latency_ms.store(latency_ms, Ordering::SeqCst);
+    }
+
+    /// Closes every open connection with a TCP reset.
+    pub fn reset_all(&self) {
+        self.state.resets.send_modify(|resets| *resets += 1);
+    }
+
+    /// Local ports of the open upstream connections.
+    pub fn upstream_ports(&self) -> Vec<u16> {
+        lock(&self.state.upstream_ports).iter().copied().collect()
+    }
+
+    /// Replies dropped so far.
+    pub fn replies_lost(&self) -> u64 {
+        self.state.replies_lost.load(Ordering::SeqCst)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn serve(client: TcpStream, upstream: SocketAddr, state: Arc<State>) {
+    // A partition holds new connections too, until it heals.
+    while state.partitioned.load(Ordering::SeqCst) {
+        tokio::time::sleep(POLL).await;
+    }
+    let mut resets = state.resets.subscribe();
+    resets.mark_unchanged();
+    let Ok(server) = TcpStream::connect(upstream).await else {
+        return; // the store is down: the client sees its connection close
+    };
+    let port = server.local_addr().map(|addr| addr.port()).ok();
+    if let Some(port) = port {
+        lock(&state.upstream_ports).insert(port);
+    }
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let to_server = pump(&mut client_read, &mut server_write, &state, false);
+    let to_client = pump(&mut server_read, &mut client_write, &state, true);
+    tokio::select! {
+        _ = to_server => {}
+        _ = to_client => {}
+        _ = resets.changed() => {}
+    }
+    if let Some(port) = port {
+        lock(&state.upstream_ports).remove(&port);
+    }
+    // Reunite and reset both sides: the store sees its session end at once.
+    // A zero linger never blocks: it makes the close a reset.
+    #[allow(deprecated)]
+    if let (Ok(client), Ok(server)) = (client_read.reunite(client_write), server_read.reunite(server_write)) {
+        let _ = client.set_linger(Some(Duration::ZERO));
+        let _ = server.set_linger(Some(Duration::ZERO));
+    }
+}
+
+/// Forwards chunks until either side closes or a reply is lost.
+async fn pump(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    state: &State,
+    from_store: bool,
+) {
+    let mut buffer = vec![0_u8; 16 * 1024];
+    loop {
+        let read = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => read,
+        };
+        while state.partitioned.load(Ordering::SeqCst) {
+            tokio::time::sleep(POLL).await;
+        }
+        if from_store && state.lose_next_reply.swap(false, Ordering::SeqCst) {
+            state.replies_lost.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
+        let latency_ms = state.latency_ms.load(Ordering::SeqCst);
+        if latency_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(latency_ms)).await;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn echo_server() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buffer = [0_u8; 64];
+                    while let Ok(read) = socket.read(&mut buffer).await {
+                        if read == 0 || socket.write_all(&buffer[..read]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    async fn round_trip(socket: &mut TcpStream, text: &[u8]) -> std::io::Result<Vec<u8>> {
+        socket.write_all(text).await?;
+        let mut buffer = vec![0_u8; text.len()];
+        socket.read_exact(&mut buffer).await?;
+        Ok(buffer)
+    }
+
+    #[tokio::test]
+    async fn bytes_pass_a_partition_waits_and_heals_a_lost_reply_resets() {
+        let proxy = FaultProxy::start(echo_server().await).await.unwrap();
+        let mut socket = TcpStream::connect(proxy.local_addr()).await.unwrap();
+        assert_eq!(round_trip(&mut socket, b"ping").await.unwrap(), b"ping");
+        assert_eq!(proxy.upstream_ports().len(), 1);
+
+        proxy.set_partitioned(true);
+        let waiting = tokio::time::timeout(Duration::from_millis(100), round_trip(&mut socket, b"held")).await;
+        assert!(waiting.is_err(), "nothing crosses a partition");
+        proxy.set_partitioned(false);
+        let mut buffer = [0_u8; 4];
+        socket.read_exact(&mut buffer).await.unwrap();
+        assert_eq!(&buffer, b"held", "the bytes sent during the partition arrive after the heal");
+
+        proxy.lose_next_reply();
+        assert!(round_trip(&mut socket, b"lost").await.is_err(), "the reply is lost and the connection reset");
+        assert_eq!(proxy.replies_lost(), 1);
+
+        let mut second = TcpStream::connect(proxy.local_addr()).await.unwrap();
+        assert_eq!(round_trip(&mut second, b"next").await.unwrap(), b"next");
+        proxy.reset_all();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(round_trip(&mut second, b"gone").await.is_err(), "a reset closes open connections");
+        let mut third = TcpStream::connect(proxy.local_addr()).await.unwrap();
+        assert_eq!(round_trip(&mut third, b"new!").await.unwrap(), b"new!", "new connections pass");
+    }
+}

@@ -1,0 +1,315 @@
+//! The fault plan of a client run: drawn from its seed, printed, replayable.
+//!
+//! Goal: swarm testing (Groce et al.): each seed turns on a different subset
+//! of fault kinds at different rates, so a sweep of seeds meets faults alone
+//! and in combination. Method: a ChaCha8 stream from the seed draws, per
+//! kind, whether it is on and how many times it strikes, then each strike's
+//! moment, target client and length; the clock skew of each client process
+//! is drawn the same way. Everything is relative to the run's start and its
+//! TTL, so the plan is a pure function of (seed, clients, duration, TTL,
+//! kinds allowed).
+//! Invariant: the plan is exact and printed; the interleaving of real
+//! processes is not, and the run says so.
+
+use std::fmt;
+use std::time::Duration;
+
+use rand::{Rng as _, SeedableRng as _};
+use rand_chacha::ChaCha8Rng;
+
+/// A kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// SIGSTOP, then SIGCONT within the TTL.
+    PauseShort,
+    /// SIGSTOP, then SIGCONT after more than the TTL: the classic.
+    PauseLong,
+    /// SIGKILL; the worker comes back as a new incarnation.
+    Kill,
+    /// The client's network to its stores stops, then heals.
+    Partition,
+    /// The next reply of a store to the client is lost, its connection reset.
+    LoseReply,
+    /// Every connection of the client is reset (the store sees them end).
+    Reset,
+    /// Every chunk between the client and its stores waits.
+    Latency,
+    /// PostgreSQL terminates the client's backends (`pg_terminate_backend`).
+    TerminateBackends,
+    /// The Redis server is killed and restarted (its persistence is drawn
+    /// once per run: with it keys survive, without it they are forgotten).
+    RedisRestart,
+    /// The client process runs with a skewed clock (libfaketime): an offset
+    /// and a rate, for wall and monotonic time.
+    ClockSkew,
+}
+
+impl FaultKind {
+    /// Every kind, in the plan's order.
+    pub const ALL: [FaultKind; 10] = [
+        FaultKind::PauseShort,
+        FaultKind::PauseLong,
+        FaultKind::Kill,
+        FaultKind::Partition,
+        FaultKind::LoseReply,
+        FaultKind::Reset,
+        FaultKind::Latency,
+        FaultKind::TerminateBackends,
+        FaultKind::RedisRestart,
+        FaultKind::ClockSkew,
+    ];
+
+    /// The name used on the command line and in the plan.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::PauseShort => "pause-short",
+            FaultKind::PauseLong => "pause-long",
+            FaultKind::Kill => "kill",
+            FaultKind::Partition => "partition",
+            FaultKind::LoseReply => "lose-reply",
+            FaultKind::Reset => "reset",
+            FaultKind::Latency => "latency",
+            FaultKind::TerminateBackends => "terminate-backends",
+            FaultKind::RedisRestart => "redis-restart",
+            FaultKind::ClockSkew => "clock-skew",
+        }
+    }
+
+    /// Parses [`FaultKind::name`].
+    pub fn parse(name: &str) -> Result<FaultKind, String> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = FaultKind::ALL.iter().map(|kind| kind.name()).collect();
+                format!("unknown fault {name:?}: expected one of {}", names.join(", "))
+            })
+    }
+}
+
+/// One strike of a fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Strike {
+    /// When, from the run's start.
+    pub at: Duration,
+    /// What.
+    pub kind: FaultKind,
+    /// Which client (index), for the kinds that target one.
+    pub client: usize,
+    /// Strike whoever holds the lock at that moment, if anyone, instead of
+    /// `client` (Jepsen's "pause the primary"): who that is depends on the
+    /// interleaving, so the run reports whom it struck.
+    pub holder_first: bool,
+    /// How long it lasts (pauses, partitions, latency); zero for instant kinds.
+    pub lasting: Duration,
+}
+
+/// A client process's clock under libfaketime.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClockSkew {
+    /// Seconds added to the wall clock (negative: behind).
+    pub offset_s: i64,
+    /// How fast its clocks run (1.0: real speed).
+    pub rate: f64,
+}
+
+impl ClockSkew {
+    /// The `FAKETIME` value libfaketime reads.
+    pub fn faketime(&self) -> String {
+        format!("{:+} x{:.2}", self.offset_s, self.rate)
+    }
+}
+
+/// The faults of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultPlan {
+    /// The seed it was drawn from.
+    pub seed: u64,
+    /// The kinds this seed turned on.
+    pub kinds: Vec<FaultKind>,
+    /// The strikes, by time.
+    pub strikes: Vec<Strike>,
+    /// Each client's clock (index = client); `None` runs at real time.
+    pub clocks: Vec<Option<ClockSkew>>,
+    /// Whether the run's Redis server persists its keys across a restart.
+    pub redis_persistent: bool,
+}
+
+/// What a plan is drawn for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanShape {
+    /// Client processes.
+    pub clients: usize,
+    /// The run's length.
+    pub duration: Duration,
+    /// The lock's TTL (pauses are drawn around it).
+    pub ttl: Duration,
+    /// The kinds a seed may turn on.
+    pub allowed: Vec<FaultKind>,
+}
+
+fn scaled(ttl: Duration, low: f64, high: f64, rng: &mut ChaCha8Rng) -> Duration {
+    ttl.mul_f64(rng.gen_range(low..high))
+}
+
+impl FaultPlan {
+    /// Draws the plan of `seed` for `shape`.
+    pub fn draw(seed: u64, shape: &PlanShape) -> FaultPlan {
+        assert!(shape.clients >= 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // Swarm: each allowed kind is on for half the seeds.
+        let kinds: Vec<FaultKind> = FaultKind::ALL
+            .into_iter()
+            .filter(|kind| rng.gen_bool(0.5) && shape.allowed.contains(kind))
+            .collect();
+        let mut strikes = Vec::new();
+        let window_ms = u64::try_from(shape.duration.as_millis()).unwrap_or(u64::MAX).max(10);
+        for &kind in &kinds {
+            if kind == FaultKind::ClockSkew {
+                continue;
+            }
+            let count = rng.gen_range(1..=3);
+            for _ in 0..count {
+                // Strikes land in the first 70 % of the run, after a short
+                // start, so their consequences play out before it ends.
+                let at = Duration::from_millis(rng.gen_range(window_ms / 10..window_ms * 7 / 10));
+                let client = rng.gen_range(0..shape.clients);
+                let lasting = match kind {
+                    FaultKind::PauseShort => scaled(shape.ttl, 0.2, 0.7, &mut rng),
+                    FaultKind::PauseLong => scaled(shape.ttl, 1.3, 2.0, &mut rng),
+                    FaultKind::Partition => scaled(shape.ttl, 0.3, 1.6, &mut rng),
+                    FaultKind::Latency => scaled(shape.ttl, 0.5, 1.5, &mut rng),
+                    FaultKind::Kill
+                    | FaultKind::LoseReply
+                    | FaultKind::Reset
+                    | FaultKind::TerminateBackends
+                    | FaultKind::RedisRestart
+                    | FaultKind::ClockSkew => Duration::ZERO,
+                };
+                let holder_first = kind != FaultKind::RedisRestart && rng.gen_bool(0.75);
+                strikes.push(Strike {
+                    at,
+                    kind,
+                    client,
+                    holder_first,
+                    lasting,
+                });
+            }
+        }
+        strikes.sort_by_key(|strike| (strike.at, strike.kind, strike.client));
+        let skewed = kinds.contains(&FaultKind::ClockSkew);
+        let clocks = (0..shape.clients)
+            .map(|_| {
+                let offset_s = rng.gen_range(-120..=120);
+                let rate = rng.gen_range(0.25..1.6);
+                (skewed && rng.gen_bool(0.7)).then_some(ClockSkew { offset_s, rate })
+            })
+            .collect();
+        let redis_persistent = rng.gen_bool(0.5);
+        FaultPlan {
+            seed,
+            kinds,
+            strikes,
+            clocks,
+            redis_persistent,
+        }
+    }
+}
+
+impl fmt::Display for FaultPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kinds: Vec<&str> = self.kinds.iter().map(|kind| kind.name()).collect();
+        writeln!(
+            f,
+            "faults on: {} (redis {})",
+            if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") },
+            if self.redis_persistent { "persistent" } else { "without persistence" }
+        )?;
+        for (client, clock) in self.clocks.iter().enumerate() {
+            if let Some(clock) = clock {
+                writeln!(f, "  w{client}: clock {:+} s, rate x{:.2}", clock.offset_s, clock.rate)?;
+            }
+        }
+        for strike in &self.strikes {
+            write!(f, "  at {:>6} ms: {}", strike.at.as_millis(), strike.kind.name())?;
+            match strike.kind {
+                FaultKind::RedisRestart => {}
+                _ if strike.holder_first => write!(f, " the holder (else w{})", strike.client)?,
+                _ => write!(f, " w{}", strike.client)?,
+            }
+            if !strike.lasting.is_zero() {
+                write!(f, " for {} ms", strike.lasting.as_millis())?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> PlanShape {
+        PlanShape {
+            clients: 3,
+            duration: Duration::from_secs(12),
+            ttl: Duration::from_secs(3),
+            allowed: FaultKind::ALL.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_seed_draws_the_same_plan_every_time_and_seeds_differ() {
+        assert_eq!(FaultPlan::draw(7, &shape()), FaultPlan::draw(7, &shape()));
+        let plans: Vec<String> = (0..20).map(|seed| FaultPlan::draw(seed, &shape()).to_string()).collect();
+        let mut distinct = plans.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert!(distinct.len() >= 18, "{plans:#?}");
+    }
+
+    #[test]
+    fn swarm_turns_every_kind_on_for_some_seeds_and_off_for_others() {
+        for kind in FaultKind::ALL {
+            let on = (0..64).filter(|seed| FaultPlan::draw(*seed, &shape()).kinds.contains(&kind)).count();
+            assert!((10..=54).contains(&on), "{kind:?} on for {on} of 64 seeds");
+        }
+    }
+
+    #[test]
+    fn strikes_fit_the_run_and_long_pauses_outlast_the_ttl() {
+        for seed in 0..64 {
+            let plan = FaultPlan::draw(seed, &shape());
+            for strike in &plan.strikes {
+                assert!(strike.at < Duration::from_secs(9), "{plan}");
+                assert!(strike.client < 3);
+                match strike.kind {
+                    FaultKind::PauseLong => assert!(strike.lasting > Duration::from_secs(3)),
+                    FaultKind::PauseShort => assert!(strike.lasting < Duration::from_secs(3)),
+                    _ => {}
+                }
+            }
+            assert_eq!(plan.clocks.iter().any(Option::is_some), plan.kinds.contains(&FaultKind::ClockSkew) && plan.clocks.iter().any(Option::is_some));
+        }
+    }
+
+    #[test]
+    fn kinds_not_allowed_never_strike() {
+        let mut shape = shape();
+        shape.allowed = vec![FaultKind::PauseLong];
+        for seed in 0..32 {
+            let plan = FaultPlan::draw(seed, &shape);
+            assert!(plan.kinds.iter().all(|kind| *kind == FaultKind::PauseLong), "{plan}");
+            assert!(plan.clocks.iter().all(Option::is_none));
+        }
+    }
+
+    #[test]
+    fn names_parse_back() {
+        for kind in FaultKind::ALL {
+            assert_eq!(FaultKind::parse(kind.name()), Ok(kind));
+        }
+        assert!(FaultKind::parse("pause").unwrap_err().contains("pause-long"));
+    }
+}

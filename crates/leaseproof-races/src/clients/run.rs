@@ -1,0 +1,1015 @@
+//! One run of lock clients in any language under a seeded fault plan.
+//!
+//! Goal: answer the question users bring — is my lock, in my language, safe
+//! under pauses, crashes, partitions, restarts and skewed clocks? — with a
+//! verdict of the one checker. Method: a fresh PostgreSQL database (the
+//! maintenance table, and the store of PostgreSQL locks) and a throwaway
+//! Redis; a [`FaultProxy`] per client and store; N client processes
+//! ([`ClientProcess`]) each driven by a worker loop — acquire, a few writes
+//! of rows through the client's own connection, release, with seeded pauses
+//! between — while an injector strikes the seeded [`FaultPlan`]. leaseproof
+//! stamps every invoke and completion on its own monotonic clock and records
+//! the history; a client only answers. After the run the rows are read back
+//! with their commit timestamps and [`leaseproof_history::check`] judges.
+//! Invariant: the fault plan is a pure function of the seed and the shape;
+//! the interleaving of real processes is not, and the report says so. Every
+//! process, proxy, server and file the run started is gone when it returns.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leaseproof_history::{
+    check, CheckConfig, CheckReport, EventKind, FailReason, GrantStamps, GuardedRow, History, Op,
+    OpResult, Outcome, Recorder, Stamp, WorkRow,
+};
+use rand::{Rng as _, SeedableRng as _};
+use rand_chacha::ChaCha8Rng;
+
+use super::child::{ClientProcess, NoAnswer, StartError};
+use super::net::FaultProxy;
+use super::plan::{FaultKind, FaultPlan, PlanShape, Strike};
+use super::wire::{FailKind, Message, Request, WireError};
+use crate::clock::RunClock;
+
+/// The table every client writes its maintenance rows into.
+pub const ROWS_TABLE: &str = "leaseproof_client_rows";
+
+/// The lock every client contends for (its table name).
+pub const LOCKED_TABLE: &str = "orders";
+
+const ROWS_DDL: &str = "CREATE TABLE leaseproof_client_rows (
+    seq bigserial PRIMARY KEY,
+    scope text NOT NULL,
+    owner text NOT NULL,
+    token bigint,
+    cycle_id bigint NOT NULL,
+    item integer NOT NULL,
+    written_at timestamptz NOT NULL DEFAULT now()
+)";
+
+/// What a client run is asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientRunConfig {
+    /// The client's command line, run by `sh -c` once per incarnation.
+    pub command: String,
+    /// How many client processes contend.
+    pub clients: usize,
+    /// The seed of the fault plan and of the workers' choices.
+    pub seed: u64,
+    /// How long workers start new acquisitions.
+    pub duration: Duration,
+    /// The TTL asked of locks that have one.
+    pub ttl: Duration,
+    /// The fault kinds a seed may turn on.
+    pub faults: Vec<FaultKind>,
+}
+
+impl ClientRunConfig {
+    /// A run of `command` with the defaults: 3 clients, 12 s, TTL 3 s, every fault.
+    pub fn new(command: impl Into<String>, seed: u64) -> ClientRunConfig {
+        ClientRunConfig {
+            command: command.into(),
+            clients: 3,
+            seed,
+            duration: Duration::from_secs(12),
+            ttl: Duration::from_secs(3),
+            faults: FaultKind::ALL.to_vec(),
+        }
+    }
+
+    /// The plan this configuration draws.
+    pub fn plan(&self) -> FaultPlan {
+        FaultPlan::draw(
+            self.seed,
+            &PlanShape {
+                clients: self.clients,
+                duration: self.duration,
+                ttl: self.ttl,
+                allowed: self.faults.clone(),
+            },
+        )
+    }
+
+    /// How long a request may go unanswered before the client is taken for
+    /// hung (then it is killed and restarted): past every pause or partition
+    /// the plan can draw.
+    fn request_timeout(&self) -> Duration {
+        self.ttl * 4 + Duration::from_secs(5)
+    }
+}
+
+/// A run that could not be judged.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientRunError {
+    /// A store could not be had.
+    #[error("{0}")]
+    Store(String),
+    /// A client could not be started or did not greet.
+    #[error("client did not start: {0}")]
+    Start(#[from] StartError),
+    /// A client printed something that is not the protocol: bad input, not judged.
+    #[error("bad client output (not judged): {0}")]
+    Protocol(#[from] WireError),
+}
+
+/// What one worker did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerTally {
+    /// Ok acquisitions.
+    pub grants: u64,
+    /// Acquisitions refused as held.
+    pub refusals: u64,
+    /// Writes answered ok.
+    pub writes: u64,
+    /// Writes refused (stale or error).
+    pub writes_refused: u64,
+    /// Requests without a definite answer.
+    pub unknowns: u64,
+    /// Lost notices received.
+    pub lost_notices: u64,
+    /// Processes started (1 + restarts).
+    pub incarnations: u64,
+}
+
+impl WorkerTally {
+    fn absorb(&mut self, other: &WorkerTally) {
+        self.grants += other.grants;
+        self.refusals += other.refusals;
+        self.writes += other.writes;
+        self.writes_refused += other.writes_refused;
+        self.unknowns += other.unknowns;
+        self.lost_notices += other.lost_notices;
+        self.incarnations += other.incarnations;
+    }
+}
+
+/// The judged run.
+#[derive(Debug)]
+pub struct ClientRunReport {
+    /// The design's name from its hello.
+    pub design: String,
+    /// The plan that struck.
+    pub plan: FaultPlan,
+    /// What struck whom (holder-first strikes name whom they found).
+    pub strikes: Vec<String>,
+    /// Strikes that could not act (no Redis, no process at that moment).
+    pub strikes_skipped: Vec<String>,
+    /// Totals over the workers.
+    pub tally: WorkerTally,
+    /// Distinct incarnations that were granted the lock.
+    pub distinct_winners: usize,
+    /// The recorded history, rows included.
+    pub history: History,
+    /// The checker's verdict.
+    pub report: CheckReport,
+}
+
+impl ClientRunReport {
+    /// Why the run proved little: no contention, no writes.
+    pub fn vacuity(&self) -> Option<String> {
+        if self.distinct_winners < 2 {
+            return Some(format!(
+                "vacuous: {} distinct winner(s), need 2",
+                self.distinct_winners
+            ));
+        }
+        if self.tally.writes == 0 {
+            return Some("vacuous: no write was answered ok".to_string());
+        }
+        None
+    }
+
+    /// No violation and not vacuous.
+    pub fn passed(&self) -> bool {
+        self.report.is_ok() && self.vacuity().is_none()
+    }
+}
+
+/// Per worker: its current process and what it believes.
+struct Slot {
+    process: tokio::sync::Mutex<Option<ClientProcess>>,
+    /// The process group of the current incarnation, for the injector's
+    /// signals without waiting on a request in flight.
+    pgid: AtomicU64,
+    belief: Arc<Mutex<Belief>>,
+    proxies: Vec<FaultProxy>,
+}
+
+#[derive(Debug, Default)]
+struct Belief {
+    incarnation: u64,
+    /// (scope, token) believed held.
+    held: Option<(String, u64)>,
+    lost_notices: u64,
+}
+
+struct Run {
+    config: ClientRunConfig,
+    clock: RunClock,
+    recorder: Recorder,
+    slots: Vec<Slot>,
+    database_url: String,
+    redis: Option<Arc<Mutex<leaseproof_redis_server::RedisServer>>>,
+    dir: tempfile::TempDir,
+    protocol_error: Mutex<Option<WireError>>,
+    start_error: Mutex<Option<StartError>>,
+    hello: Mutex<Option<super::child::Hello>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `scheme://[userinfo@]host:port/rest` with host:port replaced by `addr`.
+pub fn with_address(url: &str, addr: std::net::SocketAddr) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (authority, path) = match rest.find('/') {
+        Some(slash) => (&rest[..slash], &rest[slash..]),
+        None => (rest, ""),
+    };
+    let userinfo = authority.rsplit_once('@').map(|(userinfo, _)| userinfo);
+    match userinfo {
+        Some(userinfo) => format!("{scheme}://{userinfo}@{addr}{path}"),
+        None => format!("{scheme}://{addr}{path}"),
+    }
+}
+
+/// The loopback address of a URL's host:port (`localhost` is 127.0.0.1).
+fn address_of(url: &str, default_port: u16) -> Result<std::net::SocketAddr, String> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let (host, port) = match host_port.rsplit_once(':') {
+        Some((host, port)) => (host, port.parse().map_err(|_| format!("bad port in {url}"))?),
+        None => (host_port, default_port),
+    };
+    let ip: std::net::IpAddr = match host {
+        "localhost" | "" => std::net::Ipv4Addr::LOCALHOST.into(),
+        host => host.parse().map_err(|_| format!("{host}: the client harness needs a loopback address"))?,
+    };
+    if !ip.is_loopback() {
+        return Err(format!("{ip}: the fault proxy forwards to loopback only"));
+    }
+    Ok(std::net::SocketAddr::new(ip, port))
+}
+
+/// Runs the clients of `config` and judges their history.
+pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, ClientRunError> {
+    assert!(config.clients >= 1);
+    let plan = config.plan();
+    let database = leaseproof_pgcluster::shared_server()
+        .await
+        .map_err(|unavailable| ClientRunError::Store(leaseproof_pgcluster::skip_line(&unavailable)))?
+        .fresh_database()
+        .await
+        .map_err(|error| ClientRunError::Store(format!("fresh database: {error}")))?;
+    let mut admin = database
+        .connect()
+        .await
+        .map_err(|error| ClientRunError::Store(format!("connect: {error}")))?;
+    sqlx::query(ROWS_DDL)
+        .execute(&mut admin)
+        .await
+        .map_err(|error| ClientRunError::Store(format!("{ROWS_TABLE}: {error}")))?;
+    let redis = match leaseproof_redis_server::RedisServer::start_throwaway_with(plan.redis_persistent) {
+        Ok(server) => Some(server),
+        Err(error) if leaseproof_redis_server::require_redis() => {
+            return Err(ClientRunError::Store(format!("redis-server: {error}")));
+        }
+        Err(_) => None,
+    };
+    let pg_upstream = address_of(&database.url, 5432).map_err(ClientRunError::Store)?;
+    let redis_upstream = match &redis {
+        Some(server) => Some(address_of(&server.url, 6379).map_err(ClientRunError::Store)?),
+        None => None,
+    };
+    let mut slots = Vec::new();
+    for _ in 0..config.clients {
+        let mut proxies = vec![FaultProxy::start(pg_upstream)
+            .await
+            .map_err(|error| ClientRunError::Store(format!("proxy: {error}")))?];
+        if let Some(upstream) = redis_upstream {
+            proxies.push(
+                FaultProxy::start(upstream)
+                    .await
+                    .map_err(|error| ClientRunError::Store(format!("proxy: {error}")))?,
+            );
+        }
+        slots.push(Slot {
+            process: tokio::sync::Mutex::new(None),
+            pgid: AtomicU64::new(0),
+            belief: Arc::default(),
+            proxies,
+        });
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("leaseproof-clients-")
+        .tempdir()
+        .map_err(|error| ClientRunError::Store(format!("temp dir: {error}")))?;
+    let run = Arc::new(Run {
+        config: config.clone(),
+        clock: RunClock::start(),
+        recorder: Recorder::new(),
+        slots,
+        database_url: database.url.clone(),
+        redis: redis.map(|server| Arc::new(Mutex::new(server))),
+        dir,
+        protocol_error: Mutex::new(None),
+        start_error: Mutex::new(None),
+        hello: Mutex::new(None),
+    });
+
+    let injector = tokio::spawn(inject(Arc::clone(&run), plan.clone()));
+    let mut workers = Vec::new();
+    for index in 0..config.clients {
+        workers.push(tokio::spawn(drive(Arc::clone(&run), index)));
+    }
+    let mut tally = WorkerTally::default();
+    for worker in workers {
+        if let Ok(worker_tally) = worker.await {
+            tally.absorb(&worker_tally);
+        }
+    }
+    let (strikes, strikes_skipped) = injector.await.unwrap_or_default();
+    for slot in &run.slots {
+        if let Some(process) = slot.process.lock().await.take() {
+            process.stop(Duration::from_secs(2)).await;
+        }
+    }
+    if let Some(error) = lock(&run.protocol_error).take() {
+        return Err(ClientRunError::Protocol(error));
+    }
+    if let Some(error) = lock(&run.start_error).take() {
+        return Err(ClientRunError::Start(error));
+    }
+
+    let mut history = run.recorder.snapshot();
+    read_rows(&mut admin, &mut history)
+        .await
+        .map_err(|error| ClientRunError::Store(format!("reading {ROWS_TABLE}: {error}")))?;
+    let hello = lock(&run.hello).clone();
+    let grant_stamps = match hello.as_ref().and_then(|hello| hello.grant_stamps.as_deref()) {
+        Some("decision") => GrantStamps::Decision,
+        _ => GrantStamps::StatementStart,
+    };
+    let report = check(
+        &history,
+        &CheckConfig {
+            grant_stamps,
+            ..CheckConfig::default()
+        },
+    );
+    let mut winners: Vec<(&str, u64)> = Vec::new();
+    for event in &history.events {
+        if let EventKind::BeliefStart { .. } = event.kind {
+            winners.push((event.worker.as_str(), event.incarnation));
+        }
+    }
+    winners.sort_unstable();
+    winners.dedup();
+    let distinct_winners = winners.len();
+    drop(admin);
+    drop(database);
+    Ok(ClientRunReport {
+        design: hello.map_or_else(String::new, |hello| hello.name),
+        plan,
+        strikes,
+        strikes_skipped,
+        tally,
+        distinct_winners,
+        history,
+        report,
+    })
+}
+
+/// Reads the rows back: a write under a lease (a `commit`) becomes a guarded
+/// row, any other a work row; commit times from `pg_xact_commit_timestamp`.
+async fn read_rows(admin: &mut sqlx::PgConnection, history: &mut History) -> Result<(), sqlx::Error> {
+    // track_commit_timestamp may be off on a server the user brought: then
+    // the commit times are absent and the report says what was not judged.
+    let tracked: String = sqlx::query_scalar("SHOW track_commit_timestamp")
+        .fetch_one(&mut *admin)
+        .await?;
+    let committed = if tracked == "on" {
+        "(extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::int8"
+    } else {
+        "NULL::int8"
+    };
+    let rows: Vec<(i64, String, String, Option<i64>, i64, i32, i64, Option<i64>)> = sqlx::query_as(&format!(
+        "SELECT seq, scope, owner, token, cycle_id, item, \
+         (extract(epoch FROM written_at) * 1000000)::int8, {committed} \
+         FROM {ROWS_TABLE} ORDER BY seq"
+    ))
+    .fetch_all(&mut *admin)
+    .await?;
+    let commits: std::collections::BTreeSet<(String, u64)> = history
+        .events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::Invoke {
+                op: Op::Commit { owner, cycle_id, .. },
+                ..
+            } => Some((owner.clone(), *cycle_id)),
+            _ => None,
+        })
+        .collect();
+    for (seq, scope, owner, token, cycle_id, item, written_at_us, committed_at_us) in rows {
+        let (seq, cycle_id) = (seq.unsigned_abs(), cycle_id.unsigned_abs());
+        let item = item.unsigned_abs();
+        match token {
+            Some(token) if commits.contains(&(owner.clone(), cycle_id)) => {
+                history.guarded_rows.push(GuardedRow {
+                    seq,
+                    scope,
+                    owner,
+                    token: token.unsigned_abs(),
+                    cycle_id,
+                    item,
+                    written_at_us,
+                    committed_at_us,
+                });
+            }
+            _ => history.work_rows.push(WorkRow {
+                seq,
+                scope,
+                owner,
+                cycle_id,
+                item,
+                committed_at_us,
+            }),
+        }
+    }
+    Ok(())
+}
+
+impl Run {
+    fn stamp_now(&self, worker: &str, incarnation: u64) -> (i64, String, u64) {
+        (self.clock.elapsed_us(), worker.to_string(), incarnation)
+    }
+
+    fn record(&self, worker: &str, incarnation: u64, kind: EventKind) {
+        let now = self.clock.elapsed_us();
+        self.recorder.record(stamp(worker, incarnation, now), kind);
+    }
+
+    fn client_env(&self, index: usize, incarnation: u64) -> Vec<(String, String)> {
+        let slot = &self.slots[index];
+        let mut env = vec![
+            ("LEASEPROOF_WORKER".to_string(), format!("w{index}")),
+            ("LEASEPROOF_INCARNATION".to_string(), incarnation.to_string()),
+            (
+                "LEASEPROOF_DATABASE_URL".to_string(),
+                with_address(&self.database_url, slot.proxies[0].local_addr()),
+            ),
+            ("LEASEPROOF_ROWS_TABLE".to_string(), ROWS_TABLE.to_string()),
+            ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
+        ];
+        if let (Some(redis), Some(proxy)) = (&self.redis, slot.proxies.get(1)) {
+            let url = lock(redis).url.clone();
+            env.push(("LEASEPROOF_REDIS_URL".to_string(), with_address(&url, proxy.local_addr())));
+        }
+        env
+    }
+}
+
+fn stamp(worker: &str, incarnation: u64, true_time_us: i64) -> Stamp<'_> {
+    Stamp {
+        worker,
+        incarnation,
+        true_time_us,
+        local_time_us: true_time_us,
+    }
+}
+
+/// libfaketime's library, where Debian puts it.
+pub fn libfaketime() -> Option<std::path::PathBuf> {
+    [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+    ]
+    .into_iter()
+    .map(std::path::PathBuf::from)
+    .find(|path| path.exists())
+}
+
+/// Starts incarnation `incarnation` of worker `index`.
+async fn start_client(run: &Arc<Run>, index: usize, incarnation: u64, plan_clock: Option<super::plan::ClockSkew>) -> Result<ClientProcess, StartError> {
+    let worker = format!("w{index}");
+    let mut env = run.client_env(index, incarnation);
+    if let (Some(clock), Some(library)) = (plan_clock, libfaketime()) {
+        env.push(("LD_PRELOAD".to_string(), library.display().to_string()));
+        env.push(("FAKETIME".to_string(), clock.faketime()));
+        // Each process start reads FAKETIME afresh; no cache between reads.
+        env.push(("FAKETIME_NO_CACHE".to_string(), "1".to_string()));
+    }
+    let belief = Arc::clone(&run.slots[index].belief);
+    let lost_run = Arc::clone(run);
+    let lost_worker = worker.clone();
+    let on_lost = Box::new(move |table: &str, text: Option<&str>| {
+        // Stamped and recorded under the worker's belief lock, so the
+        // worker's events stay in time order.
+        let mut belief = lock(&belief);
+        belief.lost_notices += 1;
+        if let Some((scope, token)) = belief.held.take() {
+            if scope == table {
+                lost_run.record(
+                    &lost_worker,
+                    belief.incarnation,
+                    EventKind::BeliefEnd {
+                        scope,
+                        token,
+                        reason: format!("lost: {}", text.unwrap_or("the lock said so")),
+                    },
+                );
+            } else {
+                belief.held = Some((scope, token));
+            }
+        }
+    });
+    let process = ClientProcess::start(
+        format!("{worker} (incarnation {incarnation})"),
+        &run.config.command,
+        &env,
+        run.dir.path().join(format!("{worker}.{incarnation}.stderr")),
+        Duration::from_secs(30),
+        on_lost,
+    )
+    .await?;
+    run.slots[index].pgid.store(u64::from(process.pgid()), Ordering::SeqCst);
+    let mut hello = lock(&run.hello);
+    if hello.is_none() {
+        *hello = Some(process.hello.clone());
+    }
+    Ok(process)
+}
+
+/// What a request came back with, as the history records it.
+enum Answer {
+    Message(Message),
+    /// No answer: recorded unknown; the process is replaced.
+    Lost(String),
+}
+
+/// One worker: its client's incarnations, driven until the run's end.
+async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
+    let worker = format!("w{index}");
+    let mut rng = ChaCha8Rng::seed_from_u64(run.config.seed ^ (0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(index as u64 + 1)));
+    let mut tally = WorkerTally::default();
+    let deadline = run.config.duration;
+    let timeout = run.config.request_timeout();
+    let clock_skew = run.config.plan().clocks[index];
+    let mut incarnation = 0_u64;
+    let mut msg_id = 0_u64;
+    let mut cycle_id = 0_u64;
+    let slot = &run.slots[index];
+    let table = LOCKED_TABLE.to_string();
+    'incarnations: while run.clock.elapsed_us() < micros(deadline) {
+        if lock(&run.protocol_error).is_some() || lock(&run.start_error).is_some() {
+            break;
+        }
+        lock(&slot.belief).incarnation = incarnation;
+        let process = match start_client(&run, index, incarnation, clock_skew).await {
+            Ok(process) => process,
+            Err(error) => {
+                lock(&run.start_error).get_or_insert(error);
+                break;
+            }
+        };
+        tally.incarnations += 1;
+        *slot.process.lock().await = Some(process);
+        let owner = format!("{worker}.{incarnation}");
+        // The loop of one incarnation: acquire, write, release, until the
+        // run ends or the process is lost.
+        loop {
+            if run.clock.elapsed_us() >= micros(deadline) {
+                break 'incarnations;
+            }
+            msg_id += 1;
+            let acquire = Request::Acquire {
+                msg_id,
+                table: table.clone(),
+                owner: owner.clone(),
+                ttl_ms: millis(run.config.ttl),
+            };
+            let op = Op::Acquire {
+                scope: table.clone(),
+                owner: owner.clone(),
+                ttl_us: micros(run.config.ttl),
+            };
+            let (answer, op_id) = exchange(&run, index, incarnation, &acquire, op, timeout).await;
+            let granted = match answer {
+                Answer::Message(Message::Ok {
+                    token,
+                    lifetime_ms,
+                    granted_at_us,
+                    expires_at_us,
+                    ..
+                }) => {
+                    let result = match (token, granted_at_us, expires_at_us) {
+                        (Some(token), Some(granted_at_us), Some(expires_at_us)) => OpResult::Lease {
+                            token,
+                            owner: owner.clone(),
+                            granted_at_us,
+                            expires_at_us,
+                        },
+                        _ => OpResult::Lock {
+                            token,
+                            lifetime_us: lifetime_ms.map(|ms| micros(Duration::from_millis(ms))),
+                        },
+                    };
+                    let is_lease = matches!(result, OpResult::Lease { .. });
+                    complete(&run, index, incarnation, op_id, Outcome::Ok { result }, Some((table.clone(), token.unwrap_or(0))));
+                    tally.grants += 1;
+                    Some((token, is_lease))
+                }
+                Answer::Message(Message::Fail { reason, text, .. }) => {
+                    let reason = fail_reason(reason, text);
+                    if reason == FailReason::Held {
+                        tally.refusals += 1;
+                    }
+                    complete(&run, index, incarnation, op_id, Outcome::Fail { reason }, None);
+                    None
+                }
+                Answer::Message(message) => {
+                    if unknown_or_misfit(&run, index, incarnation, op_id, message, &mut tally) {
+                        // A client that cannot tell whether it holds the lock
+                        // is replaced: a new incarnation starts clean.
+                        replace(&run, index).await;
+                        incarnation += 1;
+                        continue 'incarnations;
+                    }
+                    None
+                }
+                Answer::Lost(reason) => {
+                    record_unknown(&run, index, incarnation, op_id, reason, &mut tally);
+                    replace(&run, index).await;
+                    incarnation += 1;
+                    continue 'incarnations;
+                }
+            };
+            let Some((token, is_lease)) = granted else {
+                // Held: back off a little, seeded.
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(20..200))).await;
+                continue;
+            };
+            let writes = rng.gen_range(1..=3);
+            for _ in 0..writes {
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(50..400))).await;
+                cycle_id += 1;
+                msg_id += 1;
+                let items = rng.gen_range(1..=3);
+                let request = Request::Write {
+                    msg_id,
+                    table: table.clone(),
+                    owner: owner.clone(),
+                    token,
+                    cycle_id,
+                    items,
+                };
+                let op = match (is_lease, token) {
+                    (true, Some(token)) => Op::Commit {
+                        scope: table.clone(),
+                        owner: owner.clone(),
+                        token,
+                        cycle_id,
+                        items,
+                    },
+                    _ => Op::Write {
+                        scope: table.clone(),
+                        owner: owner.clone(),
+                        cycle_id,
+                        items,
+                    },
+                };
+                let (answer, op_id) = exchange(&run, index, incarnation, &request, op, timeout).await;
+                match answer {
+                    Answer::Message(Message::Ok { committed_at_us, .. }) => {
+                        let result = if is_lease {
+                            OpResult::Committed {
+                                // The client may not know it; the rows' commit
+                                // times are the evidence I3 judges by then.
+                                committed_at_us: committed_at_us.unwrap_or(0),
+                            }
+                        } else {
+                            OpResult::Written
+                        };
+                        complete(&run, index, incarnation, op_id, Outcome::Ok { result }, None);
+                        tally.writes += 1;
+                    }
+                    Answer::Message(Message::Fail { reason, text, .. }) => {
+                        complete(&run, index, incarnation, op_id, Outcome::Fail { reason: fail_reason(reason, text) }, None);
+                        tally.writes_refused += 1;
+                        break;
+                    }
+                    Answer::Message(message) => {
+                        if unknown_or_misfit(&run, index, incarnation, op_id, message, &mut tally) {
+                            replace(&run, index).await;
+                            incarnation += 1;
+                            continue 'incarnations;
+                        }
+                        break;
+                    }
+                    Answer::Lost(reason) => {
+                        record_unknown(&run, index, incarnation, op_id, reason, &mut tally);
+                        replace(&run, index).await;
+                        incarnation += 1;
+                        continue 'incarnations;
+                    }
+                }
+            }
+            msg_id += 1;
+            let release = Request::Release {
+                msg_id,
+                table: table.clone(),
+                owner: owner.clone(),
+            };
+            // The belief ends as the release is sent: the worker counts on
+            // the lock no longer.
+            end_belief(&run, index, "released");
+            let op = Op::Release {
+                scope: table.clone(),
+                owner: owner.clone(),
+                token: token.unwrap_or(0),
+            };
+            let (answer, op_id) = exchange(&run, index, incarnation, &release, op, timeout).await;
+            match answer {
+                Answer::Message(Message::Ok { .. }) => {
+                    let result = if is_lease {
+                        OpResult::Released {
+                            released_at_us: 0,
+                        }
+                    } else {
+                        OpResult::Unlocked
+                    };
+                    complete(&run, index, incarnation, op_id, Outcome::Ok { result }, None);
+                }
+                Answer::Message(Message::Fail { reason, text, .. }) => {
+                    complete(&run, index, incarnation, op_id, Outcome::Fail { reason: fail_reason(reason, text) }, None);
+                }
+                Answer::Message(message) => {
+                    if unknown_or_misfit(&run, index, incarnation, op_id, message, &mut tally) {
+                        replace(&run, index).await;
+                        incarnation += 1;
+                        continue 'incarnations;
+                    }
+                }
+                Answer::Lost(reason) => {
+                    record_unknown(&run, index, incarnation, op_id, reason, &mut tally);
+                    replace(&run, index).await;
+                    incarnation += 1;
+                    continue 'incarnations;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(20..300))).await;
+        }
+    }
+    end_belief(&run, index, "run ended");
+    tally.lost_notices = lock(&slot.belief).lost_notices;
+    tally
+}
+
+fn micros(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn fail_reason(kind: FailKind, text: Option<String>) -> FailReason {
+    match kind {
+        FailKind::Held => FailReason::Held,
+        FailKind::Stale => FailReason::Stale,
+        FailKind::Error => FailReason::Error(text.unwrap_or_default()),
+    }
+}
+
+/// Sends `request`, recording its invoke and returning the answer and op id.
+async fn exchange(run: &Arc<Run>, index: usize, incarnation: u64, request: &Request, op: Op, timeout: Duration) -> (Answer, u64) {
+    let worker = format!("w{index}");
+    let slot = &run.slots[index];
+    let mut process = slot.process.lock().await;
+    let op_id = {
+        let _order = lock(&slot.belief);
+        let (now, _, _) = run.stamp_now(&worker, incarnation);
+        run.recorder.invoke(stamp(&worker, incarnation, now), op)
+    };
+    let Some(client) = process.as_mut() else {
+        return (Answer::Lost("no process".to_string()), op_id);
+    };
+    let answer = match client.ask(request, timeout).await {
+        Ok(message) => Answer::Message(message),
+        Err(NoAnswer::Died) => Answer::Lost("the client process died".to_string()),
+        Err(NoAnswer::TimedOut) => Answer::Lost(format!("no answer within {} ms", timeout.as_millis())),
+        Err(NoAnswer::Protocol(error)) => {
+            lock(&run.protocol_error).get_or_insert(error);
+            Answer::Lost("bad client output".to_string())
+        }
+    };
+    (answer, op_id)
+}
+
+/// Records a completion; `believe` starts a belief in the same instant.
+fn complete(run: &Arc<Run>, index: usize, incarnation: u64, op_id: u64, outcome: Outcome, believe: Option<(String, u64)>) {
+    let worker = format!("w{index}");
+    let mut belief = lock(&run.slots[index].belief);
+    let now = run.clock.elapsed_us();
+    run.recorder.complete(stamp(&worker, incarnation, now), op_id, outcome);
+    if let Some((scope, token)) = believe {
+        run.recorder.record(
+            stamp(&worker, incarnation, now),
+            EventKind::BeliefStart {
+                scope: scope.clone(),
+                token,
+            },
+        );
+        belief.held = Some((scope, token));
+    }
+}
+
+fn record_unknown(run: &Arc<Run>, index: usize, incarnation: u64, op_id: u64, reason: String, tally: &mut WorkerTally) {
+    tally.unknowns += 1;
+    complete(run, index, incarnation, op_id, Outcome::Unknown { reason }, None);
+}
+
+/// An `unknown` answer, or an answer that does not fit (e.g. `lost` cannot
+/// answer): recorded unknown; true when the process must be replaced.
+fn unknown_or_misfit(run: &Arc<Run>, index: usize, incarnation: u64, op_id: u64, message: Message, tally: &mut WorkerTally) -> bool {
+    let reason = match message {
+        Message::Unknown { text, .. } => text.unwrap_or_else(|| "the client could not tell".to_string()),
+        other => format!("unexpected answer {other:?}"),
+    };
+    record_unknown(run, index, incarnation, op_id, reason, tally);
+    true
+}
+
+fn end_belief(run: &Arc<Run>, index: usize, reason: &str) {
+    let worker = format!("w{index}");
+    let mut belief = lock(&run.slots[index].belief);
+    if let Some((scope, token)) = belief.held.take() {
+        let incarnation = belief.incarnation;
+        run.record(
+            &worker,
+            incarnation,
+            EventKind::BeliefEnd {
+                scope,
+                token,
+                reason: reason.to_string(),
+            },
+        );
+    }
+}
+
+/// Kills the worker's current process: its successor is a new incarnation.
+async fn replace(run: &Arc<Run>, index: usize) {
+    end_belief(run, index, "replaced");
+    let slot = &run.slots[index];
+    if let Some(mut process) = slot.process.lock().await.take() {
+        process.kill().await;
+    }
+}
+
+/// Strikes the plan; returns what struck and what could not act.
+async fn inject(run: Arc<Run>, plan: FaultPlan) -> (Vec<String>, Vec<String>) {
+    let mut struck = Vec::new();
+    let mut skipped = Vec::new();
+    let mut handles = Vec::new();
+    for strike in plan.strikes {
+        let due = micros(strike.at);
+        let now = run.clock.elapsed_us();
+        if due > now {
+            tokio::time::sleep(Duration::from_micros(u64::try_from(due - now).unwrap_or(0))).await;
+        }
+        let run = Arc::clone(&run);
+        // Lasting faults run beside the next strikes.
+        handles.push(tokio::spawn(async move { strike_once(&run, &strike).await }));
+    }
+    for handle in handles {
+        match handle.await {
+            Ok(Ok(done)) => struck.push(done),
+            Ok(Err(problem)) => skipped.push(problem),
+            Err(error) => skipped.push(format!("a strike panicked: {error}")),
+        }
+    }
+    (struck, skipped)
+}
+
+async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> {
+    let holder = strike
+        .holder_first
+        .then(|| (0..run.slots.len()).find(|index| lock(&run.slots[*index].belief).held.is_some()))
+        .flatten();
+    let client = holder.unwrap_or(strike.client);
+    let slot = &run.slots[client];
+    let what = format!(
+        "at {} ms: {} w{client}{}",
+        strike.at.as_millis(),
+        strike.kind.name(),
+        if holder.is_some() { " (the holder)" } else { "" }
+    );
+    let signal = |name: &str| {
+        let pgid = slot.pgid.load(Ordering::SeqCst);
+        pgid != 0
+            && std::process::Command::new("kill")
+                .args([&format!("-{name}"), "--", &format!("-{pgid}")])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success())
+    };
+    match strike.kind {
+        FaultKind::PauseShort | FaultKind::PauseLong => {
+            if !signal("STOP") {
+                return Err(format!("{what}: no process"));
+            }
+            tokio::time::sleep(strike.lasting).await;
+            signal("CONT");
+        }
+        FaultKind::Kill => {
+            // The worker sees its request die, records it unknown and starts
+            // the next incarnation.
+            if !signal("KILL") {
+                return Err(format!("{what}: no process"));
+            }
+        }
+        FaultKind::Partition => {
+            for proxy in &slot.proxies {
+                proxy.set_partitioned(true);
+            }
+            tokio::time::sleep(strike.lasting).await;
+            for proxy in &slot.proxies {
+                proxy.set_partitioned(false);
+            }
+        }
+        FaultKind::LoseReply => {
+            for proxy in &slot.proxies {
+                proxy.lose_next_reply();
+            }
+        }
+        FaultKind::Reset => {
+            for proxy in &slot.proxies {
+                proxy.reset_all();
+            }
+        }
+        FaultKind::Latency => {
+            for proxy in &slot.proxies {
+                proxy.set_latency(Duration::from_millis(200));
+            }
+            tokio::time::sleep(strike.lasting).await;
+            for proxy in &slot.proxies {
+                proxy.set_latency(Duration::ZERO);
+            }
+        }
+        FaultKind::TerminateBackends => {
+            let ports: Vec<i32> = slot.proxies[0].upstream_ports().into_iter().map(i32::from).collect();
+            let mut admin = sqlx::PgConnection::connect_with(
+                &run.database_url.parse::<sqlx::postgres::PgConnectOptions>().map_err(|error| format!("{what}: {error}"))?,
+            )
+            .await
+            .map_err(|error| format!("{what}: {error}"))?;
+            let terminated: Vec<bool> = sqlx::query_scalar(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE client_port = ANY($1) AND pid <> pg_backend_pid()",
+            )
+            .bind(&ports)
+            .fetch_all(&mut admin)
+            .await
+            .map_err(|error| format!("{what}: {error}"))?;
+            if terminated.is_empty() {
+                return Err(format!("{what}: no backend of the client"));
+            }
+        }
+        FaultKind::RedisRestart => {
+            let Some(redis) = run.redis.clone() else {
+                return Err(format!("{what}: no Redis in this run"));
+            };
+            tokio::task::spawn_blocking(move || lock(&redis).restart())
+                .await
+                .map_err(|error| format!("{what}: {error}"))?
+                .map_err(|error| format!("{what}: {error}"))?;
+        }
+        FaultKind::ClockSkew => {}
+    }
+    Ok(what)
+}
+
+use sqlx::Connection as _;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_pointed_at_the_proxy_keeping_credentials_and_path() {
+        let proxy: std::net::SocketAddr = "127.0.0.1:4242".parse().unwrap();
+        assert_eq!(
+            with_address("postgres://u:p@127.0.0.1:5432/db?sslmode=disable", proxy),
+            "postgres://u:p@127.0.0.1:4242/db?sslmode=disable"
+        );
+        assert_eq!(with_address("redis://:secret@127.0.0.1:6379/", proxy), "redis://:secret@127.0.0.1:4242/");
+        assert_eq!(with_address("redis://localhost", proxy), "redis://127.0.0.1:4242");
+        assert_eq!(address_of("postgres://u:p@localhost:5433/db", 5432).unwrap(), "127.0.0.1:5433".parse().unwrap());
+        assert!(address_of("postgres://u:p@10.0.0.1:5433/db", 5432).is_err());
+    }
+}

@@ -1,0 +1,311 @@
+//! The client protocol's messages, version 1 (`docs/client-protocol.md`).
+//!
+//! Goal: a lock written in any language talks to leaseproof through JSON
+//! lines on stdin/stdout, and whatever it prints is either understood exactly
+//! or refused with the line and the field. Method: serde types with
+//! `deny_unknown_fields`, one enum per direction, tagged by `"type"`;
+//! requests carry Maelstrom's `msg_id`, answers its `in_reply_to`.
+//! Invariant: nothing a client says is guessed at — an unknown field, type or
+//! reason is an error naming the client and the line, never ignored.
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol's name and version, as the client's `hello` must state it.
+pub const PROTOCOL: &str = "leaseproof-client/1";
+
+/// A request leaseproof sends to a client (one line on its stdin).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Take the lock of `table`, non-blocking: `fail`/`held` when another holds it.
+    Acquire {
+        /// Pairs the answer (`in_reply_to`).
+        msg_id: u64,
+        /// The table whose lock is taken (the lock's scope).
+        table: String,
+        /// The owner leaseproof names this incarnation by (for the rows).
+        owner: String,
+        /// The lock's time to live, for locks that have one.
+        ttl_ms: u64,
+    },
+    /// Extend the lock (only sent to clients whose `hello` says `renew`).
+    Renew {
+        /// Pairs the answer.
+        msg_id: u64,
+        /// The table.
+        table: String,
+        /// The owner.
+        owner: String,
+        /// The time to live.
+        ttl_ms: u64,
+    },
+    /// The maintenance: insert `items` rows into `leaseproof_client_rows`
+    /// through the client's own connection, under the lock it holds.
+    Write {
+        /// Pairs the answer.
+        msg_id: u64,
+        /// The table whose lock guards the write.
+        table: String,
+        /// The owner (the rows' `owner` column).
+        owner: String,
+        /// The token the lock gave, if any (the rows' `token` column).
+        token: Option<u64>,
+        /// The write's id (the rows' `cycle_id` column), unique per owner.
+        cycle_id: u64,
+        /// How many rows, `item` 0..items.
+        items: u32,
+    },
+    /// Give the lock up.
+    Release {
+        /// Pairs the answer.
+        msg_id: u64,
+        /// The table.
+        table: String,
+        /// The owner.
+        owner: String,
+    },
+    /// Whether anyone holds the lock of `table` (answered `ok` with `locked`).
+    IsLocked {
+        /// Pairs the answer.
+        msg_id: u64,
+        /// The table.
+        table: String,
+    },
+}
+
+impl Request {
+    /// The request's `msg_id`.
+    pub fn msg_id(&self) -> u64 {
+        match self {
+            Request::Acquire { msg_id, .. }
+            | Request::Renew { msg_id, .. }
+            | Request::Write { msg_id, .. }
+            | Request::Release { msg_id, .. }
+            | Request::IsLocked { msg_id, .. } => *msg_id,
+        }
+    }
+
+    /// The request's type as it appears on the wire.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Acquire { .. } => "acquire",
+            Request::Renew { .. } => "renew",
+            Request::Write { .. } => "write",
+            Request::Release { .. } => "release",
+            Request::IsLocked { .. } => "is_locked",
+        }
+    }
+}
+
+/// A line a client prints on its stdout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Message {
+    /// The client's first line: who it is and what it speaks.
+    Hello {
+        /// Must be [`PROTOCOL`].
+        protocol: String,
+        /// The design's name, for reports.
+        name: String,
+        /// Whether it answers `renew` (a lock with a keep-alive of its own
+        /// does not need it).
+        #[serde(default)]
+        renew: bool,
+        /// For a lease that reports server times: what `granted_at_us`
+        /// means — `"decision"` (the statement decides at the time it
+        /// stamps) or `"statement-start"` (the default: sound for any design).
+        #[serde(default)]
+        grant_stamps: Option<String>,
+    },
+    /// The request took effect.
+    Ok {
+        /// The request's `msg_id`.
+        in_reply_to: u64,
+        /// The fencing token of the grant, where the lock has one.
+        #[serde(default)]
+        token: Option<u64>,
+        /// How long the lock promises to live from the acquisition (its TTL);
+        /// absent for a lock that lives as long as its session.
+        #[serde(default)]
+        lifetime_ms: Option<u64>,
+        /// A lease's grant time on the store's clock (µs since the epoch).
+        #[serde(default)]
+        granted_at_us: Option<i64>,
+        /// A lease's expiry on the store's clock.
+        #[serde(default)]
+        expires_at_us: Option<i64>,
+        /// A write's commit time on the store's clock, where it knows it.
+        #[serde(default)]
+        committed_at_us: Option<i64>,
+        /// The answer to `is_locked`.
+        #[serde(default)]
+        locked: Option<bool>,
+    },
+    /// The request certainly did not take effect.
+    Fail {
+        /// The request's `msg_id`.
+        in_reply_to: u64,
+        /// Why.
+        reason: FailKind,
+        /// Free text for the report.
+        #[serde(default)]
+        text: Option<String>,
+    },
+    /// The client cannot tell whether the request took effect.
+    Unknown {
+        /// The request's `msg_id`.
+        in_reply_to: u64,
+        /// Free text for the report.
+        #[serde(default)]
+        text: Option<String>,
+    },
+    /// Unsolicited: the lock told its holder the lock of `table` is lost.
+    Lost {
+        /// The table.
+        table: String,
+        /// Free text for the report.
+        #[serde(default)]
+        text: Option<String>,
+    },
+}
+
+/// Why a request certainly failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailKind {
+    /// Acquire: someone else holds the lock.
+    Held,
+    /// Renew, write, release: the lock is no longer ours (a refused stale write).
+    Stale,
+    /// Anything else that certainly did not take effect.
+    Error,
+}
+
+/// A line that is not a message of this protocol.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{client}, stdout line {line_number}: {problem}\n  the line: {line}")]
+pub struct WireError {
+    /// Which client printed it (`w1 (incarnation 0)`).
+    pub client: String,
+    /// 1-based line number on that process's stdout.
+    pub line_number: u64,
+    /// What is wrong, naming the field where serde can.
+    pub problem: String,
+    /// The line, shortened.
+    pub line: String,
+}
+
+/// Parses one stdout line of `client`.
+pub fn parse_line(client: &str, line_number: u64, line: &str) -> Result<Message, WireError> {
+    let error = |problem: String| WireError {
+        client: client.to_string(),
+        line_number,
+        problem,
+        line: line.chars().take(200).collect(),
+    };
+    let message: Message = serde_json::from_str(line).map_err(|source| {
+        error(format!(
+            "not a message of {PROTOCOL}: {source} (expected a JSON object with \"type\": \
+             hello, ok, fail, unknown or lost)"
+        ))
+    })?;
+    if let Message::Hello {
+        protocol,
+        grant_stamps,
+        ..
+    } = &message
+    {
+        if protocol != PROTOCOL {
+            return Err(error(format!(
+                "field `protocol`: {protocol:?} is not spoken here (expected {PROTOCOL:?})"
+            )));
+        }
+        if let Some(stamps) = grant_stamps {
+            if stamps != "decision" && stamps != "statement-start" {
+                return Err(error(format!(
+                    "field `grant_stamps`: {stamps:?} (expected \"decision\" or \"statement-start\")"
+                )));
+            }
+        }
+    }
+    if let Message::Ok {
+        token: Some(0), ..
+    } = &message
+    {
+        return Err(error(
+            "field `token`: 0 (fencing tokens are integers >= 1)".to_string(),
+        ));
+    }
+    Ok(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hello_an_answer_and_a_notice_parse() {
+        let hello = parse_line(
+            "w0",
+            1,
+            r#"{"type":"hello","protocol":"leaseproof-client/1","name":"x"}"#,
+        )
+        .unwrap();
+        assert!(matches!(hello, Message::Hello { renew: false, .. }));
+        let ok = parse_line("w0", 2, r#"{"type":"ok","in_reply_to":3,"lifetime_ms":3000}"#).unwrap();
+        assert!(matches!(
+            ok,
+            Message::Ok {
+                in_reply_to: 3,
+                lifetime_ms: Some(3000),
+                token: None,
+                ..
+            }
+        ));
+        let lost = parse_line("w0", 3, r#"{"type":"lost","table":"t"}"#).unwrap();
+        assert!(matches!(lost, Message::Lost { .. }));
+    }
+
+    #[test]
+    fn garbage_unknown_fields_and_bad_values_are_refused_with_the_line() {
+        for (line, expected) in [
+            ("hello", "not a message"),
+            (r#"{"type":"okay","in_reply_to":1}"#, "unknown variant"),
+            (r#"{"type":"ok","in_reply_to":1,"tokn":3}"#, "unknown field `tokn`"),
+            (r#"{"type":"ok"}"#, "missing field `in_reply_to`"),
+            (r#"{"type":"fail","in_reply_to":1,"reason":"busy"}"#, "unknown variant `busy`"),
+            (r#"{"type":"ok","in_reply_to":1,"token":0}"#, "field `token`: 0"),
+            (
+                r#"{"type":"hello","protocol":"leaseproof-client/9","name":"x"}"#,
+                "field `protocol`",
+            ),
+            (
+                r#"{"type":"hello","protocol":"leaseproof-client/1","name":"x","grant_stamps":"now"}"#,
+                "field `grant_stamps`",
+            ),
+        ] {
+            let error = parse_line("w2 (incarnation 1)", 7, line).unwrap_err();
+            let text = error.to_string();
+            assert!(text.contains(expected), "{line}: {text}");
+            assert!(text.starts_with("w2 (incarnation 1), stdout line 7:"), "{text}");
+        }
+    }
+
+    #[test]
+    fn requests_serialise_as_documented() {
+        let request = Request::Write {
+            msg_id: 4,
+            table: "orders".to_string(),
+            owner: "w1.0".to_string(),
+            token: None,
+            cycle_id: 2,
+            items: 3,
+        };
+        assert_eq!(
+            serde_json::to_string(&request).unwrap(),
+            r#"{"type":"write","msg_id":4,"table":"orders","owner":"w1.0","token":null,"cycle_id":2,"items":3}"#
+        );
+        assert_eq!(request.kind(), "write");
+        assert_eq!(request.msg_id(), 4);
+    }
+}

@@ -1,0 +1,234 @@
+//! `leaseproof clients`: point the harness at a lock client in any language.
+//!
+//! Starts N processes of the given command, drives them over the client
+//! protocol (docs/client-protocol.md) under a fault plan drawn from each
+//! seed, and judges the recorded history with the one checker. Exit codes:
+//! 0 no violation, 1 a violation, 2 bad input (a client that printed
+//! something else than the protocol, or could not start).
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use leaseproof_races::clients::{run_clients, ClientRunConfig, ClientRunError, ClientRunReport, FaultKind};
+
+/// `leaseproof clients --client CMD [--seeds A..B] …`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ClientsArgs {
+    /// The client's command line, run by `sh -c` once per process start,
+    /// e.g. `python3 examples/clients/python/partsmith_redis.py`.
+    #[arg(long, value_name = "COMMAND")]
+    pub client: String,
+    /// How many client processes contend for one lock.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..=16))]
+    pub clients: u16,
+    /// One seed: the fault plan and the workers' choices.
+    #[arg(long, conflicts_with = "seeds")]
+    pub seed: Option<u64>,
+    /// A range of seeds, `A..B` or `A..=B`, one run each.
+    #[arg(long, value_parser = parse_seeds)]
+    pub seeds: Option<Range<u64>>,
+    /// How long workers keep acquiring, in ms.
+    #[arg(long, default_value_t = 12_000, value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+    pub duration_ms: u64,
+    /// The TTL asked of locks that have one, in ms.
+    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub ttl_ms: u64,
+    /// Fault kinds a seed may turn on: `all`, `none`, or a comma list of
+    /// pause-short, pause-long, kill, partition, lose-reply, reset, latency,
+    /// terminate-backends, redis-restart, clock-skew.
+    #[arg(long, default_value = "all", value_parser = parse_faults)]
+    pub faults: FaultList,
+    /// Write the judged history of the (single) run here (docs/history-format.md).
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+    /// Draw the judged history of the (single) run as an HTML timeline here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+/// The fault kinds allowed (a newtype so clap keeps it one value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultList(pub Vec<FaultKind>);
+
+fn parse_faults(text: &str) -> Result<FaultList, String> {
+    match text {
+        "all" => Ok(FaultList(FaultKind::ALL.to_vec())),
+        "none" => Ok(FaultList(vec![])),
+        list => list
+            .split(',')
+            .map(|name| FaultKind::parse(name.trim()))
+            .collect::<Result<Vec<_>, _>>()
+            .map(FaultList),
+    }
+}
+
+fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
+    let parse = |number: &str| {
+        number
+            .trim()
+            .parse::<u64>()
+            .map_err(|error| format!("{number:?} is not a seed: {error}"))
+    };
+    if let Some((start, end)) = text.split_once("..=") {
+        let (start, end) = (parse(start)?, parse(end)?);
+        return (start <= end).then(|| start..end + 1).ok_or_else(|| format!("{text}: empty range"));
+    }
+    if let Some((start, end)) = text.split_once("..") {
+        let (start, end) = (parse(start)?, parse(end)?);
+        return (start < end).then_some(start..end).ok_or_else(|| format!("{text}: empty range"));
+    }
+    let seed = parse(text)?;
+    Ok(seed..seed + 1)
+}
+
+impl ClientsArgs {
+    fn config(&self, seed: u64) -> ClientRunConfig {
+        let mut config = ClientRunConfig::new(self.client.clone(), seed);
+        config.clients = usize::from(self.clients);
+        config.duration = Duration::from_millis(self.duration_ms);
+        config.ttl = Duration::from_millis(self.ttl_ms);
+        config.faults = self.faults.0.clone();
+        config
+    }
+
+    fn replay_line(&self, seed: u64) -> String {
+        let faults: Vec<&str> = self.faults.0.iter().map(|kind| kind.name()).collect();
+        let faults = if faults.len() == FaultKind::ALL.len() {
+            String::new()
+        } else if faults.is_empty() {
+            " --faults none".to_string()
+        } else {
+            format!(" --faults {}", faults.join(","))
+        };
+        format!(
+            "{} clients --client '{}' --clients {} --duration-ms {} --ttl-ms {}{faults} --seed {seed}",
+            invoked_as(),
+            self.client.replace('\'', "'\\''"),
+            self.clients,
+            self.duration_ms,
+            self.ttl_ms,
+        )
+    }
+}
+
+fn invoked_as() -> String {
+    std::env::args().next().unwrap_or_else(|| "leaseproof".to_string())
+}
+
+/// Runs `leaseproof clients`.
+pub async fn run(args: ClientsArgs) -> ExitCode {
+    let seeds = match (&args.seeds, args.seed) {
+        (Some(seeds), _) => seeds.clone(),
+        (None, Some(seed)) => seed..seed + 1,
+        (None, None) => 0..1,
+    };
+    let single = seeds.end - seeds.start == 1;
+    if !single && (args.history.is_some() || args.html.is_some()) {
+        eprintln!("leaseproof clients: --history and --html need a single --seed");
+        return ExitCode::from(2);
+    }
+    let (mut failed, mut vacuous, mut runs) = (Vec::new(), 0_u64, 0_u64);
+    for seed in seeds {
+        println!("SEED={seed} client={}", args.client);
+        let config = args.config(seed);
+        print!("{}", config.plan());
+        println!("  (the fault plan replays exactly; the interleaving of real processes does not)");
+        match run_clients(config).await {
+            Ok(outcome) => {
+                runs += 1;
+                print_outcome(&outcome);
+                if let Some(path) = &args.history {
+                    if let Err(error) = outcome.history.save(path) {
+                        eprintln!("leaseproof clients: {error}");
+                        return ExitCode::from(2);
+                    }
+                    println!("history written to {}", path.display());
+                }
+                if let Some(path) = &args.html {
+                    let title = format!("{} — seed {seed}", outcome.design);
+                    let html = leaseproof_history::timeline_html(&title, &outcome.history, &outcome.report, &[]);
+                    if let Err(error) = std::fs::write(path, html) {
+                        eprintln!("leaseproof clients: {}: {error}", path.display());
+                        return ExitCode::from(2);
+                    }
+                    println!("timeline written to {}", path.display());
+                }
+                if !outcome.report.is_ok() {
+                    println!("replay: {}", args.replay_line(seed));
+                    failed.push(seed);
+                } else if outcome.vacuity().is_some() {
+                    vacuous += 1;
+                }
+            }
+            Err(error @ (ClientRunError::Protocol(_) | ClientRunError::Start(_))) => {
+                eprintln!("leaseproof clients: {error}");
+                return ExitCode::from(2);
+            }
+            Err(error) => {
+                eprintln!("leaseproof clients: {error}");
+                return ExitCode::from(2);
+            }
+        }
+        println!();
+    }
+    println!(
+        "clients: {runs} run(s), {} with a violation{}, {vacuous} that proved little (no contention or no write)",
+        failed.len(),
+        if failed.is_empty() { String::new() } else { format!(" (seeds {failed:?})") },
+    );
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn print_outcome(outcome: &ClientRunReport) {
+    println!("design: {}", outcome.design);
+    for strike in &outcome.strikes {
+        println!("  struck {strike}");
+    }
+    for skipped in &outcome.strikes_skipped {
+        println!("  could not strike {skipped}");
+    }
+    let tally = &outcome.tally;
+    println!(
+        "grants={} refusals={} writes={} writes_refused={} unknown={} lost_notices={} incarnations={} distinct_winners={}",
+        tally.grants,
+        tally.refusals,
+        tally.writes,
+        tally.writes_refused,
+        tally.unknowns,
+        tally.lost_notices,
+        tally.incarnations,
+        outcome.distinct_winners
+    );
+    print!("{}", outcome.report);
+    match (outcome.report.is_ok(), outcome.vacuity()) {
+        (false, _) => println!("VERDICT: violation"),
+        (true, Some(why)) => println!("VERDICT: no violation, but {why}"),
+        (true, None) => println!("VERDICT: no violation"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_and_faults_parse_with_clear_errors() {
+        assert_eq!(parse_seeds("3..5"), Ok(3..5));
+        assert_eq!(parse_seeds("3..=5"), Ok(3..6));
+        assert_eq!(parse_seeds("7"), Ok(7..8));
+        assert!(parse_seeds("5..3").unwrap_err().contains("empty"));
+        assert!(parse_seeds("x..3").unwrap_err().contains("not a seed"));
+        assert_eq!(parse_faults("none"), Ok(FaultList(vec![])));
+        assert_eq!(
+            parse_faults("pause-long, kill"),
+            Ok(FaultList(vec![FaultKind::PauseLong, FaultKind::Kill]))
+        );
+        assert!(parse_faults("pause").unwrap_err().contains("pause-long"));
+    }
+}

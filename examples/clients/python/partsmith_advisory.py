@@ -1,0 +1,71 @@
+"""pg_partsmith 1.10.0's PostgresAdvisoryLockManager, as it ships, behind
+leaseproof's client protocol.
+
+The lock is pg_partsmith's own: `pg_try_advisory_lock` on a dedicated
+AUTOCOMMIT connection from a SQLAlchemy async engine, held while the
+`async with` body runs, no probe of that session meanwhile. The maintenance
+writes its rows on another connection of the same engine, as pg_partsmith's
+maintenance does.
+"""
+
+from pg_partsmith.aio.lock import PostgresAdvisoryLockManager
+from pg_partsmith.exceptions import LockAcquisitionError
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+import leaseproof_client as lp
+
+
+def engine_url(url):
+    scheme, rest = url.split("://", 1)
+    return "postgresql+asyncpg://" + rest
+
+
+class PartsmithAdvisory:
+    def __init__(self):
+        self._engine = create_async_engine(engine_url(lp.DATABASE_URL))
+        self._manager = PostgresAdvisoryLockManager(self._engine)
+        self._held = {}
+
+    async def acquire(self, request):
+        held = lp.HeldContext(
+            request["table"],
+            lambda: self._manager.acquire_lock(request["table"]),
+            held_errors=(LockAcquisitionError,),
+        )
+        await held.enter()
+        self._held[request["table"]] = held
+        return {}  # a session lock: no lifetime, no token
+
+    async def write(self, request):
+        held = self._held.get(request["table"])
+        if held is None:
+            raise lp.Stale("not holding the lock")
+
+        async def work():
+            async with self._engine.begin() as connection:
+                await connection.execute(
+                    text(
+                        f"INSERT INTO {lp.ROWS_TABLE} (scope, owner, token, cycle_id, item) "
+                        "VALUES (:scope, :owner, :token, :cycle_id, :item)"
+                    ),
+                    [
+                        {"scope": scope, "owner": owner, "token": token, "cycle_id": cycle_id, "item": item}
+                        for scope, owner, token, cycle_id, item in lp.rows_of(request)
+                    ],
+                )
+
+        await held.run(work)
+
+    async def release(self, request):
+        held = self._held.pop(request["table"], None)
+        if held is None:
+            raise lp.Stale("not holding the lock")
+        await held.exit()
+
+    async def is_locked(self, request):
+        return {"locked": await self._manager.is_locked(request["table"])}
+
+
+if __name__ == "__main__":
+    lp.main(PartsmithAdvisory(), name="pg_partsmith 1.10.0 PostgresAdvisoryLockManager")
