@@ -440,8 +440,50 @@ async fn read_rows(admin: &mut sqlx::PgConnection, history: &mut History) -> Res
             }),
         }
     }
+    fill_commit_times(history);
     Ok(())
 }
+
+/// A commit answered ok without its server time gets the latest commit time
+/// of its rows, read from the store: the evidence, not the client's word.
+fn fill_commit_times(history: &mut History) {
+    let mut commit_times: std::collections::BTreeMap<(String, u64), i64> = Default::default();
+    for row in &history.guarded_rows {
+        if let Some(committed_at_us) = row.committed_at_us {
+            let latest = commit_times.entry((row.owner.clone(), row.cycle_id)).or_insert(committed_at_us);
+            *latest = (*latest).max(committed_at_us);
+        }
+    }
+    let mut cycles: std::collections::BTreeMap<u64, (String, u64)> = Default::default();
+    for event in &history.events {
+        if let EventKind::Invoke {
+            op_id,
+            op: Op::Commit { owner, cycle_id, .. },
+        } = &event.kind
+        {
+            cycles.insert(*op_id, (owner.clone(), *cycle_id));
+        }
+    }
+    for event in &mut history.events {
+        if let EventKind::Complete {
+            op_id,
+            outcome:
+                Outcome::Ok {
+                    result: OpResult::Committed { committed_at_us },
+                },
+        } = &mut event.kind
+        {
+            if *committed_at_us == NO_COMMIT_TIME {
+                if let Some(time) = cycles.get(op_id).and_then(|cycle| commit_times.get(cycle)) {
+                    *committed_at_us = *time;
+                }
+            }
+        }
+    }
+}
+
+/// Stands for "the client did not say" until the rows tell.
+const NO_COMMIT_TIME: i64 = 0;
 
 impl Run {
     fn stamp_now(&self, worker: &str, incarnation: u64) -> (i64, String, u64) {
@@ -578,6 +620,7 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
             }
         };
         tally.incarnations += 1;
+        let renews = process.hello.renew;
         *slot.process.lock().await = Some(process);
         let owner = format!("{worker}.{incarnation}");
         // The loop of one incarnation: acquire, write, release, until the
@@ -690,13 +733,25 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
                             OpResult::Committed {
                                 // The client may not know it; the rows' commit
                                 // times are the evidence I3 judges by then.
-                                committed_at_us: committed_at_us.unwrap_or(0),
+                                committed_at_us: committed_at_us.unwrap_or(NO_COMMIT_TIME),
                             }
                         } else {
                             OpResult::Written
                         };
                         complete(&run, index, incarnation, op_id, Outcome::Ok { result }, None);
                         tally.writes += 1;
+                        if renews {
+                            msg_id += 1;
+                            match renew(&run, index, incarnation, &owner, token, msg_id, &mut tally).await {
+                                Renewal::Renewed => {}
+                                Renewal::Refused => break,
+                                Renewal::Replace => {
+                                    replace(&run, index).await;
+                                    incarnation += 1;
+                                    continue 'incarnations;
+                                }
+                            }
+                        }
                     }
                     Answer::Message(Message::Fail { reason, text, .. }) => {
                         complete(&run, index, incarnation, op_id, Outcome::Fail { reason: fail_reason(reason, text) }, None);
@@ -735,15 +790,21 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
             };
             let (answer, op_id) = exchange(&run, index, incarnation, &release, op, timeout).await;
             match answer {
-                Answer::Message(Message::Ok { .. }) => {
-                    let result = if is_lease {
-                        OpResult::Released {
-                            released_at_us: 0,
-                        }
-                    } else {
-                        OpResult::Unlocked
+                Answer::Message(Message::Ok { released_at_us, .. }) => {
+                    let outcome = match (is_lease, released_at_us) {
+                        (true, Some(released_at_us)) => Outcome::Ok {
+                            result: OpResult::Released { released_at_us },
+                        },
+                        // A lease's release without its time cannot say where
+                        // the grant ended: judged as if its outcome were unknown.
+                        (true, None) => Outcome::Unknown {
+                            reason: "release answered ok without released_at_us".to_string(),
+                        },
+                        (false, _) => Outcome::Ok {
+                            result: OpResult::Unlocked,
+                        },
                     };
-                    complete(&run, index, incarnation, op_id, Outcome::Ok { result }, None);
+                    complete(&run, index, incarnation, op_id, outcome, None);
                 }
                 Answer::Message(Message::Fail { reason, text, .. }) => {
                     complete(&run, index, incarnation, op_id, Outcome::Fail { reason: fail_reason(reason, text) }, None);
@@ -768,6 +829,78 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
     end_belief(&run, index, "run ended");
     tally.lost_notices = lock(&slot.belief).lost_notices;
     tally
+}
+
+/// How a renewal went.
+enum Renewal {
+    Renewed,
+    /// Certainly not renewed: the lock is lost.
+    Refused,
+    /// No definite answer: the process is replaced.
+    Replace,
+}
+
+/// Renews the lock (clients whose hello says `renew`), recording it.
+async fn renew(
+    run: &Arc<Run>,
+    index: usize,
+    incarnation: u64,
+    owner: &str,
+    token: Option<u64>,
+    msg_id: u64,
+    tally: &mut WorkerTally,
+) -> Renewal {
+    let timeout = run.config.request_timeout();
+    let request = Request::Renew {
+        msg_id,
+        table: LOCKED_TABLE.to_string(),
+        owner: owner.to_string(),
+        ttl_ms: millis(run.config.ttl),
+    };
+    let op = Op::Renew {
+        scope: LOCKED_TABLE.to_string(),
+        owner: owner.to_string(),
+        token: token.unwrap_or(0),
+        ttl_us: micros(run.config.ttl),
+    };
+    let (answer, op_id) = exchange(run, index, incarnation, &request, op, timeout).await;
+    match answer {
+        Answer::Message(Message::Ok {
+            token: renewed_token,
+            lifetime_ms,
+            granted_at_us,
+            expires_at_us,
+            ..
+        }) => {
+            let result = match (renewed_token, granted_at_us, expires_at_us) {
+                (Some(token), Some(granted_at_us), Some(expires_at_us)) => OpResult::Lease {
+                    token,
+                    owner: owner.to_string(),
+                    granted_at_us,
+                    expires_at_us,
+                },
+                _ => OpResult::Lock {
+                    token: renewed_token,
+                    lifetime_us: lifetime_ms.map(|ms| micros(Duration::from_millis(ms))),
+                },
+            };
+            complete(run, index, incarnation, op_id, Outcome::Ok { result }, None);
+            Renewal::Renewed
+        }
+        Answer::Message(Message::Fail { reason, text, .. }) => {
+            complete(run, index, incarnation, op_id, Outcome::Fail { reason: fail_reason(reason, text) }, None);
+            end_belief(run, index, "renewal refused");
+            Renewal::Refused
+        }
+        Answer::Message(message) => {
+            unknown_or_misfit(run, index, incarnation, op_id, message, tally);
+            Renewal::Replace
+        }
+        Answer::Lost(reason) => {
+            record_unknown(run, index, incarnation, op_id, reason, tally);
+            Renewal::Replace
+        }
+    }
 }
 
 fn micros(duration: Duration) -> i64 {
@@ -903,12 +1036,12 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
         .flatten();
     let client = holder.unwrap_or(strike.client);
     let slot = &run.slots[client];
-    let what = format!(
-        "at {} ms: {} w{client}{}",
-        strike.at.as_millis(),
-        strike.kind.name(),
-        if holder.is_some() { " (the holder)" } else { "" }
-    );
+    let target = match (strike.kind, holder) {
+        (FaultKind::RedisRestart, _) => String::new(),
+        (_, Some(_)) => format!(" w{client} (the holder)"),
+        (_, None) => format!(" w{client}"),
+    };
+    let what = format!("at {} ms: {}{target}", strike.at.as_millis(), strike.kind.name());
     let signal = |name: &str| {
         let pgid = slot.pgid.load(Ordering::SeqCst);
         pgid != 0

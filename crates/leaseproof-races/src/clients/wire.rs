@@ -134,6 +134,9 @@ pub enum Message {
         /// A lease's expiry on the store's clock.
         #[serde(default)]
         expires_at_us: Option<i64>,
+        /// A lease's release: when its grant ended, on the store's clock.
+        #[serde(default)]
+        released_at_us: Option<i64>,
         /// A write's commit time on the store's clock, where it knows it.
         #[serde(default)]
         committed_at_us: Option<i64>,
