@@ -235,12 +235,14 @@ pub async fn tasks_never_hold_one_table_at_once(
         let barrier = Arc::new(tokio::sync::Barrier::new(tasks));
         let mut handles = Vec::new();
         for task in 0..tasks {
-            let (manager, table, barrier) = (Arc::clone(&manager), table.clone(), Arc::clone(&barrier));
+            let (manager, table, barrier) =
+                (Arc::clone(&manager), table.clone(), Arc::clone(&barrier));
             let (recorder, scope) = (Arc::clone(&recorder), scope.clone());
             handles.push(tokio::spawn(async move {
                 let worker = format!("task-{task}");
                 fn stamp(worker: &str, start: Instant) -> Stamp<'_> {
-                    let true_time_us = i64::try_from(start.elapsed().as_micros()).unwrap_or(i64::MAX);
+                    let true_time_us =
+                        i64::try_from(start.elapsed().as_micros()).unwrap_or(i64::MAX);
                     Stamp {
                         worker,
                         incarnation: 0,

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use leaseproof_races::clients::{run_clients, ClientRunConfig, ClientRunError, ClientRunReport, FaultKind};
+use leaseproof_races::clients::{
+    run_clients, ClientRunConfig, ClientRunError, ClientRunReport, FaultKind,
+};
 
 /// `leaseproof clients --client CMD [--seeds A..B] …`.
 #[derive(clap::Args, Clone, Debug)]
@@ -46,6 +48,11 @@ pub struct ClientsArgs {
     /// Draw the judged history of the (single) run as an HTML timeline here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Where the history and timeline of every seed with a violation go
+    /// (`clients-seed-N.jsonl`, `.html`); default: `leaseproof-out` in the
+    /// system's temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// The fault kinds allowed (a newtype so clap keeps it one value).
@@ -73,11 +80,15 @@ fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
     };
     if let Some((start, end)) = text.split_once("..=") {
         let (start, end) = (parse(start)?, parse(end)?);
-        return (start <= end).then(|| start..end + 1).ok_or_else(|| format!("{text}: empty range"));
+        return (start <= end)
+            .then(|| start..end + 1)
+            .ok_or_else(|| format!("{text}: empty range"));
     }
     if let Some((start, end)) = text.split_once("..") {
         let (start, end) = (parse(start)?, parse(end)?);
-        return (start < end).then_some(start..end).ok_or_else(|| format!("{text}: empty range"));
+        return (start < end)
+            .then_some(start..end)
+            .ok_or_else(|| format!("{text}: empty range"));
     }
     let seed = parse(text)?;
     Ok(seed..seed + 1)
@@ -114,7 +125,9 @@ impl ClientsArgs {
 }
 
 fn invoked_as() -> String {
-    std::env::args().next().unwrap_or_else(|| "leaseproof".to_string())
+    std::env::args()
+        .next()
+        .unwrap_or_else(|| "leaseproof".to_string())
 }
 
 /// Runs `leaseproof clients`.
@@ -148,7 +161,12 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
                 }
                 if let Some(path) = &args.html {
                     let title = format!("{} — seed {seed}", outcome.design);
-                    let html = leaseproof_history::timeline_html(&title, &outcome.history, &outcome.report, &[]);
+                    let html = leaseproof_history::timeline_html(
+                        &title,
+                        &outcome.history,
+                        &outcome.report,
+                        &[],
+                    );
                     if let Err(error) = std::fs::write(path, html) {
                         eprintln!("leaseproof clients: {}: {error}", path.display());
                         return ExitCode::from(2);
@@ -156,6 +174,7 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
                     println!("timeline written to {}", path.display());
                 }
                 if !outcome.report.is_ok() {
+                    save_evidence(&args, seed, &outcome);
                     println!("replay: {}", args.replay_line(seed));
                     failed.push(seed);
                 } else if outcome.vacuity().is_some() {
@@ -182,6 +201,27 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// Writes a failing seed's history and timeline into the output directory.
+fn save_evidence(args: &ClientsArgs, seed: u64, outcome: &ClientRunReport) {
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("leaseproof-out"));
+    if let Err(error) = std::fs::create_dir_all(&dir) {
+        eprintln!("leaseproof clients: {}: {error}", dir.display());
+        return;
+    }
+    let history = dir.join(format!("clients-seed-{seed}.jsonl"));
+    let html = dir.join(format!("clients-seed-{seed}.html"));
+    let title = format!("{} — seed {seed}", outcome.design);
+    let page = leaseproof_history::timeline_html(&title, &outcome.history, &outcome.report, &[]);
+    match (outcome.history.save(&history), std::fs::write(&html, page)) {
+        (Ok(()), Ok(())) => println!("evidence: {} and {}", history.display(), html.display()),
+        (Err(error), _) => eprintln!("leaseproof clients: {error}"),
+        (_, Err(error)) => eprintln!("leaseproof clients: {}: {error}", html.display()),
     }
 }
 

@@ -108,18 +108,20 @@ impl<'h> Checker<'h> {
                         .filter(|acquire| acquire.invoke_event < record.invoke_event)
                         .max_by_key(|acquire| acquire.invoke_event)
                 })
-                .and_then(|acquire| match (acquire.completion, acquire.complete_true_us) {
-                    (Some((_, Outcome::Ok { .. })), Some(acknowledged_true_us))
-                        if acknowledged_true_us <= record.invoke_true_us =>
-                    {
-                        Some(GrantOfWrite {
-                            invoke_event: acquire.invoke_event,
-                            invoked_true_us: acquire.invoke_true_us,
-                            acknowledged_true_us,
-                        })
-                    }
-                    _ => None,
-                });
+                .and_then(
+                    |acquire| match (acquire.completion, acquire.complete_true_us) {
+                        (Some((_, Outcome::Ok { .. })), Some(acknowledged_true_us))
+                            if acknowledged_true_us <= record.invoke_true_us =>
+                        {
+                            Some(GrantOfWrite {
+                                invoke_event: acquire.invoke_event,
+                                invoked_true_us: acquire.invoke_true_us,
+                                acknowledged_true_us,
+                            })
+                        }
+                        _ => None,
+                    },
+                );
             writes.push(WriteUnder {
                 record,
                 scope,
@@ -239,7 +241,11 @@ fn commit_order(
             .iter()
             .map(|row| row.seq)
             .collect();
-        seqs.extend(rows[&(later.owner, later.cycle_id)].iter().map(|row| row.seq));
+        seqs.extend(
+            rows[&(later.owner, later.cycle_id)]
+                .iter()
+                .map(|row| row.seq),
+        );
         violations.push((
             Invariant::FencedWrites,
             stale.scope.to_string(),
@@ -284,7 +290,9 @@ fn nothing_lost(
         };
         let what = format!("{} write {} ({items} items)", write.owner, write.cycle_id);
         let message = if misplaced {
-            Some(format!("{what}: rows written twice, out of range or under another scope"))
+            Some(format!(
+                "{what}: rows written twice, out of range or under another scope"
+            ))
         } else if present_count > 0 && !whole {
             Some(format!(
                 "{what} reported {outcome} is partial: {present_count} of {items} rows"

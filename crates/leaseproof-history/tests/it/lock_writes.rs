@@ -136,7 +136,10 @@ fn the_same_commit_order_under_grants_not_known_to_be_ordered_is_not_judged() {
     rows(&mut builder, "a", 1, 6_000);
     // (The holds overlap in real time, though: that is I1, judged elsewhere.)
     let report = leaseproof_history::check(&builder.build(), &Default::default());
-    assert!(report.violations_of(Invariant::FencedWrites).is_empty(), "{report}");
+    assert!(
+        report.violations_of(Invariant::FencedWrites).is_empty(),
+        "{report}"
+    );
 }
 
 #[test]
@@ -148,7 +151,10 @@ fn a_write_inside_a_rivals_certain_hold_is_a_stale_write_without_rows() {
     rows(&mut builder, "a", 1, 5_000);
     let violation = only_violation(&builder.build());
     assert_eq!(violation.invariant, Invariant::FencedWrites);
-    assert!(violation.message.contains("while b certainly held"), "{violation}");
+    assert!(
+        violation.message.contains("while b certainly held"),
+        "{violation}"
+    );
 }
 
 #[test]
@@ -213,7 +219,10 @@ fn rows_no_write_explains_are_reported() {
     rows(&mut builder, "a", 7, 5_000);
     let violation = only_violation(&builder.build());
     assert_eq!(violation.invariant, Invariant::FencedWrites);
-    assert!(violation.message.contains("no recorded write"), "{violation}");
+    assert!(
+        violation.message.contains("no recorded write"),
+        "{violation}"
+    );
 }
 
 #[test]

@@ -109,7 +109,10 @@ impl Client {
                 )
                 .await?,
             ),
-            Kind::Advisory => Arc::new(PostgresAdvisoryLockManager::new(&self.database_url, "leaseproof")?),
+            Kind::Advisory => Arc::new(PostgresAdvisoryLockManager::new(
+                &self.database_url,
+                "leaseproof",
+            )?),
             Kind::Lease => unreachable!("the lease is used as a lease"),
         };
         self.manager = Some(Arc::clone(&manager));
@@ -128,7 +131,15 @@ impl Client {
     async fn handle(&mut self, request: Request) -> Message {
         let msg_id = request.msg_id();
         match (self.kind, request) {
-            (Kind::Lease, Request::Acquire { table, owner, ttl_ms, .. }) => {
+            (
+                Kind::Lease,
+                Request::Acquire {
+                    table,
+                    owner,
+                    ttl_ms,
+                    ..
+                },
+            ) => {
                 let result = async {
                     let leases = self.leases().await?;
                     let scope = Scope::new(table.clone())?;
@@ -166,7 +177,16 @@ impl Client {
                     Err(error) => lease_error(msg_id, error),
                 }
             }
-            (Kind::Lease, Request::Write { table, owner, cycle_id, items, .. }) => {
+            (
+                Kind::Lease,
+                Request::Write {
+                    table,
+                    owner,
+                    cycle_id,
+                    items,
+                    ..
+                },
+            ) => {
                 let Some(lease) = self.held_leases.get(&table).cloned() else {
                     return fail(msg_id, FailKind::Stale, "not held");
                 };
@@ -219,11 +239,19 @@ impl Client {
                     Ok(manager) => manager,
                     Err(error) => return lock_error(msg_id, error),
                 };
-                match manager.acquire_lock(&TableName::new("public", table.clone())).await {
+                match manager
+                    .acquire_lock(&TableName::new("public", table.clone()))
+                    .await
+                {
                     Ok(guard) => {
                         let mut answer = ok(msg_id);
-                        if let Message::Ok { token, lifetime_ms, .. } = &mut answer {
-                            *token = guard.fencing_token().and_then(|token| u64::try_from(token.0).ok());
+                        if let Message::Ok {
+                            token, lifetime_ms, ..
+                        } = &mut answer
+                        {
+                            *token = guard
+                                .fencing_token()
+                                .and_then(|token| u64::try_from(token.0).ok());
                             // Redis promises its TTL from the SET; a session
                             // lock lives with its session.
                             *lifetime_ms = (self.kind == Kind::Redis).then_some(ttl_ms);
@@ -244,7 +272,17 @@ impl Client {
                     Err(error) => lock_error(msg_id, error),
                 }
             }
-            (_, Request::Write { table, owner, token, cycle_id, items, .. }) => {
+            (
+                _,
+                Request::Write {
+                    table,
+                    owner,
+                    token,
+                    cycle_id,
+                    items,
+                    ..
+                },
+            ) => {
                 if !self.guards.contains_key(&table) {
                     return fail(msg_id, FailKind::Stale, "not held");
                 }
@@ -284,7 +322,10 @@ impl Client {
                     _ => self.manager(3_000).await.ok(),
                 };
                 let locked = match manager {
-                    Some(manager) => manager.is_locked(&TableName::new("public", table)).await.map_err(|error| error.to_string()),
+                    Some(manager) => manager
+                        .is_locked(&TableName::new("public", table))
+                        .await
+                        .map_err(|error| error.to_string()),
                     None => match (self.leases().await, Scope::new(table)) {
                         (Ok(leases), Ok(scope)) => leases
                             .holder(&scope)
@@ -298,7 +339,11 @@ impl Client {
                 match locked {
                     Ok(locked) => {
                         let mut answer = ok(msg_id);
-                        if let Message::Ok { locked: answer_locked, .. } = &mut answer {
+                        if let Message::Ok {
+                            locked: answer_locked,
+                            ..
+                        } = &mut answer
+                        {
                             *answer_locked = Some(locked);
                         }
                         answer
@@ -330,7 +375,9 @@ fn lease_error(msg_id: u64, error: LeaseError) -> Message {
     match error {
         LeaseError::Held { .. } => fail(msg_id, FailKind::Held, error),
         LeaseError::Lost { .. } => fail(msg_id, FailKind::Stale, error),
-        LeaseError::Invalid(_) | LeaseError::Unavailable { .. } => fail(msg_id, FailKind::Error, error),
+        LeaseError::Invalid(_) | LeaseError::Unavailable { .. } => {
+            fail(msg_id, FailKind::Error, error)
+        }
         other => unknown(msg_id, other),
     }
 }
@@ -339,7 +386,9 @@ fn lock_error(msg_id: u64, error: LockError) -> Message {
     match error {
         LockError::Held { .. } => fail(msg_id, FailKind::Held, error),
         LockError::Lost { .. } => fail(msg_id, FailKind::Stale, error),
-        LockError::Invalid(_) | LockError::Unavailable { .. } => fail(msg_id, FailKind::Error, error),
+        LockError::Invalid(_) | LockError::Unavailable { .. } => {
+            fail(msg_id, FailKind::Error, error)
+        }
         other => unknown(msg_id, other),
     }
 }
@@ -369,11 +418,14 @@ async fn main() -> ExitCode {
     });
     let _ = out.send(Message::Hello {
         protocol: PROTOCOL.to_string(),
-        name: format!("leaseproof {}", match kind {
-            Kind::Lease => "PostgresLeases (fenced commit cycle)",
-            Kind::Redis => "RedisDistributedLockManager (token, keep-alive)",
-            Kind::Advisory => "PostgresAdvisoryLockManager (probed session)",
-        }),
+        name: format!(
+            "leaseproof {}",
+            match kind {
+                Kind::Lease => "PostgresLeases (fenced commit cycle)",
+                Kind::Redis => "RedisDistributedLockManager (token, keep-alive)",
+                Kind::Advisory => "PostgresAdvisoryLockManager (probed session)",
+            }
+        ),
         renew: kind == Kind::Lease,
         grant_stamps: (kind == Kind::Lease).then(|| "decision".to_string()),
     });

@@ -46,7 +46,9 @@ pub enum NoAnswer {
     Protocol(WireError),
 }
 
-type Pending = Arc<Mutex<BTreeMap<u64, oneshot::Sender<Message>>>>;
+/// Requests waiting for their answers; `None` once the reader has stopped
+/// (stdout closed, or a line refused), so no request waits for nothing.
+type Pending = Arc<Mutex<Option<BTreeMap<u64, oneshot::Sender<Message>>>>>;
 
 /// A `lost` notice as it was read: the table and the text.
 pub type LostCallback = Box<dyn Fn(&str, Option<&str>) + Send + Sync>;
@@ -68,7 +70,9 @@ pub struct ClientProcess {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A client that could not be started or greeted.
@@ -114,23 +118,37 @@ impl ClientProcess {
             problem,
             stderr: stderr_tail(stderr_path, 12),
         };
-        let stderr = std::fs::File::create(&stderr_path)
-            .map_err(|error| fail(format!("stderr file {}: {error}", stderr_path.display()), &stderr_path))?;
+        let stderr = std::fs::File::create(&stderr_path).map_err(|error| {
+            fail(
+                format!("stderr file {}: {error}", stderr_path.display()),
+                &stderr_path,
+            )
+        })?;
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(command)
-            .envs(env.iter().map(|(key, value)| (key.as_str(), value.as_str())))
+            .envs(
+                env.iter()
+                    .map(|(key, value)| (key.as_str(), value.as_str())),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|error| fail(format!("cannot start `sh -c {command}`: {error}"), &stderr_path))?;
-        let pgid = child.id().ok_or_else(|| fail("exited at once".to_string(), &stderr_path))?;
+            .map_err(|error| {
+                fail(
+                    format!("cannot start `sh -c {command}`: {error}"),
+                    &stderr_path,
+                )
+            })?;
+        let pgid = child
+            .id()
+            .ok_or_else(|| fail("exited at once".to_string(), &stderr_path))?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
-        let pending: Pending = Arc::default();
+        let pending: Pending = Arc::new(Mutex::new(Some(BTreeMap::new())));
         let protocol_error: Arc<Mutex<Option<WireError>>> = Arc::default();
         let (hello_tx, hello_rx) = oneshot::channel();
         let reader = tokio::spawn(read_stdout(
@@ -195,15 +213,22 @@ impl ClientProcess {
     /// Sends `request` and waits for its answer, at most `timeout`.
     pub async fn ask(&mut self, request: &Request, timeout: Duration) -> Result<Message, NoAnswer> {
         let (answer_tx, answer_rx) = oneshot::channel();
-        lock(&self.pending).insert(request.msg_id(), answer_tx);
+        match lock(&self.pending).as_mut() {
+            Some(pending) => pending.insert(request.msg_id(), answer_tx),
+            None => return Err(self.why_no_answer()),
+        };
         let mut line = serde_json::to_string(request).expect("requests serialise");
         line.push('\n');
         let sent = match self.stdin.as_mut() {
-            Some(stdin) => stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok(),
+            Some(stdin) => {
+                stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
+            }
             None => false,
         };
         if !sent {
-            lock(&self.pending).remove(&request.msg_id());
+            if let Some(pending) = lock(&self.pending).as_mut() {
+                pending.remove(&request.msg_id());
+            }
             return Err(self.why_no_answer());
         }
         match tokio::time::timeout(timeout, answer_rx).await {
@@ -249,7 +274,10 @@ impl ClientProcess {
     pub async fn stop(mut self, grace: Duration) {
         self.signal("CONT");
         self.stdin = None;
-        if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
             self.kill().await;
         } else {
             // The shell is gone; anything it left in the group goes too.
@@ -280,19 +308,20 @@ async fn read_stdout(
     let mut hello_tx = Some(hello_tx);
     let mut line = String::new();
     let mut line_number = 0_u64;
-    let refuse = |error: WireError, hello_tx: &mut Option<oneshot::Sender<Result<Hello, WireError>>>| {
-        *lock(&protocol_error) = Some(error.clone());
-        if let Some(hello_tx) = hello_tx.take() {
-            let _ = hello_tx.send(Err(error));
-        }
-        // Waiters learn of it when their channel closes.
-        lock(&pending).clear();
-    };
+    let refuse =
+        |error: WireError, hello_tx: &mut Option<oneshot::Sender<Result<Hello, WireError>>>| {
+            *lock(&protocol_error) = Some(error.clone());
+            if let Some(hello_tx) = hello_tx.take() {
+                let _ = hello_tx.send(Err(error));
+            }
+            // Waiters learn of it when their channel closes.
+            lock(&pending).take();
+        };
     loop {
         line.clear();
         match stdout.read_line(&mut line).await {
             Ok(0) | Err(_) => {
-                lock(&pending).clear();
+                lock(&pending).take();
                 return;
             }
             Ok(_) => {}
@@ -342,7 +371,9 @@ async fn read_stdout(
             Message::Ok { in_reply_to, .. }
             | Message::Fail { in_reply_to, .. }
             | Message::Unknown { in_reply_to, .. } => {
-                let waiter = lock(&pending).remove(&in_reply_to);
+                let waiter = lock(&pending)
+                    .as_mut()
+                    .and_then(|pending| pending.remove(&in_reply_to));
                 match waiter {
                     Some(waiter) => {
                         let _ = waiter.send(message);

@@ -66,7 +66,10 @@ impl Drop for FaultProxy {
 impl FaultProxy {
     /// Starts forwarding from a free loopback port to `upstream` (loopback).
     pub async fn start(upstream: SocketAddr) -> std::io::Result<FaultProxy> {
-        assert!(upstream.ip().is_loopback(), "the proxy only forwards to loopback");
+        assert!(
+            upstream.ip().is_loopback(),
+            "the proxy only forwards to loopback"
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let local_addr = listener.local_addr()?;
         let (resets, _) = watch::channel(0);
@@ -129,7 +132,9 @@ impl FaultProxy {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 async fn serve(client: TcpStream, upstream: SocketAddr, state: Arc<State>) {
@@ -163,7 +168,10 @@ async fn serve(client: TcpStream, upstream: SocketAddr, state: Arc<State>) {
     // Reunite and reset both sides: the store sees its session end at once.
     // A zero linger never blocks: it makes the close a reset.
     #[allow(deprecated)]
-    if let (Ok(client), Ok(server)) = (client_read.reunite(client_write), server_read.reunite(server_write)) {
+    if let (Ok(client), Ok(server)) = (
+        client_read.reunite(client_write),
+        server_read.reunite(server_write),
+    ) {
         let _ = client.set_linger(Some(Duration::ZERO));
         let _ = server.set_linger(Some(Duration::ZERO));
     }
@@ -236,23 +244,38 @@ mod tests {
         assert_eq!(proxy.upstream_ports().len(), 1);
 
         proxy.set_partitioned(true);
-        let waiting = tokio::time::timeout(Duration::from_millis(100), round_trip(&mut socket, b"held")).await;
+        let waiting =
+            tokio::time::timeout(Duration::from_millis(100), round_trip(&mut socket, b"held"))
+                .await;
         assert!(waiting.is_err(), "nothing crosses a partition");
         proxy.set_partitioned(false);
         let mut buffer = [0_u8; 4];
         socket.read_exact(&mut buffer).await.unwrap();
-        assert_eq!(&buffer, b"held", "the bytes sent during the partition arrive after the heal");
+        assert_eq!(
+            &buffer, b"held",
+            "the bytes sent during the partition arrive after the heal"
+        );
 
         proxy.lose_next_reply();
-        assert!(round_trip(&mut socket, b"lost").await.is_err(), "the reply is lost and the connection reset");
+        assert!(
+            round_trip(&mut socket, b"lost").await.is_err(),
+            "the reply is lost and the connection reset"
+        );
         assert_eq!(proxy.replies_lost(), 1);
 
         let mut second = TcpStream::connect(proxy.local_addr()).await.unwrap();
         assert_eq!(round_trip(&mut second, b"next").await.unwrap(), b"next");
         proxy.reset_all();
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(round_trip(&mut second, b"gone").await.is_err(), "a reset closes open connections");
+        assert!(
+            round_trip(&mut second, b"gone").await.is_err(),
+            "a reset closes open connections"
+        );
         let mut third = TcpStream::connect(proxy.local_addr()).await.unwrap();
-        assert_eq!(round_trip(&mut third, b"new!").await.unwrap(), b"new!", "new connections pass");
+        assert_eq!(
+            round_trip(&mut third, b"new!").await.unwrap(),
+            b"new!",
+            "new connections pass"
+        );
     }
 }

@@ -82,7 +82,10 @@ impl FaultKind {
             .find(|kind| kind.name() == name)
             .ok_or_else(|| {
                 let names: Vec<&str> = FaultKind::ALL.iter().map(|kind| kind.name()).collect();
-                format!("unknown fault {name:?}: expected one of {}", names.join(", "))
+                format!(
+                    "unknown fault {name:?}: expected one of {}",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -163,7 +166,9 @@ impl FaultPlan {
             .filter(|kind| rng.gen_bool(0.5) && shape.allowed.contains(kind))
             .collect();
         let mut strikes = Vec::new();
-        let window_ms = u64::try_from(shape.duration.as_millis()).unwrap_or(u64::MAX).max(10);
+        let window_ms = u64::try_from(shape.duration.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(10);
         for &kind in &kinds {
             if kind == FaultKind::ClockSkew {
                 continue;
@@ -222,16 +227,33 @@ impl fmt::Display for FaultPlan {
         writeln!(
             f,
             "faults on: {} (redis {})",
-            if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") },
-            if self.redis_persistent { "persistent" } else { "without persistence" }
+            if kinds.is_empty() {
+                "none".to_string()
+            } else {
+                kinds.join(", ")
+            },
+            if self.redis_persistent {
+                "persistent"
+            } else {
+                "without persistence"
+            }
         )?;
         for (client, clock) in self.clocks.iter().enumerate() {
             if let Some(clock) = clock {
-                writeln!(f, "  w{client}: clock {:+} s, rate x{:.2}", clock.offset_s, clock.rate)?;
+                writeln!(
+                    f,
+                    "  w{client}: clock {:+} s, rate x{:.2}",
+                    clock.offset_s, clock.rate
+                )?;
             }
         }
         for strike in &self.strikes {
-            write!(f, "  at {:>6} ms: {}", strike.at.as_millis(), strike.kind.name())?;
+            write!(
+                f,
+                "  at {:>6} ms: {}",
+                strike.at.as_millis(),
+                strike.kind.name()
+            )?;
             match strike.kind {
                 FaultKind::RedisRestart => {}
                 _ if strike.holder_first => write!(f, " the holder (else w{})", strike.client)?,
@@ -262,7 +284,9 @@ mod tests {
     #[test]
     fn a_seed_draws_the_same_plan_every_time_and_seeds_differ() {
         assert_eq!(FaultPlan::draw(7, &shape()), FaultPlan::draw(7, &shape()));
-        let plans: Vec<String> = (0..20).map(|seed| FaultPlan::draw(seed, &shape()).to_string()).collect();
+        let plans: Vec<String> = (0..20)
+            .map(|seed| FaultPlan::draw(seed, &shape()).to_string())
+            .collect();
         let mut distinct = plans.clone();
         distinct.sort();
         distinct.dedup();
@@ -272,7 +296,9 @@ mod tests {
     #[test]
     fn swarm_turns_every_kind_on_for_some_seeds_and_off_for_others() {
         for kind in FaultKind::ALL {
-            let on = (0..64).filter(|seed| FaultPlan::draw(*seed, &shape()).kinds.contains(&kind)).count();
+            let on = (0..64)
+                .filter(|seed| FaultPlan::draw(*seed, &shape()).kinds.contains(&kind))
+                .count();
             assert!((10..=54).contains(&on), "{kind:?} on for {on} of 64 seeds");
         }
     }
@@ -290,7 +316,11 @@ mod tests {
                     _ => {}
                 }
             }
-            assert_eq!(plan.clocks.iter().any(Option::is_some), plan.kinds.contains(&FaultKind::ClockSkew) && plan.clocks.iter().any(Option::is_some));
+            assert_eq!(
+                plan.clocks.iter().any(Option::is_some),
+                plan.kinds.contains(&FaultKind::ClockSkew)
+                    && plan.clocks.iter().any(Option::is_some)
+            );
         }
     }
 
@@ -300,7 +330,10 @@ mod tests {
         shape.allowed = vec![FaultKind::PauseLong];
         for seed in 0..32 {
             let plan = FaultPlan::draw(seed, &shape);
-            assert!(plan.kinds.iter().all(|kind| *kind == FaultKind::PauseLong), "{plan}");
+            assert!(
+                plan.kinds.iter().all(|kind| *kind == FaultKind::PauseLong),
+                "{plan}"
+            );
             assert!(plan.clocks.iter().all(Option::is_none));
         }
     }
@@ -310,6 +343,8 @@ mod tests {
         for kind in FaultKind::ALL {
             assert_eq!(FaultKind::parse(kind.name()), Ok(kind));
         }
-        assert!(FaultKind::parse("pause").unwrap_err().contains("pause-long"));
+        assert!(FaultKind::parse("pause")
+            .unwrap_err()
+            .contains("pause-long"));
     }
 }

@@ -63,6 +63,8 @@ pub struct ClientRunConfig {
     pub ttl: Duration,
     /// The fault kinds a seed may turn on.
     pub faults: Vec<FaultKind>,
+    /// How long a starting client may take to print its hello.
+    pub hello_timeout: Duration,
 }
 
 impl ClientRunConfig {
@@ -75,6 +77,7 @@ impl ClientRunConfig {
             duration: Duration::from_secs(12),
             ttl: Duration::from_secs(3),
             faults: FaultKind::ALL.to_vec(),
+            hello_timeout: Duration::from_secs(30),
         }
     }
 
@@ -218,7 +221,9 @@ struct Run {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// `scheme://[userinfo@]host:port/rest` with host:port replaced by `addr`.
@@ -239,14 +244,21 @@ pub fn with_address(url: &str, addr: std::net::SocketAddr) -> String {
 fn address_of(url: &str, default_port: u16) -> Result<std::net::SocketAddr, String> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let authority = rest.split('/').next().unwrap_or(rest);
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
     let (host, port) = match host_port.rsplit_once(':') {
-        Some((host, port)) => (host, port.parse().map_err(|_| format!("bad port in {url}"))?),
+        Some((host, port)) => (
+            host,
+            port.parse().map_err(|_| format!("bad port in {url}"))?,
+        ),
         None => (host_port, default_port),
     };
     let ip: std::net::IpAddr = match host {
         "localhost" | "" => std::net::Ipv4Addr::LOCALHOST.into(),
-        host => host.parse().map_err(|_| format!("{host}: the client harness needs a loopback address"))?,
+        host => host
+            .parse()
+            .map_err(|_| format!("{host}: the client harness needs a loopback address"))?,
     };
     if !ip.is_loopback() {
         return Err(format!("{ip}: the fault proxy forwards to loopback only"));
@@ -260,7 +272,9 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
     let plan = config.plan();
     let database = leaseproof_pgcluster::shared_server()
         .await
-        .map_err(|unavailable| ClientRunError::Store(leaseproof_pgcluster::skip_line(&unavailable)))?
+        .map_err(|unavailable| {
+            ClientRunError::Store(leaseproof_pgcluster::skip_line(&unavailable))
+        })?
         .fresh_database()
         .await
         .map_err(|error| ClientRunError::Store(format!("fresh database: {error}")))?;
@@ -272,13 +286,14 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         .execute(&mut admin)
         .await
         .map_err(|error| ClientRunError::Store(format!("{ROWS_TABLE}: {error}")))?;
-    let redis = match leaseproof_redis_server::RedisServer::start_throwaway_with(plan.redis_persistent) {
-        Ok(server) => Some(server),
-        Err(error) if leaseproof_redis_server::require_redis() => {
-            return Err(ClientRunError::Store(format!("redis-server: {error}")));
-        }
-        Err(_) => None,
-    };
+    let redis =
+        match leaseproof_redis_server::RedisServer::start_throwaway_with(plan.redis_persistent) {
+            Ok(server) => Some(server),
+            Err(error) if leaseproof_redis_server::require_redis() => {
+                return Err(ClientRunError::Store(format!("redis-server: {error}")));
+            }
+            Err(_) => None,
+        };
     let pg_upstream = address_of(&database.url, 5432).map_err(ClientRunError::Store)?;
     let redis_upstream = match &redis {
         Some(server) => Some(address_of(&server.url, 6379).map_err(ClientRunError::Store)?),
@@ -349,7 +364,10 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         .await
         .map_err(|error| ClientRunError::Store(format!("reading {ROWS_TABLE}: {error}")))?;
     let hello = lock(&run.hello).clone();
-    let grant_stamps = match hello.as_ref().and_then(|hello| hello.grant_stamps.as_deref()) {
+    let grant_stamps = match hello
+        .as_ref()
+        .and_then(|hello| hello.grant_stamps.as_deref())
+    {
         Some("decision") => GrantStamps::Decision,
         _ => GrantStamps::StatementStart,
     };
@@ -383,9 +401,16 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
     })
 }
 
+/// A row of the rows table as read: seq, scope, owner, token, cycle id,
+/// item, written at (µs), committed at (µs, if tracked).
+type RowRecord = (i64, String, String, Option<i64>, i64, i32, i64, Option<i64>);
+
 /// Reads the rows back: a write under a lease (a `commit`) becomes a guarded
 /// row, any other a work row; commit times from `pg_xact_commit_timestamp`.
-async fn read_rows(admin: &mut sqlx::PgConnection, history: &mut History) -> Result<(), sqlx::Error> {
+async fn read_rows(
+    admin: &mut sqlx::PgConnection,
+    history: &mut History,
+) -> Result<(), sqlx::Error> {
     // track_commit_timestamp may be off on a server the user brought: then
     // the commit times are absent and the report says what was not judged.
     let tracked: String = sqlx::query_scalar("SHOW track_commit_timestamp")
@@ -396,19 +421,22 @@ async fn read_rows(admin: &mut sqlx::PgConnection, history: &mut History) -> Res
     } else {
         "NULL::int8"
     };
-    let rows: Vec<(i64, String, String, Option<i64>, i64, i32, i64, Option<i64>)> = sqlx::query_as(&format!(
-        "SELECT seq, scope, owner, token, cycle_id, item, \
+    let rows: Vec<RowRecord> =
+        sqlx::query_as(&format!(
+            "SELECT seq, scope, owner, token, cycle_id, item, \
          (extract(epoch FROM written_at) * 1000000)::int8, {committed} \
          FROM {ROWS_TABLE} ORDER BY seq"
-    ))
-    .fetch_all(&mut *admin)
-    .await?;
+        ))
+        .fetch_all(&mut *admin)
+        .await?;
     let commits: std::collections::BTreeSet<(String, u64)> = history
         .events
         .iter()
         .filter_map(|event| match &event.kind {
             EventKind::Invoke {
-                op: Op::Commit { owner, cycle_id, .. },
+                op: Op::Commit {
+                    owner, cycle_id, ..
+                },
                 ..
             } => Some((owner.clone(), *cycle_id)),
             _ => None,
@@ -450,7 +478,9 @@ fn fill_commit_times(history: &mut History) {
     let mut commit_times: std::collections::BTreeMap<(String, u64), i64> = Default::default();
     for row in &history.guarded_rows {
         if let Some(committed_at_us) = row.committed_at_us {
-            let latest = commit_times.entry((row.owner.clone(), row.cycle_id)).or_insert(committed_at_us);
+            let latest = commit_times
+                .entry((row.owner.clone(), row.cycle_id))
+                .or_insert(committed_at_us);
             *latest = (*latest).max(committed_at_us);
         }
     }
@@ -458,7 +488,9 @@ fn fill_commit_times(history: &mut History) {
     for event in &history.events {
         if let EventKind::Invoke {
             op_id,
-            op: Op::Commit { owner, cycle_id, .. },
+            op: Op::Commit {
+                owner, cycle_id, ..
+            },
         } = &event.kind
         {
             cycles.insert(*op_id, (owner.clone(), *cycle_id));
@@ -499,7 +531,10 @@ impl Run {
         let slot = &self.slots[index];
         let mut env = vec![
             ("LEASEPROOF_WORKER".to_string(), format!("w{index}")),
-            ("LEASEPROOF_INCARNATION".to_string(), incarnation.to_string()),
+            (
+                "LEASEPROOF_INCARNATION".to_string(),
+                incarnation.to_string(),
+            ),
             (
                 "LEASEPROOF_DATABASE_URL".to_string(),
                 with_address(&self.database_url, slot.proxies[0].local_addr()),
@@ -509,7 +544,10 @@ impl Run {
         ];
         if let (Some(redis), Some(proxy)) = (&self.redis, slot.proxies.get(1)) {
             let url = lock(redis).url.clone();
-            env.push(("LEASEPROOF_REDIS_URL".to_string(), with_address(&url, proxy.local_addr())));
+            env.push((
+                "LEASEPROOF_REDIS_URL".to_string(),
+                with_address(&url, proxy.local_addr()),
+            ));
         }
         env
     }
@@ -537,7 +575,12 @@ pub fn libfaketime() -> Option<std::path::PathBuf> {
 }
 
 /// Starts incarnation `incarnation` of worker `index`.
-async fn start_client(run: &Arc<Run>, index: usize, incarnation: u64, plan_clock: Option<super::plan::ClockSkew>) -> Result<ClientProcess, StartError> {
+async fn start_client(
+    run: &Arc<Run>,
+    index: usize,
+    incarnation: u64,
+    plan_clock: Option<super::plan::ClockSkew>,
+) -> Result<ClientProcess, StartError> {
     let worker = format!("w{index}");
     let mut env = run.client_env(index, incarnation);
     if let (Some(clock), Some(library)) = (plan_clock, libfaketime()) {
@@ -574,12 +617,16 @@ async fn start_client(run: &Arc<Run>, index: usize, incarnation: u64, plan_clock
         format!("{worker} (incarnation {incarnation})"),
         &run.config.command,
         &env,
-        run.dir.path().join(format!("{worker}.{incarnation}.stderr")),
-        Duration::from_secs(30),
+        run.dir
+            .path()
+            .join(format!("{worker}.{incarnation}.stderr")),
+        run.config.hello_timeout,
         on_lost,
     )
     .await?;
-    run.slots[index].pgid.store(u64::from(process.pgid()), Ordering::SeqCst);
+    run.slots[index]
+        .pgid
+        .store(u64::from(process.pgid()), Ordering::SeqCst);
     let mut hello = lock(&run.hello);
     if hello.is_none() {
         *hello = Some(process.hello.clone());
@@ -597,7 +644,9 @@ enum Answer {
 /// One worker: its client's incarnations, driven until the run's end.
 async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
     let worker = format!("w{index}");
-    let mut rng = ChaCha8Rng::seed_from_u64(run.config.seed ^ (0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(index as u64 + 1)));
+    let mut rng = ChaCha8Rng::seed_from_u64(
+        run.config.seed ^ (0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(index as u64 + 1)),
+    );
     let mut tally = WorkerTally::default();
     let deadline = run.config.duration;
     let timeout = run.config.request_timeout();
@@ -651,19 +700,28 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
                     ..
                 }) => {
                     let result = match (token, granted_at_us, expires_at_us) {
-                        (Some(token), Some(granted_at_us), Some(expires_at_us)) => OpResult::Lease {
-                            token,
-                            owner: owner.clone(),
-                            granted_at_us,
-                            expires_at_us,
-                        },
+                        (Some(token), Some(granted_at_us), Some(expires_at_us)) => {
+                            OpResult::Lease {
+                                token,
+                                owner: owner.clone(),
+                                granted_at_us,
+                                expires_at_us,
+                            }
+                        }
                         _ => OpResult::Lock {
                             token,
                             lifetime_us: lifetime_ms.map(|ms| micros(Duration::from_millis(ms))),
                         },
                     };
                     let is_lease = matches!(result, OpResult::Lease { .. });
-                    complete(&run, index, incarnation, op_id, Outcome::Ok { result }, Some((table.clone(), token.unwrap_or(0))));
+                    complete(
+                        &run,
+                        index,
+                        incarnation,
+                        op_id,
+                        Outcome::Ok { result },
+                        Some((table.clone(), token.unwrap_or(0))),
+                    );
                     tally.grants += 1;
                     Some((token, is_lease))
                 }
@@ -672,7 +730,14 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
                     if reason == FailReason::Held {
                         tally.refusals += 1;
                     }
-                    complete(&run, index, incarnation, op_id, Outcome::Fail { reason }, None);
+                    complete(
+                        &run,
+                        index,
+                        incarnation,
+                        op_id,
+                        Outcome::Fail { reason },
+                        None,
+                    );
                     None
                 }
                 Answer::Message(message) => {
@@ -726,9 +791,12 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
                         items,
                     },
                 };
-                let (answer, op_id) = exchange(&run, index, incarnation, &request, op, timeout).await;
+                let (answer, op_id) =
+                    exchange(&run, index, incarnation, &request, op, timeout).await;
                 match answer {
-                    Answer::Message(Message::Ok { committed_at_us, .. }) => {
+                    Answer::Message(Message::Ok {
+                        committed_at_us, ..
+                    }) => {
                         let result = if is_lease {
                             OpResult::Committed {
                                 // The client may not know it; the rows' commit
@@ -738,11 +806,20 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
                         } else {
                             OpResult::Written
                         };
-                        complete(&run, index, incarnation, op_id, Outcome::Ok { result }, None);
+                        complete(
+                            &run,
+                            index,
+                            incarnation,
+                            op_id,
+                            Outcome::Ok { result },
+                            None,
+                        );
                         tally.writes += 1;
                         if renews {
                             msg_id += 1;
-                            match renew(&run, index, incarnation, &owner, token, msg_id, &mut tally).await {
+                            match renew(&run, index, incarnation, &owner, token, msg_id, &mut tally)
+                                .await
+                            {
                                 Renewal::Renewed => {}
                                 Renewal::Refused => break,
                                 Renewal::Replace => {
@@ -754,7 +831,16 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
                         }
                     }
                     Answer::Message(Message::Fail { reason, text, .. }) => {
-                        complete(&run, index, incarnation, op_id, Outcome::Fail { reason: fail_reason(reason, text) }, None);
+                        complete(
+                            &run,
+                            index,
+                            incarnation,
+                            op_id,
+                            Outcome::Fail {
+                                reason: fail_reason(reason, text),
+                            },
+                            None,
+                        );
                         tally.writes_refused += 1;
                         break;
                     }
@@ -807,7 +893,16 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
                     complete(&run, index, incarnation, op_id, outcome, None);
                 }
                 Answer::Message(Message::Fail { reason, text, .. }) => {
-                    complete(&run, index, incarnation, op_id, Outcome::Fail { reason: fail_reason(reason, text) }, None);
+                    complete(
+                        &run,
+                        index,
+                        incarnation,
+                        op_id,
+                        Outcome::Fail {
+                            reason: fail_reason(reason, text),
+                        },
+                        None,
+                    );
                 }
                 Answer::Message(message) => {
                     if unknown_or_misfit(&run, index, incarnation, op_id, message, &mut tally) {
@@ -888,7 +983,16 @@ async fn renew(
             Renewal::Renewed
         }
         Answer::Message(Message::Fail { reason, text, .. }) => {
-            complete(run, index, incarnation, op_id, Outcome::Fail { reason: fail_reason(reason, text) }, None);
+            complete(
+                run,
+                index,
+                incarnation,
+                op_id,
+                Outcome::Fail {
+                    reason: fail_reason(reason, text),
+                },
+                None,
+            );
             end_belief(run, index, "renewal refused");
             Renewal::Refused
         }
@@ -920,7 +1024,14 @@ fn fail_reason(kind: FailKind, text: Option<String>) -> FailReason {
 }
 
 /// Sends `request`, recording its invoke and returning the answer and op id.
-async fn exchange(run: &Arc<Run>, index: usize, incarnation: u64, request: &Request, op: Op, timeout: Duration) -> (Answer, u64) {
+async fn exchange(
+    run: &Arc<Run>,
+    index: usize,
+    incarnation: u64,
+    request: &Request,
+    op: Op,
+    timeout: Duration,
+) -> (Answer, u64) {
     let worker = format!("w{index}");
     let slot = &run.slots[index];
     let mut process = slot.process.lock().await;
@@ -935,7 +1046,9 @@ async fn exchange(run: &Arc<Run>, index: usize, incarnation: u64, request: &Requ
     let answer = match client.ask(request, timeout).await {
         Ok(message) => Answer::Message(message),
         Err(NoAnswer::Died) => Answer::Lost("the client process died".to_string()),
-        Err(NoAnswer::TimedOut) => Answer::Lost(format!("no answer within {} ms", timeout.as_millis())),
+        Err(NoAnswer::TimedOut) => {
+            Answer::Lost(format!("no answer within {} ms", timeout.as_millis()))
+        }
         Err(NoAnswer::Protocol(error)) => {
             lock(&run.protocol_error).get_or_insert(error);
             Answer::Lost("bad client output".to_string())
@@ -945,11 +1058,19 @@ async fn exchange(run: &Arc<Run>, index: usize, incarnation: u64, request: &Requ
 }
 
 /// Records a completion; `believe` starts a belief in the same instant.
-fn complete(run: &Arc<Run>, index: usize, incarnation: u64, op_id: u64, outcome: Outcome, believe: Option<(String, u64)>) {
+fn complete(
+    run: &Arc<Run>,
+    index: usize,
+    incarnation: u64,
+    op_id: u64,
+    outcome: Outcome,
+    believe: Option<(String, u64)>,
+) {
     let worker = format!("w{index}");
     let mut belief = lock(&run.slots[index].belief);
     let now = run.clock.elapsed_us();
-    run.recorder.complete(stamp(&worker, incarnation, now), op_id, outcome);
+    run.recorder
+        .complete(stamp(&worker, incarnation, now), op_id, outcome);
     if let Some((scope, token)) = believe {
         run.recorder.record(
             stamp(&worker, incarnation, now),
@@ -962,16 +1083,39 @@ fn complete(run: &Arc<Run>, index: usize, incarnation: u64, op_id: u64, outcome:
     }
 }
 
-fn record_unknown(run: &Arc<Run>, index: usize, incarnation: u64, op_id: u64, reason: String, tally: &mut WorkerTally) {
+fn record_unknown(
+    run: &Arc<Run>,
+    index: usize,
+    incarnation: u64,
+    op_id: u64,
+    reason: String,
+    tally: &mut WorkerTally,
+) {
     tally.unknowns += 1;
-    complete(run, index, incarnation, op_id, Outcome::Unknown { reason }, None);
+    complete(
+        run,
+        index,
+        incarnation,
+        op_id,
+        Outcome::Unknown { reason },
+        None,
+    );
 }
 
 /// An `unknown` answer, or an answer that does not fit (e.g. `lost` cannot
 /// answer): recorded unknown; true when the process must be replaced.
-fn unknown_or_misfit(run: &Arc<Run>, index: usize, incarnation: u64, op_id: u64, message: Message, tally: &mut WorkerTally) -> bool {
+fn unknown_or_misfit(
+    run: &Arc<Run>,
+    index: usize,
+    incarnation: u64,
+    op_id: u64,
+    message: Message,
+    tally: &mut WorkerTally,
+) -> bool {
     let reason = match message {
-        Message::Unknown { text, .. } => text.unwrap_or_else(|| "the client could not tell".to_string()),
+        Message::Unknown { text, .. } => {
+            text.unwrap_or_else(|| "the client could not tell".to_string())
+        }
         other => format!("unexpected answer {other:?}"),
     };
     record_unknown(run, index, incarnation, op_id, reason, tally);
@@ -1017,7 +1161,9 @@ async fn inject(run: Arc<Run>, plan: FaultPlan) -> (Vec<String>, Vec<String>) {
         }
         let run = Arc::clone(&run);
         // Lasting faults run beside the next strikes.
-        handles.push(tokio::spawn(async move { strike_once(&run, &strike).await }));
+        handles.push(tokio::spawn(
+            async move { strike_once(&run, &strike).await },
+        ));
     }
     for handle in handles {
         match handle.await {
@@ -1041,7 +1187,11 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
         (_, Some(_)) => format!(" w{client} (the holder)"),
         (_, None) => format!(" w{client}"),
     };
-    let what = format!("at {} ms: {}{target}", strike.at.as_millis(), strike.kind.name());
+    let what = format!(
+        "at {} ms: {}{target}",
+        strike.at.as_millis(),
+        strike.kind.name()
+    );
     let signal = |name: &str| {
         let pgid = slot.pgid.load(Ordering::SeqCst);
         pgid != 0
@@ -1095,9 +1245,15 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
             }
         }
         FaultKind::TerminateBackends => {
-            let ports: Vec<i32> = slot.proxies[0].upstream_ports().into_iter().map(i32::from).collect();
+            let ports: Vec<i32> = slot.proxies[0]
+                .upstream_ports()
+                .into_iter()
+                .map(i32::from)
+                .collect();
             let mut admin = sqlx::PgConnection::connect_with(
-                &run.database_url.parse::<sqlx::postgres::PgConnectOptions>().map_err(|error| format!("{what}: {error}"))?,
+                &run.database_url
+                    .parse::<sqlx::postgres::PgConnectOptions>()
+                    .map_err(|error| format!("{what}: {error}"))?,
             )
             .await
             .map_err(|error| format!("{what}: {error}"))?;
@@ -1140,9 +1296,18 @@ mod tests {
             with_address("postgres://u:p@127.0.0.1:5432/db?sslmode=disable", proxy),
             "postgres://u:p@127.0.0.1:4242/db?sslmode=disable"
         );
-        assert_eq!(with_address("redis://:secret@127.0.0.1:6379/", proxy), "redis://:secret@127.0.0.1:4242/");
-        assert_eq!(with_address("redis://localhost", proxy), "redis://127.0.0.1:4242");
-        assert_eq!(address_of("postgres://u:p@localhost:5433/db", 5432).unwrap(), "127.0.0.1:5433".parse().unwrap());
+        assert_eq!(
+            with_address("redis://:secret@127.0.0.1:6379/", proxy),
+            "redis://:secret@127.0.0.1:4242/"
+        );
+        assert_eq!(
+            with_address("redis://localhost", proxy),
+            "redis://127.0.0.1:4242"
+        );
+        assert_eq!(
+            address_of("postgres://u:p@localhost:5433/db", 5432).unwrap(),
+            "127.0.0.1:5433".parse().unwrap()
+        );
         assert!(address_of("postgres://u:p@10.0.0.1:5433/db", 5432).is_err());
     }
 }

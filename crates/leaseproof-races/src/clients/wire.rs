@@ -231,10 +231,7 @@ pub fn parse_line(client: &str, line_number: u64, line: &str) -> Result<Message,
             }
         }
     }
-    if let Message::Ok {
-        token: Some(0), ..
-    } = &message
-    {
+    if let Message::Ok { token: Some(0), .. } = &message {
         return Err(error(
             "field `token`: 0 (fencing tokens are integers >= 1)".to_string(),
         ));
@@ -255,7 +252,12 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(hello, Message::Hello { renew: false, .. }));
-        let ok = parse_line("w0", 2, r#"{"type":"ok","in_reply_to":3,"lifetime_ms":3000}"#).unwrap();
+        let ok = parse_line(
+            "w0",
+            2,
+            r#"{"type":"ok","in_reply_to":3,"lifetime_ms":3000}"#,
+        )
+        .unwrap();
         assert!(matches!(
             ok,
             Message::Ok {
@@ -274,10 +276,19 @@ mod tests {
         for (line, expected) in [
             ("hello", "not a message"),
             (r#"{"type":"okay","in_reply_to":1}"#, "unknown variant"),
-            (r#"{"type":"ok","in_reply_to":1,"tokn":3}"#, "unknown field `tokn`"),
+            (
+                r#"{"type":"ok","in_reply_to":1,"tokn":3}"#,
+                "unknown field `tokn`",
+            ),
             (r#"{"type":"ok"}"#, "missing field `in_reply_to`"),
-            (r#"{"type":"fail","in_reply_to":1,"reason":"busy"}"#, "unknown variant `busy`"),
-            (r#"{"type":"ok","in_reply_to":1,"token":0}"#, "field `token`: 0"),
+            (
+                r#"{"type":"fail","in_reply_to":1,"reason":"busy"}"#,
+                "unknown variant `busy`",
+            ),
+            (
+                r#"{"type":"ok","in_reply_to":1,"token":0}"#,
+                "field `token`: 0",
+            ),
             (
                 r#"{"type":"hello","protocol":"leaseproof-client/9","name":"x"}"#,
                 "field `protocol`",
@@ -290,7 +301,10 @@ mod tests {
             let error = parse_line("w2 (incarnation 1)", 7, line).unwrap_err();
             let text = error.to_string();
             assert!(text.contains(expected), "{line}: {text}");
-            assert!(text.starts_with("w2 (incarnation 1), stdout line 7:"), "{text}");
+            assert!(
+                text.starts_with("w2 (incarnation 1), stdout line 7:"),
+                "{text}"
+            );
         }
     }
 

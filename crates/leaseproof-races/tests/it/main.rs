@@ -5,6 +5,7 @@
 //! `LEASEPROOF_REQUIRE_PG=1`.
 
 mod cli;
+mod clients;
 mod faults;
 mod foreign_lease;
 mod lock_matrix;
