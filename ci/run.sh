@@ -8,11 +8,19 @@ cd "$(dirname "$0")/.."
 bash ci/install-postgres.sh
 bash ci/install-redis.sh
 bash ci/install-chromium.sh
+# Lock clients in other languages: pg_partsmith 1.10.0 and the other Python
+# clients in a pinned virtualenv under target/, libfaketime for skewed clocks.
+bash ci/install-python-clients.sh
+if ! command -v pgbouncer >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+    bash ci/apt-install.sh pgbouncer nodejs
+fi
 
 export LEASEPROOF_REQUIRE_PG=1
 export LEASEPROOF_REQUIRE_REDIS=1
 # The timeline pictures are opened in headless Chromium by a test.
 export LEASEPROOF_REQUIRE_CHROMIUM=1
+# The client-protocol tests (Python and Node.js clients) must run, not skip.
+export LEASEPROOF_REQUIRE_CLIENTS=1
 export RUSTFLAGS="${RUSTFLAGS:-} -D warnings"
 export CARGO_TERM_COLOR=never
 

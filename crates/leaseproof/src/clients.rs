@@ -53,6 +53,10 @@ pub struct ClientsArgs {
     /// system's temporary directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Append one JSON line per seed here: the design, the plan's fault
+    /// kinds, the verdict, the violated invariants and the counts.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// The fault kinds allowed (a newtype so clap keeps it one value).
@@ -152,6 +156,12 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
             Ok(outcome) => {
                 runs += 1;
                 print_outcome(&outcome);
+                if let Some(path) = &args.json {
+                    if let Err(error) = append_json(path, seed, &outcome) {
+                        eprintln!("leaseproof clients: {}: {error}", path.display());
+                        return ExitCode::from(2);
+                    }
+                }
                 if let Some(path) = &args.history {
                     if let Err(error) = outcome.history.save(path) {
                         eprintln!("leaseproof clients: {error}");
@@ -202,6 +212,39 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// One JSON line per seed (format `leaseproof-clients-seed`, version 1).
+fn append_json(path: &std::path::Path, seed: u64, outcome: &ClientRunReport) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut invariants: Vec<&str> = outcome
+        .report
+        .violations
+        .iter()
+        .map(|violation| violation.invariant.code())
+        .collect();
+    invariants.sort_unstable();
+    invariants.dedup();
+    let tally = &outcome.tally;
+    let line = serde_json::json!({
+        "format": "leaseproof-clients-seed",
+        "version": 1,
+        "seed": seed,
+        "design": outcome.design,
+        "faults": outcome.plan.kinds.iter().map(|kind| kind.name()).collect::<Vec<_>>(),
+        "struck": outcome.strikes,
+        "violations": outcome.report.violations.len(),
+        "invariants": invariants,
+        "first_violation": outcome.report.violations.first().map(ToString::to_string),
+        "vacuous": outcome.vacuity(),
+        "grants": tally.grants,
+        "writes": tally.writes,
+        "unknowns": tally.unknowns,
+        "incarnations": tally.incarnations,
+        "distinct_winners": outcome.distinct_winners,
+    });
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    writeln!(file, "{line}")
 }
 
 /// Writes a failing seed's history and timeline into the output directory.

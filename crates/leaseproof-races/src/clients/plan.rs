@@ -161,10 +161,19 @@ impl FaultPlan {
         assert!(shape.clients >= 1);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         // Swarm: each allowed kind is on for half the seeds.
-        let kinds: Vec<FaultKind> = FaultKind::ALL
+        let mut kinds: Vec<FaultKind> = FaultKind::ALL
             .into_iter()
             .filter(|kind| rng.gen_bool(0.5) && shape.allowed.contains(kind))
             .collect();
+        // A seed with faults allowed strikes with at least one of them: a
+        // run asked for `--faults kill` that killed nothing would say nothing.
+        if kinds.is_empty() && !shape.allowed.is_empty() {
+            let allowed: Vec<FaultKind> = FaultKind::ALL
+                .into_iter()
+                .filter(|kind| shape.allowed.contains(kind))
+                .collect();
+            kinds.push(allowed[rng.gen_range(0..allowed.len())]);
+        }
         let mut strikes = Vec::new();
         let window_ms = u64::try_from(shape.duration.as_millis())
             .unwrap_or(u64::MAX)
@@ -322,6 +331,17 @@ mod tests {
                     && plan.clocks.iter().any(Option::is_some)
             );
         }
+    }
+
+    #[test]
+    fn a_seed_with_faults_allowed_turns_at_least_one_on() {
+        let mut shape = shape();
+        shape.allowed = vec![FaultKind::Kill];
+        for seed in 0..32 {
+            assert_eq!(FaultPlan::draw(seed, &shape).kinds, vec![FaultKind::Kill]);
+        }
+        shape.allowed = vec![];
+        assert!(FaultPlan::draw(0, &shape).kinds.is_empty());
     }
 
     #[test]
