@@ -22,4 +22,34 @@ if ./target/release/leaseproof sim gc-pause --seeds 0..2000 --unfenced --quiet >
     echo "unfenced gc-pause sweep found no violation: the harness lost its teeth" >&2
     exit 1
 fi
-echo "nightly sweep clean: ${seeds} per scenario"
+
+# Lock clients in other languages: CLIENT_SEEDS seeds (default 200) of every
+# shipped client under the whole swarm of faults, each run ~8 s of real time
+# (about 30 minutes per client on 2 cores). The broken client must be caught;
+# the reference lease must never be.
+client_seeds="${CLIENT_SEEDS:-200}"
+python="$(bash ci/install-python-clients.sh)"
+cargo build --release --locked --bin leaseproof-lock-client
+out=target/nightly-clients
+mkdir -p "${out}"
+for client in \
+    "${python} examples/clients/python/partsmith_redis.py" \
+    "${python} examples/clients/python/partsmith_advisory.py" \
+    "${python} examples/clients/python/symfonic_leases.py" \
+    "node examples/clients/node/redis_lock.js" \
+    "target/release/leaseproof-lock-client redis" \
+    "target/release/leaseproof-lock-client advisory"; do
+    echo "== leaseproof clients --client '${client}' --seeds 0..${client_seeds} (findings, not failures)"
+    ./target/release/leaseproof clients --client "${client}" --seeds "0..${client_seeds}" \
+        --duration-ms 8000 --out "${out}" | tail -1 || true
+done
+echo "== the reference lease through the client protocol must stay clean"
+./target/release/leaseproof clients --client "target/release/leaseproof-lock-client lease" \
+    --seeds "0..${client_seeds}" --duration-ms 8000 --out "${out}" | tail -1
+echo "== the broken plain-DEL client must be caught under long pauses"
+if ./target/release/leaseproof clients --client "${python} examples/clients/python/broken_plain_del.py" \
+    --faults pause-long --seeds 0..20 --duration-ms 8000 --out "${out}" | tail -1; then
+    echo "the broken client was never caught: the harness lost its teeth" >&2
+    exit 1
+fi
+echo "nightly sweep clean: ${seeds} per scenario, ${client_seeds} per client"

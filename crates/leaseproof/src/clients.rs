@@ -215,7 +215,11 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
 }
 
 /// One JSON line per seed (format `leaseproof-clients-seed`, version 1).
-fn append_json(path: &std::path::Path, seed: u64, outcome: &ClientRunReport) -> std::io::Result<()> {
+fn append_json(
+    path: &std::path::Path,
+    seed: u64,
+    outcome: &ClientRunReport,
+) -> std::io::Result<()> {
     use std::io::Write as _;
     let mut invariants: Vec<&str> = outcome
         .report
@@ -243,7 +247,10 @@ fn append_json(path: &std::path::Path, seed: u64, outcome: &ClientRunReport) -> 
         "incarnations": tally.incarnations,
         "distinct_winners": outcome.distinct_winners,
     });
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
     writeln!(file, "{line}")
 }
 

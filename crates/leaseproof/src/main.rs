@@ -9,6 +9,7 @@ mod check;
 mod clients;
 mod model;
 mod verify;
+mod verify_clients;
 
 use std::process::ExitCode;
 
@@ -44,6 +45,13 @@ enum Command {
     /// Drive lock clients in any language under seeded faults and judge them
     /// (docs/client-protocol.md).
     Clients(clients::ClientsArgs),
+    /// leaseproof's own lease or lock manager as a client of the client
+    /// protocol (`lease`, `redis` or `advisory`), for `clients` and `verify`.
+    #[command(name = "lock-client", hide = true)]
+    LockClient {
+        /// lease, redis or advisory.
+        lock: String,
+    },
     /// One worker process of `race --processes` (internal).
     #[command(name = "race-worker", hide = true)]
     RaceWorker,
@@ -64,6 +72,9 @@ fn main() -> ExitCode {
         Command::Bench(args) => runtime().block_on(leaseproof_benches::run_bench(args)),
         Command::Check(args) => check::run(args),
         Command::Clients(args) => runtime().block_on(clients::run(args)),
+        Command::LockClient { lock } => {
+            runtime().block_on(leaseproof_races::clients::lock_client::serve(&lock))
+        }
         Command::RaceWorker => match std::env::var(leaseproof_races::WORKER_CONFIG_ENV) {
             Ok(config_json) => {
                 runtime().block_on(leaseproof_races::run_worker_process(&config_json))

@@ -50,16 +50,19 @@ pub enum Stage {
     Race,
     /// The lock managers' conformance suite and the manager x fault matrix.
     Locks,
+    /// Lock clients driven over the client protocol under seeded faults.
+    Clients,
 }
 
 impl Stage {
-    const ALL: [Stage; 6] = [
+    const ALL: [Stage; 7] = [
         Stage::Model,
         Stage::Simulation,
         Stage::Teeth,
         Stage::Postgres,
         Stage::Race,
         Stage::Locks,
+        Stage::Clients,
     ];
 }
 
@@ -82,14 +85,14 @@ struct Check {
 }
 
 #[derive(Default)]
-struct Report {
+pub(crate) struct Report {
     checks: Vec<Check>,
     /// Stages left out by `--stages`: a partial run must not read as a full one.
     stages_skipped: Vec<String>,
 }
 
 impl Report {
-    fn record(
+    pub(crate) fn record(
         &mut self,
         stage: &'static str,
         name: impl Into<String>,
@@ -243,6 +246,9 @@ pub fn run(args: VerifyArgs) -> ExitCode {
     }
     if runs(Stage::Locks) {
         runtime.block_on(locks_stage(&mut report));
+    }
+    if runs(Stage::Clients) {
+        runtime.block_on(crate::verify_clients::clients_stage(&mut report));
     }
     report.stages_skipped = Stage::ALL
         .into_iter()

@@ -5,10 +5,12 @@
 //! - [`child`]: a client process, its pipes and its signals;
 //! - [`net`]: the fault proxy between a client and a store;
 //! - [`plan`]: the seeded fault plan (swarm);
+//! - [`lock_client`]: leaseproof's own locks behind the protocol;
 //! - [`run`]: one run — stores, proxies, processes, workers, the injector,
 //!   the rows read back, the verdict.
 
 pub mod child;
+pub mod lock_client;
 pub mod net;
 pub mod plan;
 pub mod run;

@@ -421,14 +421,13 @@ async fn read_rows(
     } else {
         "NULL::int8"
     };
-    let rows: Vec<RowRecord> =
-        sqlx::query_as(&format!(
-            "SELECT seq, scope, owner, token, cycle_id, item, \
+    let rows: Vec<RowRecord> = sqlx::query_as(&format!(
+        "SELECT seq, scope, owner, token, cycle_id, item, \
          (extract(epoch FROM written_at) * 1000000)::int8, {committed} \
          FROM {ROWS_TABLE} ORDER BY seq"
-        ))
-        .fetch_all(&mut *admin)
-        .await?;
+    ))
+    .fetch_all(&mut *admin)
+    .await?;
     let commits: std::collections::BTreeSet<(String, u64)> = history
         .events
         .iter()

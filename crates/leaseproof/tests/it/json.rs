@@ -113,7 +113,14 @@ fn model_sim_and_check_documents_round_trip_through_their_types() {
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         value["stages_not_run"],
-        serde_json::json!(["simulation", "teeth", "postgres", "race", "locks"])
+        serde_json::json!([
+            "simulation",
+            "teeth",
+            "postgres",
+            "race",
+            "locks",
+            "clients"
+        ])
     );
     assert!(value["checks"]
         .as_array()
