@@ -145,30 +145,52 @@ class HeldContext:
 
     async def _hold(self, entered):
         job_future = None
+        notified = False
         try:
             async with self._make_context():
                 entered.set_result(None)
-                while True:
-                    job, job_future = await self._inbox.get()
-                    if job is None:
-                        job_future.set_result(None)
+                try:
+                    while True:
+                        job, job_future = await self._inbox.get()
+                        if job is None:
+                            job_future.set_result(None)
+                            job_future = None
+                            return  # leaving the context releases the lock
+                        # A failed write is answered, and the lock stays held:
+                        # an exception leaving the context would release the
+                        # lock before leaseproof heard of it, and a rival
+                        # taking it in that moment would look like two holders.
+                        try:
+                            result = await job()
+                        except Exception as error:  # noqa: BLE001 - handed to the request
+                            job_future.set_exception(error)
+                        else:
+                            job_future.set_result(result)
                         job_future = None
-                        return  # leaving the context releases the lock
-                    result = await job()
-                    job_future.set_result(result)
-                    job_future = None
+                except asyncio.CancelledError:
+                    # The lock cancels its holder when it is lost (pg_partsmith's
+                    # watchdog): say so now, while the work has stopped and
+                    # before the context's exit releases anything.
+                    notify_lost(self.table, "the holder was cancelled by its lock")
+                    notified = True
+                    raise
         except self._held_errors as error:
             if not entered.done():
                 entered.set_exception(Held(str(error)))
         except self._lost_errors as error:
-            notify_lost(self.table, f"{type(error).__name__}: {error}")
+            if not notified:
+                notify_lost(self.table, f"{type(error).__name__}: {error}")
             if job_future is not None and not job_future.done():
                 job_future.set_exception(error)
         except BaseException as error:  # noqa: BLE001 - handed to whoever waits
             if not entered.done():
                 entered.set_exception(error)
-            elif job_future is not None and not job_future.done():
-                job_future.set_exception(error)
+            else:
+                # The context ended without being asked to: the lock is gone.
+                if not notified:
+                    notify_lost(self.table, f"the lock's context ended: {type(error).__name__}: {error}")
+                if job_future is not None and not job_future.done():
+                    job_future.set_exception(error)
             if isinstance(error, asyncio.CancelledError):
                 raise
 
