@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// One thing a worker did or learnt, stamped with two clocks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Event {
     /// Position in [`crate::History::events`]; violations name events by it.
     pub index: u64,
@@ -29,7 +30,7 @@ pub struct Event {
 
 /// What an [`Event`] records.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum EventKind {
     /// An operation was sent; `op_id` pairs it with its [`EventKind::Complete`].
     Invoke {
@@ -66,7 +67,7 @@ pub enum EventKind {
 
 /// A lease operation as the worker invoked it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Op {
     /// Take the lease if free, or re-acquire one's own live grant (idempotent).
     Acquire {
@@ -154,7 +155,7 @@ impl Op {
 
 /// Jepsen's three outcomes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Outcome {
     /// The server answered and the operation took effect.
     Ok {
@@ -190,7 +191,7 @@ pub enum FailReason {
 
 /// What the server returned for an operation that succeeded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "result", rename_all = "snake_case")]
+#[serde(tag = "result", rename_all = "snake_case", deny_unknown_fields)]
 pub enum OpResult {
     /// Acquire and renew: the lease row as returned.
     Lease {
@@ -235,6 +236,7 @@ pub enum OpResult {
 
 /// One row of the guarded table after the run: ground truth for I3 and I4.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GuardedRow {
     /// Commit-order sequence number (bigserial or simulated counter), unique.
     pub seq: u64,

@@ -36,13 +36,18 @@ enum Record {
 /// Reading or writing a history failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    /// A line is not a valid record.
-    #[error("line {line_number}: {source}")]
-    Json {
+    /// A line is not a record of the format, or breaks its structure (an
+    /// `index` that is not the event's position, time going back within a
+    /// worker, a completion before its invoke, a token of 0…): the history
+    /// is refused before anything is judged.
+    #[error("line {line_number}: field `{field}`: {problem}")]
+    Invalid {
         /// 1-based line number.
         line_number: usize,
-        /// The parse error.
-        source: serde_json::Error,
+        /// The JSON path of the offending field (`kind.op.token`), or `.`.
+        field: String,
+        /// What is wrong.
+        problem: String,
     },
     /// The file could not be read or written.
     #[error("{path}: {source}")]
@@ -96,16 +101,27 @@ impl History {
     }
 
     /// Parses [`History::to_json_lines`] output; blank lines are skipped.
+    /// Strict: an unknown field, a malformed value or a structural error
+    /// ([`Validator`]) is refused with the line and the field's path.
     pub fn from_json_lines(text: &str) -> Result<History, HistoryError> {
         let mut history = History::default();
+        let mut validator = Validator::default();
         for (line_index, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            let record: Record =
-                serde_json::from_str(line).map_err(|source| HistoryError::Json {
-                    line_number: line_index + 1,
-                    source,
+            let line_number = line_index + 1;
+            let record = parse_record(line).map_err(|(field, problem)| HistoryError::Invalid {
+                line_number,
+                field,
+                problem,
+            })?;
+            validator
+                .record(&record, history.events.len())
+                .map_err(|(field, problem)| HistoryError::Invalid {
+                    line_number,
+                    field: field.to_string(),
+                    problem,
                 })?;
             match record {
                 Record::Event(event) => history.events.push(event),
@@ -176,5 +192,174 @@ impl History {
         work_rows.sort_by_key(|row| row.seq);
         merged.work_rows = work_rows;
         merged
+    }
+}
+
+/// One line as a record, errors as (field path, problem). The `record` tag
+/// is read by hand so the fields of the record are parsed with their paths
+/// (serde loses them inside an internally tagged enum).
+fn parse_record(line: &str) -> Result<Record, (String, String)> {
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|error| (".".to_string(), format!("not JSON: {error}")))?;
+    let serde_json::Value::Object(mut object) = value else {
+        return Err((".".to_string(), "expected a JSON object".to_string()));
+    };
+    let expected = "expected \"event\", \"guarded_row\" or \"work_row\"";
+    let tag = match object.remove("record") {
+        Some(serde_json::Value::String(tag)) => tag,
+        Some(other) => return Err(("record".to_string(), format!("{other}: {expected}"))),
+        None => return Err(("record".to_string(), format!("missing: {expected}"))),
+    };
+    fn fields<T: serde::de::DeserializeOwned>(
+        object: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<T, (String, String)> {
+        serde_path_to_error::deserialize(serde_json::Value::Object(object))
+            .map_err(|error| (error.path().to_string(), error.into_inner().to_string()))
+    }
+    match tag.as_str() {
+        "event" => fields(object).map(Record::Event),
+        "guarded_row" => fields(object).map(Record::GuardedRow),
+        "work_row" => fields(object).map(Record::WorkRow),
+        other => Err(("record".to_string(), format!("{other:?}: {expected}"))),
+    }
+}
+
+/// The structural rules a history file must keep, checked line by line
+/// before anything is judged (docs/history-format.md, "Well-formed").
+#[derive(Debug, Default)]
+struct Validator {
+    /// Latest true time per worker.
+    latest_true_us: BTreeMap<String, i64>,
+    /// Invoked op ids: (true time, completed yet).
+    invoked: BTreeMap<u64, (i64, bool)>,
+    /// A row has been read: events must come first.
+    rows_started: bool,
+    seqs: BTreeSet<u64>,
+}
+
+type Problem = (&'static str, String);
+
+fn token_at_least_one(field: &'static str, token: u64) -> Result<(), Problem> {
+    if token == 0 {
+        return Err((field, "0: fencing tokens are integers >= 1".to_string()));
+    }
+    Ok(())
+}
+
+impl Validator {
+    fn record(&mut self, record: &Record, position: usize) -> Result<(), Problem> {
+        match record {
+            Record::Event(event) => self.event(event, position),
+            Record::GuardedRow(row) => {
+                self.rows_started = true;
+                token_at_least_one("token", row.token)?;
+                self.seq(row.seq)
+            }
+            Record::WorkRow(row) => {
+                self.rows_started = true;
+                self.seq(row.seq)
+            }
+        }
+    }
+
+    fn seq(&mut self, seq: u64) -> Result<(), Problem> {
+        if !self.seqs.insert(seq) {
+            return Err(("seq", format!("{seq} appears twice: seq numbers are unique")));
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, event: &Event, position: usize) -> Result<(), Problem> {
+        if self.rows_started {
+            return Err((".", "an event after a row: events come first, then rows".to_string()));
+        }
+        if event.index != position as u64 {
+            return Err((
+                "index",
+                format!("{}, expected {position} (the event's position among the events)", event.index),
+            ));
+        }
+        let latest = self.latest_true_us.entry(event.worker.clone()).or_insert(i64::MIN);
+        if event.true_time_us < *latest {
+            return Err((
+                "true_time_us",
+                format!(
+                    "{} is before {} of an earlier event of worker {:?}: true time never goes back within a worker",
+                    event.true_time_us, *latest, event.worker
+                ),
+            ));
+        }
+        *latest = event.true_time_us;
+        match &event.kind {
+            EventKind::Invoke { op_id, op } => {
+                Self::op(op)?;
+                if self.invoked.insert(*op_id, (event.true_time_us, false)).is_some() {
+                    return Err(("kind.op_id", format!("{op_id} is invoked twice")));
+                }
+            }
+            EventKind::Complete { op_id, outcome } => {
+                Self::outcome(outcome)?;
+                match self.invoked.get_mut(op_id) {
+                    None => {
+                        return Err((
+                            "kind.op_id",
+                            format!("{op_id} completes, but no earlier line invoked it"),
+                        ))
+                    }
+                    Some((_, true)) => return Err(("kind.op_id", format!("{op_id} completes twice"))),
+                    Some((invoked_us, completed)) => {
+                        if event.true_time_us < *invoked_us {
+                            return Err((
+                                "true_time_us",
+                                format!(
+                                    "{} is before the invoke of op {op_id} at {invoked_us}: a completion follows its invoke",
+                                    event.true_time_us
+                                ),
+                            ));
+                        }
+                        *completed = true;
+                    }
+                }
+            }
+            EventKind::BeliefStart { .. } | EventKind::BeliefEnd { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn op(op: &crate::Op) -> Result<(), Problem> {
+        use crate::Op;
+        match op {
+            Op::Commit { token, .. } => token_at_least_one("kind.op.token", *token),
+            // A renewal or release of a lock without tokens names token 0.
+            Op::Acquire { .. } | Op::Renew { .. } | Op::Release { .. } | Op::Write { .. } => Ok(()),
+        }
+    }
+
+    fn outcome(outcome: &crate::Outcome) -> Result<(), Problem> {
+        use crate::{OpResult, Outcome};
+        match outcome {
+            Outcome::Ok {
+                result: OpResult::Lease { token, granted_at_us, expires_at_us, .. },
+            } => {
+                token_at_least_one("kind.outcome.result.token", *token)?;
+                if expires_at_us < granted_at_us {
+                    return Err((
+                        "kind.outcome.result.expires_at_us",
+                        format!("{expires_at_us} is before granted_at_us {granted_at_us}"),
+                    ));
+                }
+                Ok(())
+            }
+            Outcome::Ok {
+                result: OpResult::Lock { token: Some(token), .. },
+            } => token_at_least_one("kind.outcome.result.token", *token),
+            Outcome::Ok {
+                result: OpResult::Lock { lifetime_us: Some(lifetime_us), .. },
+            } if *lifetime_us <= 0 => Err((
+                "kind.outcome.result.lifetime_us",
+                format!("{lifetime_us}: a promised lifetime is > 0"),
+            )),
+            _ => Ok(()),
+        }
     }
 }

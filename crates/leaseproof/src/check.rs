@@ -39,12 +39,13 @@ pub struct CheckArgs {
 pub fn run(args: CheckArgs) -> ExitCode {
     let history = match History::load(&args.file) {
         Ok(history) => history,
-        Err(HistoryError::Json {
+        Err(HistoryError::Invalid {
             line_number,
-            source,
+            field,
+            problem,
         }) => {
             eprintln!(
-                "leaseproof check: {}:{line_number}: {source}",
+                "leaseproof check: {}:{line_number}: field `{field}`: {problem} (not judged)",
                 args.file.display()
             );
             return ExitCode::from(2);

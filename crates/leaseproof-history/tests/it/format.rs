@@ -44,10 +44,14 @@ fn json_lines_skip_blank_lines_and_name_the_bad_line() {
     assert_eq!(History::from_json_lines(&text).expect("parses"), history);
     text.push_str("{\"record\":\"event\",\"index\":\"not a number\"}\n");
     let error = History::from_json_lines(&text).expect_err("last line is bad");
-    let HistoryError::Json { line_number, .. } = error else {
-        panic!("expected a JSON error, got {error}");
+    let HistoryError::Invalid {
+        line_number, field, ..
+    } = error
+    else {
+        panic!("expected an invalid line, got {error}");
     };
     assert_eq!(line_number, text.lines().count());
+    assert_eq!(field, "index");
 }
 
 #[test]

@@ -325,11 +325,9 @@ mod tests {
                     _ => {}
                 }
             }
-            assert_eq!(
-                plan.clocks.iter().any(Option::is_some),
-                plan.kinds.contains(&FaultKind::ClockSkew)
-                    && plan.clocks.iter().any(Option::is_some)
-            );
+            if plan.clocks.iter().any(Option::is_some) {
+                assert!(plan.kinds.contains(&FaultKind::ClockSkew), "{plan}");
+            }
         }
     }
 

@@ -6,6 +6,7 @@
 
 mod interrupts;
 mod json;
+mod malformed;
 mod misuse;
 mod shards;
 mod timeline;
