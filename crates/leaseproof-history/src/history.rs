@@ -199,8 +199,8 @@ impl History {
 /// is read by hand so the fields of the record are parsed with their paths
 /// (serde loses them inside an internally tagged enum).
 fn parse_record(line: &str) -> Result<Record, (String, String)> {
-    let value: serde_json::Value =
-        serde_json::from_str(line).map_err(|error| (".".to_string(), format!("not JSON: {error}")))?;
+    let value: serde_json::Value = serde_json::from_str(line)
+        .map_err(|error| (".".to_string(), format!("not JSON: {error}")))?;
     let serde_json::Value::Object(mut object) = value else {
         return Err((".".to_string(), "expected a JSON object".to_string()));
     };
@@ -264,22 +264,34 @@ impl Validator {
 
     fn seq(&mut self, seq: u64) -> Result<(), Problem> {
         if !self.seqs.insert(seq) {
-            return Err(("seq", format!("{seq} appears twice: seq numbers are unique")));
+            return Err((
+                "seq",
+                format!("{seq} appears twice: seq numbers are unique"),
+            ));
         }
         Ok(())
     }
 
     fn event(&mut self, event: &Event, position: usize) -> Result<(), Problem> {
         if self.rows_started {
-            return Err((".", "an event after a row: events come first, then rows".to_string()));
+            return Err((
+                ".",
+                "an event after a row: events come first, then rows".to_string(),
+            ));
         }
         if event.index != position as u64 {
             return Err((
                 "index",
-                format!("{}, expected {position} (the event's position among the events)", event.index),
+                format!(
+                    "{}, expected {position} (the event's position among the events)",
+                    event.index
+                ),
             ));
         }
-        let latest = self.latest_true_us.entry(event.worker.clone()).or_insert(i64::MIN);
+        let latest = self
+            .latest_true_us
+            .entry(event.worker.clone())
+            .or_insert(i64::MIN);
         if event.true_time_us < *latest {
             return Err((
                 "true_time_us",
@@ -293,7 +305,11 @@ impl Validator {
         match &event.kind {
             EventKind::Invoke { op_id, op } => {
                 Self::op(op)?;
-                if self.invoked.insert(*op_id, (event.true_time_us, false)).is_some() {
+                if self
+                    .invoked
+                    .insert(*op_id, (event.true_time_us, false))
+                    .is_some()
+                {
                     return Err(("kind.op_id", format!("{op_id} is invoked twice")));
                 }
             }
@@ -306,7 +322,9 @@ impl Validator {
                             format!("{op_id} completes, but no earlier line invoked it"),
                         ))
                     }
-                    Some((_, true)) => return Err(("kind.op_id", format!("{op_id} completes twice"))),
+                    Some((_, true)) => {
+                        return Err(("kind.op_id", format!("{op_id} completes twice")))
+                    }
                     Some((invoked_us, completed)) => {
                         if event.true_time_us < *invoked_us {
                             return Err((
@@ -339,7 +357,13 @@ impl Validator {
         use crate::{OpResult, Outcome};
         match outcome {
             Outcome::Ok {
-                result: OpResult::Lease { token, granted_at_us, expires_at_us, .. },
+                result:
+                    OpResult::Lease {
+                        token,
+                        granted_at_us,
+                        expires_at_us,
+                        ..
+                    },
             } => {
                 token_at_least_one("kind.outcome.result.token", *token)?;
                 if expires_at_us < granted_at_us {
@@ -351,10 +375,17 @@ impl Validator {
                 Ok(())
             }
             Outcome::Ok {
-                result: OpResult::Lock { token: Some(token), .. },
+                result:
+                    OpResult::Lock {
+                        token: Some(token), ..
+                    },
             } => token_at_least_one("kind.outcome.result.token", *token),
             Outcome::Ok {
-                result: OpResult::Lock { lifetime_us: Some(lifetime_us), .. },
+                result:
+                    OpResult::Lock {
+                        lifetime_us: Some(lifetime_us),
+                        ..
+                    },
             } if *lifetime_us <= 0 => Err((
                 "kind.outcome.result.lifetime_us",
                 format!("{lifetime_us}: a promised lifetime is > 0"),

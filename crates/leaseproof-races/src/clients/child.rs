@@ -53,6 +53,10 @@ type Pending = Arc<Mutex<Option<BTreeMap<u64, oneshot::Sender<Message>>>>>;
 /// A `lost` notice as it was read: the table and the text.
 pub type LostCallback = Box<dyn Fn(&str, Option<&str>) + Send + Sync>;
 
+/// The process's stdout closed: it ended (killed, crashed or done), and a
+/// session lock it held ended with it — now, not when a request finds out.
+pub type ExitCallback = Box<dyn Fn() + Send + Sync>;
+
 /// A running client process.
 #[derive(Debug)]
 pub struct ClientProcess {
@@ -112,6 +116,7 @@ impl ClientProcess {
         stderr_path: PathBuf,
         hello_timeout: Duration,
         on_lost: LostCallback,
+        on_exit: ExitCallback,
     ) -> Result<ClientProcess, StartError> {
         let fail = |problem: String, stderr_path: &std::path::Path| StartError {
             label: label.clone(),
@@ -158,6 +163,7 @@ impl ClientProcess {
             Arc::clone(&protocol_error),
             hello_tx,
             on_lost,
+            on_exit,
         ));
         let mut process = ClientProcess {
             label: label.clone(),
@@ -304,6 +310,7 @@ async fn read_stdout(
     protocol_error: Arc<Mutex<Option<WireError>>>,
     hello_tx: oneshot::Sender<Result<Hello, WireError>>,
     on_lost: LostCallback,
+    on_exit: ExitCallback,
 ) {
     let mut hello_tx = Some(hello_tx);
     let mut line = String::new();
@@ -321,6 +328,7 @@ async fn read_stdout(
         line.clear();
         match stdout.read_line(&mut line).await {
             Ok(0) | Err(_) => {
+                on_exit();
                 lock(&pending).take();
                 return;
             }

@@ -612,6 +612,10 @@ async fn start_client(
             }
         }
     });
+    let exit_run = Arc::clone(run);
+    // Only this incarnation's belief: a successor may hold by then.
+    let on_exit =
+        Box::new(move || end_belief_of(&exit_run, index, Some(incarnation), "the process ended"));
     let process = ClientProcess::start(
         format!("{worker} (incarnation {incarnation})"),
         &run.config.command,
@@ -621,6 +625,7 @@ async fn start_client(
             .join(format!("{worker}.{incarnation}.stderr")),
         run.config.hello_timeout,
         on_lost,
+        on_exit,
     )
     .await?;
     run.slots[index]
@@ -1122,8 +1127,16 @@ fn unknown_or_misfit(
 }
 
 fn end_belief(run: &Arc<Run>, index: usize, reason: &str) {
+    end_belief_of(run, index, None, reason);
+}
+
+/// Ends the worker's belief, if it has one — of `incarnation` only, when given.
+fn end_belief_of(run: &Arc<Run>, index: usize, incarnation: Option<u64>, reason: &str) {
     let worker = format!("w{index}");
     let mut belief = lock(&run.slots[index].belief);
+    if incarnation.is_some_and(|incarnation| incarnation != belief.incarnation) {
+        return;
+    }
     if let Some((scope, token)) = belief.held.take() {
         let incarnation = belief.incarnation;
         run.record(
@@ -1210,10 +1223,12 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
         }
         FaultKind::Kill => {
             // The worker sees its request die, records it unknown and starts
-            // the next incarnation.
+            // the next incarnation; the holder's belief (and a session lock's
+            // certain hold) ends now, not when a request finds out.
             if !signal("KILL") {
                 return Err(format!("{what}: no process"));
             }
+            end_belief(run, client, "killed");
         }
         FaultKind::Partition => {
             for proxy in &slot.proxies {

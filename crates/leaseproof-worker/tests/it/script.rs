@@ -174,6 +174,9 @@ fn render(recorder: &Recorder) -> Vec<String> {
                         items,
                         ..
                     } => format!("invoke commit {token} cycle {cycle_id} items {items}"),
+                    Op::Write {
+                        cycle_id, items, ..
+                    } => format!("invoke write cycle {cycle_id} items {items}"),
                 },
                 EventKind::Complete { outcome, .. } => match outcome {
                     Outcome::Ok { result } => match result {

@@ -59,38 +59,125 @@ fn every_malformed_history_is_refused_with_its_line_and_field() {
     };
     let row = r#"{"record":"guarded_row","seq":1,"scope":"job","owner":"a","token":1,"cycle_id":0,"item":0,"written_at_us":1700000000000001}"#;
     let cases: Vec<(&str, String, &str)> = vec![
-        ("not JSON", with_line(3, |_| "{oops".to_string()), ":4: field `.`: not JSON"),
-        ("not an object", with_line(0, |_| "[1, 2]".to_string()), ":1: field `.`: expected a JSON object"),
-        ("no record tag", with_line(0, |line| line.replace(r#""record":"event","#, "")), "field `record`: missing"),
-        ("unknown record", with_line(0, |line| line.replace(r#""record":"event""#, r#""record":"evnt""#)), "field `record`: \"evnt\""),
-        ("index not its position", with_line(2, |line| line.replace(r#""index":2"#, r#""index":7"#)), ":3: field `index`: 7, expected 2"),
-        ("every index 0", with_line(1, |line| line.replace(r#""index":1"#, r#""index":0"#)), ":2: field `index`: 0, expected 1"),
-        ("index of the wrong type", with_line(1, |line| line.replace(r#""index":1"#, r#""index":"1""#)), ":2: field `index`: invalid type"),
+        (
+            "not JSON",
+            with_line(3, |_| "{oops".to_string()),
+            ":4: field `.`: not JSON",
+        ),
+        (
+            "not an object",
+            with_line(0, |_| "[1, 2]".to_string()),
+            ":1: field `.`: expected a JSON object",
+        ),
+        (
+            "no record tag",
+            with_line(0, |line| line.replace(r#""record":"event","#, "")),
+            "field `record`: missing",
+        ),
+        (
+            "unknown record",
+            with_line(0, |line| {
+                line.replace(r#""record":"event""#, r#""record":"evnt""#)
+            }),
+            "field `record`: \"evnt\"",
+        ),
+        (
+            "index not its position",
+            with_line(2, |line| line.replace(r#""index":2"#, r#""index":7"#)),
+            ":3: field `index`: 7, expected 2",
+        ),
+        (
+            "every index 0",
+            with_line(1, |line| line.replace(r#""index":1"#, r#""index":0"#)),
+            ":2: field `index`: 0, expected 1",
+        ),
+        (
+            "index of the wrong type",
+            with_line(1, |line| line.replace(r#""index":1"#, r#""index":"1""#)),
+            ":2: field `index`: invalid type",
+        ),
         ("events shuffled", swapped, "field `index`"),
-        ("time goes back in a worker", with_line(3, |line| line.replace(r#""true_time_us":40"#, r#""true_time_us":25"#)), ":4: field `true_time_us`: 25 is before 30"),
-        ("completion without invoke", with_line(1, |line| line.replace(r#""op_id":0"#, r#""op_id":9"#)), ":2: field `kind.op_id`: 9 completes, but no earlier line invoked it"),
-        ("op invoked twice", with_line(2, |line| line.replace(r#""op_id":1"#, r#""op_id":0"#)), ":3: field `kind.op_id`: 0 is invoked twice"),
-        ("token 0 in a grant", with_line(1, |line| line.replace(r#""token":1"#, r#""token":0"#)), ":2: field `kind.outcome.result.token`: 0: fencing tokens are integers >= 1"),
-        ("unknown field (a typo)", with_line(0, |line| line.replace(r#""local_time_us":10"#, r#""local_time_us":10,"committed_at":5"#)), ":1: field `committed_at`: unknown field `committed_at`"),
-        ("unknown field inside an op", with_line(0, |line| line.replace(r#""ttl_us":1000000"#, r#""ttl_us":1000000,"tll":1"#)), "unknown field `tll`"),
-        ("missing field", with_line(0, |line| line.replace(r#""worker":"a","#, "")), "missing field `worker`"),
-        ("an event after a row", {
-            let mut with_row = lines.clone();
-            with_row.insert(7, row.to_string());
-            with_row.join("\n") + "\n"
-        }, ":9: field `.`: an event after a row"),
-        ("a guarded row under token 0", {
-            let mut with_row = lines.clone();
-            with_row.push(row.replace(r#""token":1"#, r#""token":0"#));
-            with_row.join("\n") + "\n"
-        }, ":9: field `token`: 0"),
-        ("a lease ending before it began", with_line(1, |line| line.replace("1700000001000000", "1600000000000000")), "field `kind.outcome.result.expires_at_us`"),
+        (
+            "time goes back in a worker",
+            with_line(3, |line| {
+                line.replace(r#""true_time_us":40"#, r#""true_time_us":25"#)
+            }),
+            ":4: field `true_time_us`: 25 is before 30",
+        ),
+        (
+            "completion without invoke",
+            with_line(1, |line| line.replace(r#""op_id":0"#, r#""op_id":9"#)),
+            ":2: field `kind.op_id`: 9 completes, but no earlier line invoked it",
+        ),
+        (
+            "op invoked twice",
+            with_line(2, |line| line.replace(r#""op_id":1"#, r#""op_id":0"#)),
+            ":3: field `kind.op_id`: 0 is invoked twice",
+        ),
+        (
+            "token 0 in a grant",
+            with_line(1, |line| line.replace(r#""token":1"#, r#""token":0"#)),
+            ":2: field `kind.outcome.result.token`: 0: fencing tokens are integers >= 1",
+        ),
+        (
+            "unknown field (a typo)",
+            with_line(0, |line| {
+                line.replace(
+                    r#""local_time_us":10"#,
+                    r#""local_time_us":10,"committed_at":5"#,
+                )
+            }),
+            ":1: field `committed_at`: unknown field `committed_at`",
+        ),
+        (
+            "unknown field inside an op",
+            with_line(0, |line| {
+                line.replace(r#""ttl_us":1000000"#, r#""ttl_us":1000000,"tll":1"#)
+            }),
+            "unknown field `tll`",
+        ),
+        (
+            "missing field",
+            with_line(0, |line| line.replace(r#""worker":"a","#, "")),
+            "missing field `worker`",
+        ),
+        (
+            "an event after a row",
+            {
+                let mut with_row = lines.clone();
+                with_row.insert(7, row.to_string());
+                with_row.join("\n") + "\n"
+            },
+            ":9: field `.`: an event after a row",
+        ),
+        (
+            "a guarded row under token 0",
+            {
+                let mut with_row = lines.clone();
+                with_row.push(row.replace(r#""token":1"#, r#""token":0"#));
+                with_row.join("\n") + "\n"
+            },
+            ":9: field `token`: 0",
+        ),
+        (
+            "a lease ending before it began",
+            with_line(1, |line| {
+                line.replace("1700000001000000", "1600000000000000")
+            }),
+            "field `kind.outcome.result.expires_at_us`",
+        ),
     ];
     assert!(cases.len() >= 12);
     for (name, text, expected) in cases {
         let (code, output) = check(&text);
-        assert_eq!(code, 2, "{name}: exit {code}, expected 2 (refused, not judged):\n{output}");
-        assert!(output.contains(expected), "{name}: expected {expected:?} in:\n{output}");
+        assert_eq!(
+            code, 2,
+            "{name}: exit {code}, expected 2 (refused, not judged):\n{output}"
+        );
+        assert!(
+            output.contains(expected),
+            "{name}: expected {expected:?} in:\n{output}"
+        );
         assert!(output.contains("(not judged)"), "{name}: {output}");
         assert!(!output.contains("panicked"), "{name}: {output}");
     }
