@@ -645,370 +645,371 @@ enum Answer {
     Lost(String),
 }
 
+/// A request's answer once its failure or unknown outcome is recorded.
+enum Reply {
+    /// `ok`, with its fields; the caller records the result it implies.
+    Ok(Message),
+    /// `fail`, recorded.
+    Failed(FailReason),
+    /// No definite answer, recorded unknown: the process must be replaced
+    /// (a client that cannot tell whether it holds the lock starts clean).
+    Replace,
+}
+
+/// How one round of a worker ended.
+enum Round {
+    /// Go on with the same process.
+    Again,
+    /// Replace the process: a new incarnation.
+    Replace,
+}
+
+/// One worker's state across its incarnations.
+struct Worker {
+    run: Arc<Run>,
+    index: usize,
+    incarnation: u64,
+    msg_id: u64,
+    cycle_id: u64,
+    renews: bool,
+    rng: ChaCha8Rng,
+    tally: WorkerTally,
+}
+
+/// The result an `ok` to an acquisition or renewal reports: a lease when it
+/// carries a token and both server times, else a lock.
+fn grant_result(owner: &str, answer: &Message) -> OpResult {
+    let Message::Ok {
+        token,
+        lifetime_ms,
+        granted_at_us,
+        expires_at_us,
+        ..
+    } = answer
+    else {
+        unreachable!("only ok answers report grants");
+    };
+    match (token, granted_at_us, expires_at_us) {
+        (Some(token), Some(granted_at_us), Some(expires_at_us)) => OpResult::Lease {
+            token: *token,
+            owner: owner.to_string(),
+            granted_at_us: *granted_at_us,
+            expires_at_us: *expires_at_us,
+        },
+        _ => OpResult::Lock {
+            token: *token,
+            lifetime_us: lifetime_ms.map(|ms| micros(Duration::from_millis(ms))),
+        },
+    }
+}
+
+impl Worker {
+    fn owner(&self) -> String {
+        format!("w{}.{}", self.index, self.incarnation)
+    }
+
+    fn next_msg_id(&mut self) -> u64 {
+        self.msg_id += 1;
+        self.msg_id
+    }
+
+    /// Sends `request`, records `op`'s invoke, and its outcome unless `ok`.
+    async fn ask(&mut self, request: &Request, op: Op) -> (Reply, u64) {
+        let timeout = self.run.config.request_timeout();
+        let (answer, op_id) = exchange(
+            &self.run,
+            self.index,
+            self.incarnation,
+            request,
+            op,
+            timeout,
+        )
+        .await;
+        let reply = match answer {
+            Answer::Message(message @ Message::Ok { .. }) => Reply::Ok(message),
+            Answer::Message(Message::Fail { reason, text, .. }) => {
+                let reason = fail_reason(reason, text);
+                self.complete(
+                    op_id,
+                    Outcome::Fail {
+                        reason: reason.clone(),
+                    },
+                    None,
+                );
+                Reply::Failed(reason)
+            }
+            Answer::Message(message) => {
+                unknown_or_misfit(
+                    &self.run,
+                    self.index,
+                    self.incarnation,
+                    op_id,
+                    message,
+                    &mut self.tally,
+                );
+                Reply::Replace
+            }
+            Answer::Lost(reason) => {
+                record_unknown(
+                    &self.run,
+                    self.index,
+                    self.incarnation,
+                    op_id,
+                    reason,
+                    &mut self.tally,
+                );
+                Reply::Replace
+            }
+        };
+        (reply, op_id)
+    }
+
+    fn complete(&self, op_id: u64, outcome: Outcome, believe: Option<(String, u64)>) {
+        complete(
+            &self.run,
+            self.index,
+            self.incarnation,
+            op_id,
+            outcome,
+            believe,
+        );
+    }
+
+    async fn pause_ms(&mut self, range: std::ops::Range<u64>) {
+        tokio::time::sleep(Duration::from_millis(self.rng.gen_range(range))).await;
+    }
+
+    /// One round: acquire; if granted, a few writes (renewing after each when
+    /// the client renews) and a release.
+    async fn round(&mut self) -> Round {
+        let (owner, table) = (self.owner(), LOCKED_TABLE.to_string());
+        let msg_id = self.next_msg_id();
+        let request = Request::Acquire {
+            msg_id,
+            table: table.clone(),
+            owner: owner.clone(),
+            ttl_ms: millis(self.run.config.ttl),
+        };
+        let op = Op::Acquire {
+            scope: table.clone(),
+            owner: owner.clone(),
+            ttl_us: micros(self.run.config.ttl),
+        };
+        let (granted, is_lease) = match self.ask(&request, op).await {
+            (Reply::Ok(answer), op_id) => {
+                let result = grant_result(&owner, &answer);
+                let token = match &result {
+                    OpResult::Lease { token, .. } => Some(*token),
+                    OpResult::Lock { token, .. } => *token,
+                    _ => None,
+                };
+                let is_lease = matches!(result, OpResult::Lease { .. });
+                self.complete(
+                    op_id,
+                    Outcome::Ok { result },
+                    Some((table.clone(), token.unwrap_or(0))),
+                );
+                self.tally.grants += 1;
+                (token, is_lease)
+            }
+            (Reply::Failed(reason), _) => {
+                if reason == FailReason::Held {
+                    self.tally.refusals += 1;
+                }
+                // Refused: back off a little, seeded.
+                self.pause_ms(20..200).await;
+                return Round::Again;
+            }
+            (Reply::Replace, _) => return Round::Replace,
+        };
+        if let Round::Replace = self.writes(&owner, granted, is_lease).await {
+            return Round::Replace;
+        }
+        let round = self.release(&owner, granted, is_lease).await;
+        self.pause_ms(20..300).await;
+        round
+    }
+
+    /// One to three writes under the grant; stops at the first refusal.
+    async fn writes(&mut self, owner: &str, token: Option<u64>, is_lease: bool) -> Round {
+        let table = LOCKED_TABLE.to_string();
+        for _ in 0..self.rng.gen_range(1..=3) {
+            self.pause_ms(50..400).await;
+            self.cycle_id += 1;
+            let (cycle_id, items) = (self.cycle_id, self.rng.gen_range(1..=3));
+            let msg_id = self.next_msg_id();
+            let request = Request::Write {
+                msg_id,
+                table: table.clone(),
+                owner: owner.to_string(),
+                token,
+                cycle_id,
+                items,
+            };
+            let op = match (is_lease, token) {
+                (true, Some(token)) => Op::Commit {
+                    scope: table.clone(),
+                    owner: owner.to_string(),
+                    token,
+                    cycle_id,
+                    items,
+                },
+                _ => Op::Write {
+                    scope: table.clone(),
+                    owner: owner.to_string(),
+                    cycle_id,
+                    items,
+                },
+            };
+            match self.ask(&request, op).await {
+                (
+                    Reply::Ok(Message::Ok {
+                        committed_at_us, ..
+                    }),
+                    op_id,
+                ) => {
+                    let result = if is_lease {
+                        // The client may not know it: the rows' commit times
+                        // stand in (`fill_commit_times`).
+                        OpResult::Committed {
+                            committed_at_us: committed_at_us.unwrap_or(NO_COMMIT_TIME),
+                        }
+                    } else {
+                        OpResult::Written
+                    };
+                    self.complete(op_id, Outcome::Ok { result }, None);
+                    self.tally.writes += 1;
+                }
+                (Reply::Ok(_), _) => unreachable!("ask returns ok answers as ok"),
+                (Reply::Failed(_), _) => {
+                    self.tally.writes_refused += 1;
+                    return Round::Again;
+                }
+                (Reply::Replace, _) => return Round::Replace,
+            }
+            if self.renews {
+                match self.renew(owner, token).await {
+                    Some(Round::Again) => {}
+                    Some(Round::Replace) => return Round::Replace,
+                    None => return Round::Again, // refused: the lock is lost
+                }
+            }
+        }
+        Round::Again
+    }
+
+    /// Renews the grant; `None` when the renewal was refused.
+    async fn renew(&mut self, owner: &str, token: Option<u64>) -> Option<Round> {
+        let msg_id = self.next_msg_id();
+        let request = Request::Renew {
+            msg_id,
+            table: LOCKED_TABLE.to_string(),
+            owner: owner.to_string(),
+            ttl_ms: millis(self.run.config.ttl),
+        };
+        let op = Op::Renew {
+            scope: LOCKED_TABLE.to_string(),
+            owner: owner.to_string(),
+            token: token.unwrap_or(0),
+            ttl_us: micros(self.run.config.ttl),
+        };
+        match self.ask(&request, op).await {
+            (Reply::Ok(answer), op_id) => {
+                let result = grant_result(owner, &answer);
+                self.complete(op_id, Outcome::Ok { result }, None);
+                Some(Round::Again)
+            }
+            (Reply::Failed(_), _) => {
+                end_belief(&self.run, self.index, "renewal refused");
+                None
+            }
+            (Reply::Replace, _) => Some(Round::Replace),
+        }
+    }
+
+    /// Releases the grant; the belief ends as the release is sent.
+    async fn release(&mut self, owner: &str, token: Option<u64>, is_lease: bool) -> Round {
+        let msg_id = self.next_msg_id();
+        let request = Request::Release {
+            msg_id,
+            table: LOCKED_TABLE.to_string(),
+            owner: owner.to_string(),
+        };
+        end_belief(&self.run, self.index, "released");
+        let op = Op::Release {
+            scope: LOCKED_TABLE.to_string(),
+            owner: owner.to_string(),
+            token: token.unwrap_or(0),
+        };
+        match self.ask(&request, op).await {
+            (Reply::Ok(Message::Ok { released_at_us, .. }), op_id) => {
+                let outcome = match (is_lease, released_at_us) {
+                    (true, Some(released_at_us)) => Outcome::Ok {
+                        result: OpResult::Released { released_at_us },
+                    },
+                    // A lease's release without its time cannot say where
+                    // the grant ended: judged as if its outcome were unknown.
+                    (true, None) => Outcome::Unknown {
+                        reason: "release answered ok without released_at_us".to_string(),
+                    },
+                    (false, _) => Outcome::Ok {
+                        result: OpResult::Unlocked,
+                    },
+                };
+                self.complete(op_id, outcome, None);
+                Round::Again
+            }
+            (Reply::Ok(_), _) => unreachable!("ask returns ok answers as ok"),
+            (Reply::Failed(_), _) => Round::Again,
+            (Reply::Replace, _) => Round::Replace,
+        }
+    }
+}
+
 /// One worker: its client's incarnations, driven until the run's end.
 async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
-    let worker = format!("w{index}");
-    let mut rng = ChaCha8Rng::seed_from_u64(
-        run.config.seed ^ (0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(index as u64 + 1)),
-    );
-    let mut tally = WorkerTally::default();
-    let deadline = run.config.duration;
-    let timeout = run.config.request_timeout();
+    let seed = run.config.seed ^ 0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(index as u64 + 1);
     let clock_skew = run.config.plan().clocks[index];
-    let mut incarnation = 0_u64;
-    let mut msg_id = 0_u64;
-    let mut cycle_id = 0_u64;
+    let deadline_us = micros(run.config.duration);
+    let mut worker = Worker {
+        run: Arc::clone(&run),
+        index,
+        incarnation: 0,
+        msg_id: 0,
+        cycle_id: 0,
+        renews: false,
+        rng: ChaCha8Rng::seed_from_u64(seed),
+        tally: WorkerTally::default(),
+    };
     let slot = &run.slots[index];
-    let table = LOCKED_TABLE.to_string();
-    'incarnations: while run.clock.elapsed_us() < micros(deadline) {
+    'incarnations: while run.clock.elapsed_us() < deadline_us {
         if lock(&run.protocol_error).is_some() || lock(&run.start_error).is_some() {
             break;
         }
-        lock(&slot.belief).incarnation = incarnation;
-        let process = match start_client(&run, index, incarnation, clock_skew).await {
+        lock(&slot.belief).incarnation = worker.incarnation;
+        let process = match start_client(&run, index, worker.incarnation, clock_skew).await {
             Ok(process) => process,
             Err(error) => {
                 lock(&run.start_error).get_or_insert(error);
                 break;
             }
         };
-        tally.incarnations += 1;
-        let renews = process.hello.renew;
+        worker.tally.incarnations += 1;
+        worker.renews = process.hello.renew;
         *slot.process.lock().await = Some(process);
-        let owner = format!("{worker}.{incarnation}");
-        // The loop of one incarnation: acquire, write, release, until the
-        // run ends or the process is lost.
-        loop {
-            if run.clock.elapsed_us() >= micros(deadline) {
-                break 'incarnations;
+        while run.clock.elapsed_us() < deadline_us {
+            if let Round::Replace = worker.round().await {
+                replace(&run, index).await;
+                worker.incarnation += 1;
+                continue 'incarnations;
             }
-            msg_id += 1;
-            let acquire = Request::Acquire {
-                msg_id,
-                table: table.clone(),
-                owner: owner.clone(),
-                ttl_ms: millis(run.config.ttl),
-            };
-            let op = Op::Acquire {
-                scope: table.clone(),
-                owner: owner.clone(),
-                ttl_us: micros(run.config.ttl),
-            };
-            let (answer, op_id) = exchange(&run, index, incarnation, &acquire, op, timeout).await;
-            let granted = match answer {
-                Answer::Message(Message::Ok {
-                    token,
-                    lifetime_ms,
-                    granted_at_us,
-                    expires_at_us,
-                    ..
-                }) => {
-                    let result = match (token, granted_at_us, expires_at_us) {
-                        (Some(token), Some(granted_at_us), Some(expires_at_us)) => {
-                            OpResult::Lease {
-                                token,
-                                owner: owner.clone(),
-                                granted_at_us,
-                                expires_at_us,
-                            }
-                        }
-                        _ => OpResult::Lock {
-                            token,
-                            lifetime_us: lifetime_ms.map(|ms| micros(Duration::from_millis(ms))),
-                        },
-                    };
-                    let is_lease = matches!(result, OpResult::Lease { .. });
-                    complete(
-                        &run,
-                        index,
-                        incarnation,
-                        op_id,
-                        Outcome::Ok { result },
-                        Some((table.clone(), token.unwrap_or(0))),
-                    );
-                    tally.grants += 1;
-                    Some((token, is_lease))
-                }
-                Answer::Message(Message::Fail { reason, text, .. }) => {
-                    let reason = fail_reason(reason, text);
-                    if reason == FailReason::Held {
-                        tally.refusals += 1;
-                    }
-                    complete(
-                        &run,
-                        index,
-                        incarnation,
-                        op_id,
-                        Outcome::Fail { reason },
-                        None,
-                    );
-                    None
-                }
-                Answer::Message(message) => {
-                    if unknown_or_misfit(&run, index, incarnation, op_id, message, &mut tally) {
-                        // A client that cannot tell whether it holds the lock
-                        // is replaced: a new incarnation starts clean.
-                        replace(&run, index).await;
-                        incarnation += 1;
-                        continue 'incarnations;
-                    }
-                    None
-                }
-                Answer::Lost(reason) => {
-                    record_unknown(&run, index, incarnation, op_id, reason, &mut tally);
-                    replace(&run, index).await;
-                    incarnation += 1;
-                    continue 'incarnations;
-                }
-            };
-            let Some((token, is_lease)) = granted else {
-                // Held: back off a little, seeded.
-                tokio::time::sleep(Duration::from_millis(rng.gen_range(20..200))).await;
-                continue;
-            };
-            let writes = rng.gen_range(1..=3);
-            for _ in 0..writes {
-                tokio::time::sleep(Duration::from_millis(rng.gen_range(50..400))).await;
-                cycle_id += 1;
-                msg_id += 1;
-                let items = rng.gen_range(1..=3);
-                let request = Request::Write {
-                    msg_id,
-                    table: table.clone(),
-                    owner: owner.clone(),
-                    token,
-                    cycle_id,
-                    items,
-                };
-                let op = match (is_lease, token) {
-                    (true, Some(token)) => Op::Commit {
-                        scope: table.clone(),
-                        owner: owner.clone(),
-                        token,
-                        cycle_id,
-                        items,
-                    },
-                    _ => Op::Write {
-                        scope: table.clone(),
-                        owner: owner.clone(),
-                        cycle_id,
-                        items,
-                    },
-                };
-                let (answer, op_id) =
-                    exchange(&run, index, incarnation, &request, op, timeout).await;
-                match answer {
-                    Answer::Message(Message::Ok {
-                        committed_at_us, ..
-                    }) => {
-                        let result = if is_lease {
-                            OpResult::Committed {
-                                // The client may not know it; the rows' commit
-                                // times are the evidence I3 judges by then.
-                                committed_at_us: committed_at_us.unwrap_or(NO_COMMIT_TIME),
-                            }
-                        } else {
-                            OpResult::Written
-                        };
-                        complete(
-                            &run,
-                            index,
-                            incarnation,
-                            op_id,
-                            Outcome::Ok { result },
-                            None,
-                        );
-                        tally.writes += 1;
-                        if renews {
-                            msg_id += 1;
-                            match renew(&run, index, incarnation, &owner, token, msg_id, &mut tally)
-                                .await
-                            {
-                                Renewal::Renewed => {}
-                                Renewal::Refused => break,
-                                Renewal::Replace => {
-                                    replace(&run, index).await;
-                                    incarnation += 1;
-                                    continue 'incarnations;
-                                }
-                            }
-                        }
-                    }
-                    Answer::Message(Message::Fail { reason, text, .. }) => {
-                        complete(
-                            &run,
-                            index,
-                            incarnation,
-                            op_id,
-                            Outcome::Fail {
-                                reason: fail_reason(reason, text),
-                            },
-                            None,
-                        );
-                        tally.writes_refused += 1;
-                        break;
-                    }
-                    Answer::Message(message) => {
-                        if unknown_or_misfit(&run, index, incarnation, op_id, message, &mut tally) {
-                            replace(&run, index).await;
-                            incarnation += 1;
-                            continue 'incarnations;
-                        }
-                        break;
-                    }
-                    Answer::Lost(reason) => {
-                        record_unknown(&run, index, incarnation, op_id, reason, &mut tally);
-                        replace(&run, index).await;
-                        incarnation += 1;
-                        continue 'incarnations;
-                    }
-                }
-            }
-            msg_id += 1;
-            let release = Request::Release {
-                msg_id,
-                table: table.clone(),
-                owner: owner.clone(),
-            };
-            // The belief ends as the release is sent: the worker counts on
-            // the lock no longer.
-            end_belief(&run, index, "released");
-            let op = Op::Release {
-                scope: table.clone(),
-                owner: owner.clone(),
-                token: token.unwrap_or(0),
-            };
-            let (answer, op_id) = exchange(&run, index, incarnation, &release, op, timeout).await;
-            match answer {
-                Answer::Message(Message::Ok { released_at_us, .. }) => {
-                    let outcome = match (is_lease, released_at_us) {
-                        (true, Some(released_at_us)) => Outcome::Ok {
-                            result: OpResult::Released { released_at_us },
-                        },
-                        // A lease's release without its time cannot say where
-                        // the grant ended: judged as if its outcome were unknown.
-                        (true, None) => Outcome::Unknown {
-                            reason: "release answered ok without released_at_us".to_string(),
-                        },
-                        (false, _) => Outcome::Ok {
-                            result: OpResult::Unlocked,
-                        },
-                    };
-                    complete(&run, index, incarnation, op_id, outcome, None);
-                }
-                Answer::Message(Message::Fail { reason, text, .. }) => {
-                    complete(
-                        &run,
-                        index,
-                        incarnation,
-                        op_id,
-                        Outcome::Fail {
-                            reason: fail_reason(reason, text),
-                        },
-                        None,
-                    );
-                }
-                Answer::Message(message) => {
-                    if unknown_or_misfit(&run, index, incarnation, op_id, message, &mut tally) {
-                        replace(&run, index).await;
-                        incarnation += 1;
-                        continue 'incarnations;
-                    }
-                }
-                Answer::Lost(reason) => {
-                    record_unknown(&run, index, incarnation, op_id, reason, &mut tally);
-                    replace(&run, index).await;
-                    incarnation += 1;
-                    continue 'incarnations;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(rng.gen_range(20..300))).await;
         }
+        break;
     }
     end_belief(&run, index, "run ended");
+    let mut tally = worker.tally;
     tally.lost_notices = lock(&slot.belief).lost_notices;
     tally
-}
-
-/// How a renewal went.
-enum Renewal {
-    Renewed,
-    /// Certainly not renewed: the lock is lost.
-    Refused,
-    /// No definite answer: the process is replaced.
-    Replace,
-}
-
-/// Renews the lock (clients whose hello says `renew`), recording it.
-async fn renew(
-    run: &Arc<Run>,
-    index: usize,
-    incarnation: u64,
-    owner: &str,
-    token: Option<u64>,
-    msg_id: u64,
-    tally: &mut WorkerTally,
-) -> Renewal {
-    let timeout = run.config.request_timeout();
-    let request = Request::Renew {
-        msg_id,
-        table: LOCKED_TABLE.to_string(),
-        owner: owner.to_string(),
-        ttl_ms: millis(run.config.ttl),
-    };
-    let op = Op::Renew {
-        scope: LOCKED_TABLE.to_string(),
-        owner: owner.to_string(),
-        token: token.unwrap_or(0),
-        ttl_us: micros(run.config.ttl),
-    };
-    let (answer, op_id) = exchange(run, index, incarnation, &request, op, timeout).await;
-    match answer {
-        Answer::Message(Message::Ok {
-            token: renewed_token,
-            lifetime_ms,
-            granted_at_us,
-            expires_at_us,
-            ..
-        }) => {
-            let result = match (renewed_token, granted_at_us, expires_at_us) {
-                (Some(token), Some(granted_at_us), Some(expires_at_us)) => OpResult::Lease {
-                    token,
-                    owner: owner.to_string(),
-                    granted_at_us,
-                    expires_at_us,
-                },
-                _ => OpResult::Lock {
-                    token: renewed_token,
-                    lifetime_us: lifetime_ms.map(|ms| micros(Duration::from_millis(ms))),
-                },
-            };
-            complete(run, index, incarnation, op_id, Outcome::Ok { result }, None);
-            Renewal::Renewed
-        }
-        Answer::Message(Message::Fail { reason, text, .. }) => {
-            complete(
-                run,
-                index,
-                incarnation,
-                op_id,
-                Outcome::Fail {
-                    reason: fail_reason(reason, text),
-                },
-                None,
-            );
-            end_belief(run, index, "renewal refused");
-            Renewal::Refused
-        }
-        Answer::Message(message) => {
-            unknown_or_misfit(run, index, incarnation, op_id, message, tally);
-            Renewal::Replace
-        }
-        Answer::Lost(reason) => {
-            record_unknown(run, index, incarnation, op_id, reason, tally);
-            Renewal::Replace
-        }
-    }
 }
 
 fn micros(duration: Duration) -> i64 {

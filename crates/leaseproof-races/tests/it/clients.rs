@@ -423,3 +423,43 @@ async fn a_run_leaves_no_process_of_its_clients_behind() {
         .collect();
     assert!(survivors.is_empty(), "left behind: {survivors:?}");
 }
+
+#[tokio::test]
+async fn a_killed_session_lock_holder_is_not_taken_for_a_second_holder() {
+    // SIGKILL ends the holder's session and the server frees its advisory
+    // lock at once; a rival then takes it. The killed holder's hold ended
+    // with its process — when its stdout closed — not when its worker next
+    // found out: no double hold may be reported (once, the harness did).
+    if !servers().await {
+        return;
+    }
+    let seed = seeds_striking_holders(FaultKind::Kill, 2, &[FaultKind::Kill], 6_000, 1_500)
+        .next()
+        .expect("a seed whose plan kills holders");
+    let outcome = judged(config(
+        lock_client("advisory"),
+        seed,
+        &[FaultKind::Kill],
+        6_000,
+        1_500,
+    ))
+    .await;
+    assert!(
+        outcome
+            .strikes
+            .iter()
+            .any(|strike| strike.contains("(the holder)")),
+        "no holder was killed: {}",
+        describe(&outcome)
+    );
+    assert!(
+        outcome.report.is_ok(),
+        "a false alarm:\n{}",
+        describe(&outcome)
+    );
+    assert!(
+        outcome.tally.incarnations > 3,
+        "the killed came back: {}",
+        describe(&outcome)
+    );
+}
