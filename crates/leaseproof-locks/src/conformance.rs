@@ -35,12 +35,17 @@ pub struct ConformanceError {
     pub manager: &'static str,
     /// What broke.
     pub what: String,
+    /// The recorded history, for a check that recorded one (the race): save
+    /// it (`History::save`) or draw it (`leaseproof_history::timeline_html`);
+    /// the event numbers in `what` point into it.
+    pub history: Option<leaseproof_history::History>,
 }
 
 fn fail(manager: &dyn LockManager, what: impl Into<String>) -> ConformanceError {
     ConformanceError {
         manager: manager.name(),
         what: what.into(),
+        history: None,
     }
 }
 
@@ -200,6 +205,8 @@ pub struct RaceSummary {
     pub winners: usize,
     /// Acquisitions refused with `Held`.
     pub refusals: usize,
+    /// The recorded history the checker judged.
+    pub history: leaseproof_history::History,
 }
 
 /// `tasks` tasks × `rounds` rounds contend for `table`; each winner holds for
@@ -328,15 +335,23 @@ pub async fn tasks_never_hold_one_table_at_once(
     let history = recorder.snapshot();
     let report = check(&history, &CheckConfig::default());
     if !report.is_ok() {
-        return Err(fail(&*manager, format!("the checker found {report}")));
+        let mut error = fail(&*manager, format!("the checker found {report}"));
+        error.history = Some(history);
+        return Err(error);
     }
     (summary.winners, summary.holds) = winners_and_holds(&history);
     if summary.winners < 2 || summary.refusals == 0 {
-        return Err(fail(
+        let mut error = fail(
             &*manager,
-            format!("the race was vacuous: {summary:?} (need 2 winners and a refusal)"),
-        ));
+            format!(
+                "the race was vacuous: {} holds, {} winners, {} refusals (need 2 winners and a refusal)",
+                summary.holds, summary.winners, summary.refusals
+            ),
+        );
+        error.history = Some(history);
+        return Err(error);
     }
+    summary.history = history;
     Ok(summary)
 }
 

@@ -248,18 +248,22 @@ async fn a_race_with_a_single_winner_is_vacuous_not_a_pass() {
     // The first holder's release keeps the lock: everyone else is refused
     // for the rest of the race, so mutual exclusion holds trivially.
     let locks = InMemoryLocks::new(Defect::ReleaseKeepsLock);
-    assert_fails_with(
-        tasks_never_hold_one_table_at_once(
-            locks,
-            &tables().0,
-            4,
-            3,
-            Duration::from_millis(1),
-            None,
-        )
-        .await,
-        "vacuous",
-    );
+    let result = tasks_never_hold_one_table_at_once(
+        locks,
+        &tables().0,
+        4,
+        3,
+        Duration::from_millis(1),
+        None,
+    )
+    .await;
+    let history = result
+        .as_ref()
+        .err()
+        .and_then(|error| error.history.clone())
+        .expect("a failed race hands back the history it judged");
+    assert!(!history.events.is_empty());
+    assert_fails_with(result, "vacuous");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,4 +282,8 @@ async fn two_tasks_that_both_won_are_enough_winners() {
     .unwrap();
     assert_eq!(summary.winners, 2);
     assert!(summary.refusals > 0);
+    // The history comes back: the one checker passes it, with every hold.
+    let report = leaseproof_history::check(&summary.history, &Default::default());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.grants, summary.holds as u64);
 }
