@@ -16,7 +16,8 @@
 //!   before granting G_B, and B wrote after G_B was granted, so A wrote after
 //!   its grant ended: a stale write. A write's grant is its owner's latest
 //!   acquisition of the scope before it, which must be ok and acknowledged
-//!   before the write was invoked — otherwise the write is not judged.
+//!   before the write was invoked, with no acquisition of the writer invoked
+//!   while the write was in flight — otherwise the write is not judged.
 //! - **Nothing lost**: a write reported ok has all its rows, one reported
 //!   failed has none, none is partial; rows from no recorded write are I3.
 //!
@@ -100,8 +101,20 @@ impl<'h> Checker<'h> {
                 } => (scope.as_str(), owner.as_str(), *cycle_id),
                 _ => continue,
             };
-            let grant = acquisitions
-                .get(&(scope, owner))
+            let owner_acquisitions = acquisitions.get(&(scope, owner));
+            // An acquisition of the writer invoked while the write was in
+            // flight may have granted the lock again before the write
+            // committed: the write's grant is then not known.
+            let regranted_meanwhile = owner_acquisitions.is_some_and(|acquisitions| {
+                acquisitions.iter().any(|acquire| {
+                    acquire.invoke_event > record.invoke_event
+                        && record.complete_true_us.is_none_or(|completed_true_us| {
+                            acquire.invoke_true_us <= completed_true_us
+                        })
+                })
+            });
+            let grant = owner_acquisitions
+                .filter(|_| !regranted_meanwhile)
                 .and_then(|acquisitions| {
                     acquisitions
                         .iter()

@@ -239,3 +239,67 @@ fn work_rows_round_trip_through_the_json_lines_format() {
         history
     );
 }
+
+#[test]
+fn a_write_whose_grant_is_not_known_is_not_judged_by_commit_order() {
+    // a's write was invoked before its acquisition was acknowledged (a
+    // history from a program that writes optimistically): the write is not
+    // attributed to that grant, so commit order says nothing of it.
+    let mut builder = Builder::new();
+    builder.at(10);
+    let (_, acquire) = builder.invoke(
+        "a",
+        Op::Acquire {
+            scope: SCOPE.to_string(),
+            owner: "a".to_string(),
+            ttl_us: 100,
+        },
+    );
+    write(&mut builder, "a", 1, 12, written());
+    builder.at(30);
+    builder.complete(
+        "a",
+        acquire,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: None,
+                lifetime_us: Some(1),
+            },
+        },
+    );
+    lock(&mut builder, "b", 200);
+    write(&mut builder, "b", 1, 210, written());
+    rows(&mut builder, "b", 1, 5_000);
+    rows(&mut builder, "a", 1, 6_000);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn a_write_in_flight_while_its_writer_acquired_again_is_not_judged_by_commit_order() {
+    // a's write was slow; meanwhile b held and wrote, and a acquired again:
+    // a's rows may have landed under its second grant.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    builder.at(20);
+    let (_, slow) = builder.invoke(
+        "a",
+        Op::Write {
+            scope: SCOPE.to_string(),
+            owner: "a".to_string(),
+            cycle_id: 1,
+            items: 2,
+        },
+    );
+    lock(&mut builder, "b", 200);
+    write(&mut builder, "b", 1, 210, written());
+    lock(&mut builder, "a", 400);
+    builder.at(450);
+    builder.complete("a", slow, written());
+    rows(&mut builder, "b", 1, 5_000);
+    rows(&mut builder, "a", 1, 6_000);
+    let report = leaseproof_history::check(&builder.build(), &Default::default());
+    assert!(
+        report.violations_of(Invariant::FencedWrites).is_empty(),
+        "{report}"
+    );
+}
