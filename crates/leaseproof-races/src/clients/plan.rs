@@ -184,10 +184,6 @@ impl FaultPlan {
             }
             let count = rng.gen_range(1..=3);
             for _ in 0..count {
-                // Strikes land in the first 70 % of the run, after a short
-                // start, so their consequences play out before it ends.
-                let at = Duration::from_millis(rng.gen_range(window_ms / 10..window_ms * 7 / 10));
-                let client = rng.gen_range(0..shape.clients);
                 let lasting = match kind {
                     FaultKind::PauseShort => scaled(shape.ttl, 0.2, 0.7, &mut rng),
                     FaultKind::PauseLong => scaled(shape.ttl, 1.3, 2.0, &mut rng),
@@ -200,6 +196,17 @@ impl FaultPlan {
                     | FaultKind::RedisRestart
                     | FaultKind::ClockSkew => Duration::ZERO,
                 };
+                // A strike lands after a short start and is over by 85 % of
+                // the run, so its consequences — a paused holder waking to
+                // write over its successor — play out while the others still
+                // work (a pause that outlasted the run showed nothing).
+                let lasting_ms = u64::try_from(lasting.as_millis()).unwrap_or(u64::MAX);
+                let earliest_ms = window_ms / 10;
+                let latest_ms = (window_ms * 85 / 100)
+                    .saturating_sub(lasting_ms)
+                    .max(earliest_ms + 1);
+                let at = Duration::from_millis(rng.gen_range(earliest_ms..latest_ms));
+                let client = rng.gen_range(0..shape.clients);
                 let holder_first = kind != FaultKind::RedisRestart && rng.gen_bool(0.75);
                 strikes.push(Strike {
                     at,
@@ -317,7 +324,12 @@ mod tests {
         for seed in 0..64 {
             let plan = FaultPlan::draw(seed, &shape());
             for strike in &plan.strikes {
-                assert!(strike.at < Duration::from_secs(9), "{plan}");
+                assert!(strike.at >= Duration::from_millis(1_200), "{plan}");
+                // 85 % of 12 s, for every strike that can fit (all do here).
+                assert!(
+                    strike.at + strike.lasting <= Duration::from_millis(10_200),
+                    "{plan}"
+                );
                 assert!(strike.client < 3);
                 match strike.kind {
                     FaultKind::PauseLong => assert!(strike.lasting > Duration::from_secs(3)),
