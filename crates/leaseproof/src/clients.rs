@@ -233,6 +233,7 @@ fn append_json(
     let line = serde_json::json!({
         "format": "leaseproof-clients-seed",
         "version": 1,
+        "passed": outcome.passed(),
         "seed": seed,
         "design": outcome.design,
         "faults": outcome.plan.kinds.iter().map(|kind| kind.name()).collect::<Vec<_>>(),
