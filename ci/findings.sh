@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 seeds="${SEEDS:-3}"
 python="$(bash ci/install-python-clients.sh)"
-cargo build --release --locked --bin leaseproof --bin leaseproof-lock-client >&2
+cargo build --release --locked --bin leaseproof >&2
 out=target/findings
 rm -rf "${out}"
 mkdir -p "${out}"
@@ -24,9 +24,9 @@ designs=(
     "symfonic-reproduction|${python} examples/clients/python/symfonic_leases.py|3000"
     "broken-plain-del|${python} examples/clients/python/broken_plain_del.py|3000"
     "node-redis|node examples/clients/node/redis_lock.js|3000"
-    "leaseproof-lease|target/release/leaseproof-lock-client lease|3000"
-    "leaseproof-redis|target/release/leaseproof-lock-client redis|3000"
-    "leaseproof-advisory|target/release/leaseproof-lock-client advisory|3000"
+    "leaseproof-lease|target/release/leaseproof lock-client lease|3000"
+    "leaseproof-redis|target/release/leaseproof lock-client redis|3000"
+    "leaseproof-advisory|target/release/leaseproof lock-client advisory|3000"
 )
 faults=(pause-short pause-long kill partition lose-reply reset latency terminate-backends redis-restart clock-skew)
 

@@ -29,7 +29,6 @@ fi
 # the reference lease must never be.
 client_seeds="${CLIENT_SEEDS:-200}"
 python="$(bash ci/install-python-clients.sh)"
-cargo build --release --locked --bin leaseproof-lock-client
 out=target/nightly-clients
 mkdir -p "${out}"
 for client in \
@@ -37,14 +36,14 @@ for client in \
     "${python} examples/clients/python/partsmith_advisory.py" \
     "${python} examples/clients/python/symfonic_leases.py" \
     "node examples/clients/node/redis_lock.js" \
-    "target/release/leaseproof-lock-client redis" \
-    "target/release/leaseproof-lock-client advisory"; do
+    "target/release/leaseproof lock-client redis" \
+    "target/release/leaseproof lock-client advisory"; do
     echo "== leaseproof clients --client '${client}' --seeds 0..${client_seeds} (findings, not failures)"
     ./target/release/leaseproof clients --client "${client}" --seeds "0..${client_seeds}" \
         --duration-ms 8000 --out "${out}" | tail -1 || true
 done
 echo "== the reference lease through the client protocol must stay clean"
-./target/release/leaseproof clients --client "target/release/leaseproof-lock-client lease" \
+./target/release/leaseproof clients --client "target/release/leaseproof lock-client lease" \
     --seeds "0..${client_seeds}" --duration-ms 8000 --out "${out}" | tail -1
 echo "== the broken plain-DEL client must be caught under long pauses"
 if ./target/release/leaseproof clients --client "${python} examples/clients/python/broken_plain_del.py" \

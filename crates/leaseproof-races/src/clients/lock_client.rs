@@ -1,8 +1,8 @@
 //! leaseproof's own locks behind the client protocol, so one fault plan
 //! judges them beside clients written in other languages.
 //!
-//! `leaseproof lock-client lease|redis|advisory` (or the
-//! `leaseproof-lock-client` binary): the reference lease
+//! `leaseproof lock-client lease|redis|advisory` (also the crate's
+//! `lock-client` example): the reference lease
 //! (`PostgresLeases`: one-statement acquisition, renew, release, and writes
 //! through the fenced commit cycle), the Redis manager (token, keep-alive)
 //! and the advisory manager (a probed dedicated session) — the code users
@@ -450,7 +450,7 @@ pub async fn serve(kind: &str) -> ExitCode {
         let request: Request = match serde_json::from_str(&line) {
             Ok(request) => request,
             Err(error) => {
-                eprintln!("leaseproof-lock-client: bad request {line:?}: {error}");
+                eprintln!("leaseproof lock-client: bad request {line:?}: {error}");
                 return ExitCode::from(2);
             }
         };

@@ -173,8 +173,29 @@ async fn caught_within(
     );
 }
 
+/// The crate's `lock-client` example: built beside the test binary by
+/// `cargo test` (examples are), else built here once.
 fn lock_client(kind: &str) -> String {
-    format!("{} {kind}", env!("CARGO_BIN_EXE_leaseproof-lock-client"))
+    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+    let program = PROGRAM.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let program = exe
+            .parent()
+            .and_then(std::path::Path::parent)
+            .expect("target/<profile>/deps")
+            .join("examples/lock-client");
+        if !program.exists() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+            let status = std::process::Command::new(cargo)
+                .args(["build", "-p", "leaseproof-races", "--example", "lock-client"])
+                .current_dir(workspace())
+                .status()
+                .expect("cargo build --example lock-client");
+            assert!(status.success(), "cargo build --example lock-client failed");
+        }
+        program
+    });
+    format!("{} {kind}", program.display())
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! leaseproof's own lease and lock managers behind the client protocol
-//! (`leaseproof_races::clients::lock_client`), as a binary of its own for
-//! tests and scripts: `leaseproof-lock-client lease|redis|advisory`.
+//! (`leaseproof_races::clients::lock_client`), as an example program the
+//! crate's tests start: `lock-client lease|redis|advisory`. Users run the same
+//! code as `leaseproof lock-client …`; an example rather than a second binary
+//! keeps `cargo run -- …` at the workspace root unambiguous.
 
 use std::process::ExitCode;
 
