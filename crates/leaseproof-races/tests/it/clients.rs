@@ -187,7 +187,13 @@ fn lock_client(kind: &str) -> String {
         if !program.exists() {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
             let status = std::process::Command::new(cargo)
-                .args(["build", "-p", "leaseproof-races", "--example", "lock-client"])
+                .args([
+                    "build",
+                    "-p",
+                    "leaseproof-races",
+                    "--example",
+                    "lock-client",
+                ])
                 .current_dir(workspace())
                 .status()
                 .expect("cargo build --example lock-client");
