@@ -1,5 +1,5 @@
 //! Criterion: a losing `acquire_lock` under 8-way contention for each lock
-//! manager of seed 003, beside the round-trip baselines of the same run —
+//! manager of pg_partsmith's design, beside the round-trip baselines of the same run —
 //! `SELECT 1` through a pool and Redis `PING` — so the figures read as ratios.
 //!
 //! Goal: what a scheduler tick that collides costs with each manager. Method:

@@ -1,6 +1,6 @@
 //! The Redis lock many tutorials show: `SET key value NX PX ttl` to take it,
 //! and a plain `DEL key` to release it — reproduced from those public
-//! statements as a [`LockManager`] (the interface seed 003's managers share),
+//! statements as a [`LockManager`] (the interface pg_partsmith's managers share),
 //! with the correct release beside it: `DEL` only if the value is still ours
 //! (compare-and-delete in Lua, as Redis's own documentation recommends).
 //!

@@ -22,7 +22,7 @@ pub enum Variant {
     /// unconditional write.
     ReadThenWrite,
     /// Commit without the fence: the worker trusts its belief deadline. This
-    /// is also seed 003's Redis lock (`SET NX PX`, a TTL on the store's clock)
+    /// is also pg_partsmith's Redis lock (`SET NX PX`, a TTL on the store's clock)
     /// used without checking its token where the work writes.
     UnfencedCommit,
     /// The fence checked in one step (lock released) and the write done in a later one.
@@ -39,9 +39,9 @@ pub enum Variant {
     SchemaNoRetry,
     /// A same-owner extension (renewal, idempotent re-acquire) sets
     /// `expires_at = now + ttl` from its own `now()`: a statement that lands
-    /// late moves a live grant's end back (the protocol before issue 15).
+    /// late moves a live grant's end back (the protocol before the delayed-retry fix).
     ShorteningExtension,
-    /// Seed 003's advisory lock: a session lock with no fence. The server
+    /// pg_partsmith's advisory lock: a session lock with no fence. The server
     /// frees it the moment the holder's session dies, and the holder learns
     /// late (at its next probe): meanwhile it works on, unfenced.
     SessionLockLearnsLate,

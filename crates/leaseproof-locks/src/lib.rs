@@ -1,4 +1,4 @@
-//! The lock managers of pg_partsmith (seed 003) behind one [`LockManager`]
+//! The lock managers of pg_partsmith behind one [`LockManager`]
 //! contract, for scheduled maintenance that must run on one replica at a time.
 //!
 //! | manager | holds the lock by | how it is lost | fence |

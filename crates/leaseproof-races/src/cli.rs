@@ -44,7 +44,7 @@ pub struct RaceArgs {
     /// `leaseproof_guarded` in that database and uses a fresh scope.
     #[arg(long)]
     pub database_url: Option<String>,
-    /// Race a lock manager of seed 003 instead of the lease's worker loop:
+    /// Race a lock manager (pg_partsmith's designs) instead of the lease's worker loop:
     /// `advisory`, `redis` or `lease`, through its `LockManager` API, judged
     /// by the conformance suite's real-time mutual-exclusion check. `redis`
     /// uses `--redis-url`, else `REDIS_URL` or a throwaway `redis-server`.

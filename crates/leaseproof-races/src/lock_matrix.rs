@@ -1,4 +1,4 @@
-//! Which guarantee each lock manager of seed 003 gives under which fault, with
+//! Which guarantee each lock manager of pg_partsmith's design gives under which fault, with
 //! the evidence: the matrix `leaseproof verify` prints.
 //!
 //! Goal: what a user choosing a manager needs and no lock library tells them.

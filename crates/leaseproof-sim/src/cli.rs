@@ -83,7 +83,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub no_schema_retry: bool,
     /// Run the simulated database with the broken pre-fix extension rule: a
-    /// delayed same-owner statement shortens a live grant (issue 15).
+    /// delayed same-owner statement shortens a live grant (the delayed-retry bug).
     #[arg(long)]
     pub shortening_extensions: bool,
     /// Run the simulated database with a fence that keeps no row lock (as if

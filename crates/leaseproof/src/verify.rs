@@ -443,7 +443,7 @@ fn model_stage(report: &mut Report) {
         };
         report.record(STAGE, name, started, outcome);
     }
-    // Statements that start now and land later (issue 15), and lost replies
+    // Statements that start now and land later (the delayed-retry bug), and lost replies
     // of renewals and fenced commits: the reference keeps every property
     // under each separately bounded configuration.
     for (model, what, name) in [
@@ -653,7 +653,7 @@ async fn race_stage(report: &mut Report) {
     );
 }
 
-/// The lock managers of seed 003: the conformance suite for each on the real
+/// pg_partsmith's lock managers: the conformance suite for each on the real
 /// servers, then the manager × fault matrix with its evidence.
 async fn locks_stage(report: &mut Report) {
     const STAGE: &str = "locks";

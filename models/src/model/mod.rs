@@ -9,7 +9,7 @@
 //! lock), so "acquire is one statement" is one atomic step, while the variants
 //! that split a statement in two get two steps. A statement may also *start*
 //! (its `now()` is fixed) and *land* later, after other statements of the same
-//! or another owner: a retry whose predecessor was held up (issue 15, chaos
+//! or another owner: a retry whose predecessor was held up (the delayed-retry bug, chaos
 //! seeds 345 and 1171). Its reply is lost — the worker timed out on it. A worker may pause forever:
 //! there is no fairness, a worker simply takes no step. Time advances only by
 //! the `Tick` action, bounded by `time_ticks_max`.
@@ -84,7 +84,7 @@ impl LeaseModel {
     }
 
     /// The bounds for checking statements that start now and land later
-    /// (issue 15): one late statement per run, and clocks without skew or
+    /// (the delayed-retry bug): one late statement per run, and clocks without skew or
     /// drift — the late statement decides on the server's clock, so clock
     /// faults add states but no behaviour here; the default configuration
     /// covers them. Every other bound is the default's.

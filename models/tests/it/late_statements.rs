@@ -1,4 +1,4 @@
-//! Statements that start now and land later (issue 15).
+//! Statements that start now and land later (the delayed-retry bug).
 //!
 //! Goal: the model must find what the chaos sweep found at seeds 345 and 1171:
 //! a same-owner statement whose `now()` is fixed when it starts and whose

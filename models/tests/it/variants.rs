@@ -174,7 +174,7 @@ fn no_owner_check_also_lets_a_stale_renewal_keep_a_crashed_holders_scope() {
 
 #[test]
 fn a_session_lock_whose_holder_learns_late_lets_a_stale_write_land() {
-    // Seed 003's advisory lock: the server frees it with the dead session, a
+    // pg_partsmith's advisory lock: the server frees it with the dead session, a
     // rival takes it, and the unaware holder's unfenced write lands (I3).
     let steps = counterexample_steps(Variant::SessionLockLearnsLate);
     let report = check(&CheckConfig::new(LeaseModel::new(

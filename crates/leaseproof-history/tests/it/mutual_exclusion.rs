@@ -144,7 +144,7 @@ fn earliest_unknown_release_decides_when_several_were_sent() {
     assert_passes(&builder.build());
 }
 
-/// Issue 11's false-alarm shape: a design whose release deletes its row and
+/// A false-alarm shape once reported: a design whose release deletes its row and
 /// whose rival's insert queued behind that delete, stamped with the insert
 /// statement's *start*: B's `granted_at` (1_019) lies before A's release
 /// (1_020) in server time, yet B's grant was decided only once the release

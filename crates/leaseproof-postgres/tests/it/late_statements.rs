@@ -1,5 +1,5 @@
 //! Goal: on the real server, a same-owner acquire or renewal that decides with
-//! a stale `now()` never shortens a live grant (issue 15; chaos seeds 345 and
+//! a stale `now()` never shortens a live grant (the delayed-retry bug; chaos seeds 345 and
 //! 1171 found the shape in the simulation).
 //!
 //! Method: PostgreSQL's `now()` is the start of the statement's transaction.

@@ -180,7 +180,7 @@ proptest! {
     }
 }
 
-/// Issue 15, the shape the chaos sweep found (seeds 345 and 1171): a retry
+/// The delayed-retry bug, the shape the chaos sweep found (seeds 345 and 1171): a retry
 /// lands first and the holder is told "until 15 ms"; the older attempt it
 /// replaced lands later with its own stale `now()` (2 ms). The grant's end
 /// must not move back, or a rival is granted inside the promised interval.

@@ -5,7 +5,7 @@
 //! `LEASEPROOF_SEED=s` runs the one seed `s`), and the safety sweeps also run
 //! a *moving* window: 100 seeds from a base derived from the commit under
 //! test, so every commit looks somewhere new (200 fixed seeds per scenario
-//! missed the bug 3,000 found, issue 15). A failure prints its replay line;
+//! missed the delayed-retry bug 3,000 found). A failure prints its replay line;
 //! the window is printed on stderr (`LEASEPROOF SEED WINDOW …`) and set by
 //! hand with `LEASEPROOF_SEED_BASE=b`; `LEASEPROOF_SEED_WINDOW=n` changes its
 //! size, `0` turns it off.
