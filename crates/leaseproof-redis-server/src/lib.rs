@@ -88,6 +88,10 @@ impl RedisServer {
                 .collect()
         };
         let port = free_port().map_err(|error| format!("free port: {error}"))?;
+        // Armed before the server exists: a SIGKILL at any later moment
+        // (while it starts, before it answers, during a restart) still stops
+        // it and removes the directory.
+        spawn_watchdog(port, dir.path())?;
         let child = spawn_server(&binary, port, &password, persistent, dir.path())?;
         let mut throwaway = Throwaway {
             child,
@@ -103,7 +107,6 @@ impl RedisServer {
                 "redis-server did not start on port {port}: {error}"
             ));
         }
-        spawn_watchdog(throwaway.child.id(), throwaway._dir.path())?;
         Ok(RedisServer {
             url: format!("redis://:{password}@127.0.0.1:{port}/"),
             throwaway: Some(throwaway),
@@ -128,8 +131,9 @@ impl RedisServer {
         let _ = child.wait();
         let binary = redis_binary().ok_or("redis-server not found")?;
         let child = spawn_server(&binary, port, &password, persistent, _dir.path())?;
+        // The watchdog armed at the first start follows the new process
+        // through the pid files in the directory.
         wait_until_ready(port, &password, Duration::from_secs(10))?;
-        spawn_watchdog(child.id(), _dir.path())?;
         self.throwaway = Some(Throwaway {
             child,
             port,
@@ -244,7 +248,7 @@ fn spawn_server(
     } else {
         ("no", "everysec")
     };
-    Command::new(binary)
+    let child = Command::new(binary)
         .args(["--port", &port.to_string()])
         .args(["--bind", "127.0.0.1"])
         .args(["--requirepass", password])
@@ -253,12 +257,28 @@ fn spawn_server(
         .args(["--appendfsync", appendfsync])
         .args(["--dir", &dir.display().to_string()])
         .args(["--daemonize", "no"])
+        // Written by the server itself within moments of starting: the
+        // watchdog's way to it should we die before recording its pid.
+        .args([
+            "--pidfile",
+            &dir.join(SERVER_PID_FILE).display().to_string(),
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|error| format!("spawn {}: {error}", binary.display()))
+        .map_err(|error| format!("spawn {}: {error}", binary.display()))?;
+    // Recorded the moment it is spawned, for the watchdog.
+    let recorded = dir.join(SPAWNED_PID_FILE);
+    std::fs::write(&recorded, child.id().to_string())
+        .map_err(|error| format!("write {}: {error}", recorded.display()))?;
+    Ok(child)
 }
+
+/// The pid the server writes (`--pidfile`).
+const SERVER_PID_FILE: &str = "redis-server.pid";
+/// The pid we write as soon as the server is spawned.
+const SPAWNED_PID_FILE: &str = "spawned.pid";
 
 fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -304,20 +324,34 @@ fn ping(port: u16, password: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Kills `pid` and removes `dir` once this process is gone. The server's
-/// children (a background save forked from it) die with it, the removal
-/// waits (bounded: an unreaped zombie still answers `kill -0`) until the
-/// server is gone, and runs twice, so a file a dying writer left after the
-/// first removal goes too.
-fn spawn_watchdog(pid: u32, dir: &Path) -> Result<(), String> {
+/// Once this process is gone, kills the server of `dir` and removes `dir`.
+///
+/// Armed before the first server starts and kept across restarts: it finds
+/// the server through the pid files in `dir` (ours, written at spawn, and the
+/// server's own `--pidfile`), and kills a pid only while its command line
+/// still names `port` (`--port <port>`, then the title Redis gives itself,
+/// `redis-server 127.0.0.1:<port>`),
+/// so a recycled pid is never touched. A first pass waits a second for a
+/// server that was being spawned as we died to write its pid file; the
+/// server's children (a background save) die with it; the removal repeats,
+/// so a file a dying writer left after the first removal goes too.
+fn spawn_watchdog(port: u16, dir: &Path) -> Result<(), String> {
     use std::os::unix::process::CommandExt as _;
+    let dir = dir.display().to_string().replace('\'', "'\\''");
     let script = format!(
-        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
-         pkill -9 -P {pid} 2>/dev/null; kill -9 {pid} 2>/dev/null; \
-         i=0; while kill -0 {pid} 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; \
-         rm -rf '{dir}'; sleep 1; rm -rf '{dir}'",
+        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; sleep 1; \
+         for attempt in 1 2 3; do \
+           for file in '{dir}/{SPAWNED_PID_FILE}' '{dir}/{SERVER_PID_FILE}'; do \
+             pid=$(cat \"$file\" 2>/dev/null); \
+             case \"$pid\" in ''|*[!0-9]*) continue;; esac; \
+             if tr '\\0' ' ' < /proc/$pid/cmdline 2>/dev/null | grep -qw '{port}'; then \
+               pkill -9 -P $pid 2>/dev/null; kill -9 $pid 2>/dev/null; \
+               i=0; while kill -0 $pid 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; \
+             fi; \
+           done; \
+           rm -rf '{dir}'; sleep 1; \
+         done",
         me = std::process::id(),
-        dir = dir.display().to_string().replace('\'', "'\\''"),
     );
     Command::new("sh")
         .arg("-c")
@@ -352,5 +386,109 @@ mod tests {
             error.contains("WRONGPASS") || error.contains("ERR"),
             "{error}"
         );
+    }
+
+    /// Set in the child process of the SIGKILL test: what it does before it
+    /// is killed (`start`, or `restart` after starting).
+    const CHILD_ENV: &str = "LEASEPROOF_REDIS_SERVER_TEST_CHILD";
+
+    /// The child of [`a_sigkill_at_any_moment_leaves_no_server_and_no_dir`]:
+    /// starts a throwaway server (and restarts it), says so, then waits to be
+    /// killed. Without the variable it is an ordinary, empty test.
+    #[test]
+    fn sigkill_child() {
+        let Ok(mode) = std::env::var(CHILD_ENV) else {
+            return;
+        };
+        let mut server = RedisServer::start_throwaway().expect("start");
+        if mode == "restart" {
+            server.restart().expect("restart");
+        }
+        println!("READY {}", server.port().unwrap());
+        std::thread::sleep(Duration::from_secs(60));
+    }
+
+    /// Processes whose working directory is under `dir` (`redis-server`
+    /// works in its `--dir`, and renames itself, so its command line does
+    /// not show the directory).
+    fn processes_working_under(dir: &Path) -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| {
+                let pid = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
+                let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+                cwd.starts_with(dir).then_some(pid)
+            })
+            .collect()
+    }
+
+    /// Goal: a process killed with SIGKILL while its throwaway server is
+    /// being spawned, while it starts, once it serves, or after a restart,
+    /// leaves no server running and no directory behind. Method: this test
+    /// binary re-runs itself as the child (`sigkill_child`) with a `TMPDIR`
+    /// of its own and is killed at each moment; then, bounded, the directory
+    /// must empty and no process may work under it.
+    #[test]
+    fn a_sigkill_at_any_moment_leaves_no_server_and_no_dir() {
+        use std::os::unix::process::CommandExt as _;
+        if redis_binary().is_none() {
+            assert!(
+                !require_redis(),
+                "{REQUIRE_REDIS_ENV}=1 but no redis-server"
+            );
+            eprintln!("LEASEPROOF SKIP: no redis-server for the SIGKILL test");
+            return;
+        }
+        // (mode, milliseconds after spawn; None: once it said READY)
+        for (mode, delay_ms) in [
+            ("start", Some(5)),
+            ("start", Some(40)),
+            ("start", Some(120)),
+            ("start", None),
+            ("restart", None),
+        ] {
+            let temp_dir = tempfile::tempdir().unwrap();
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "tests::sigkill_child", "--nocapture"])
+                .env(CHILD_ENV, mode)
+                .env("TMPDIR", temp_dir.path())
+                .env_remove("REDIS_URL")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            match delay_ms {
+                Some(delay_ms) => std::thread::sleep(Duration::from_millis(delay_ms)),
+                None => {
+                    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+                    let said_ready = lines
+                        .map_while(Result::ok)
+                        .any(|line| line.starts_with("READY "));
+                    assert!(said_ready, "{mode}: the child never said READY");
+                }
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let moment = format!("SIGKILL {mode} {delay_ms:?}");
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                let running = processes_working_under(temp_dir.path());
+                let left: Vec<_> = std::fs::read_dir(temp_dir.path())
+                    .unwrap()
+                    .flatten()
+                    .map(|entry| entry.path())
+                    .collect();
+                if running.is_empty() && left.is_empty() {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{moment}: servers {running:?} still run, files {left:?} left"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
     }
 }
