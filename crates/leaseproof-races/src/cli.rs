@@ -139,9 +139,9 @@ fn parse_processes(text: &str) -> Result<usize, String> {
 }
 
 /// Resolves when the process is asked to stop (SIGINT or SIGTERM); names the
-/// signal. Dropping the race future on it kills the worker processes
+/// signal. Dropping a race's future on it kills the worker processes
 /// (`kill_on_drop`) and removes the temp dir of their histories.
-async fn interrupted() -> &'static str {
+pub async fn interrupted() -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
     let mut terminate = signal(SignalKind::terminate()).ok();
     let terminated = async {

@@ -462,7 +462,7 @@ mod tests {
             match delay_ms {
                 Some(delay_ms) => std::thread::sleep(Duration::from_millis(delay_ms)),
                 None => {
-                    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+                    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
                     let said_ready = lines
                         .map_while(Result::ok)
                         .any(|line| line.starts_with("READY "));

@@ -152,7 +152,14 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         let config = args.config(seed);
         print!("{}", config.plan());
         println!("  (the fault plan replays exactly; the interleaving of real processes does not)");
-        match run_clients(config).await {
+        let outcome = tokio::select! {
+            outcome = run_clients(config) => outcome,
+            signal = leaseproof_races::cli::interrupted() => {
+                eprintln!("leaseproof clients: {signal}: stopped; client processes killed, temp files removed");
+                return ExitCode::from(130);
+            }
+        };
+        match outcome {
             Ok(outcome) => {
                 runs += 1;
                 print_outcome(&outcome);

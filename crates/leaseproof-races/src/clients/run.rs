@@ -322,6 +322,9 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         .prefix("leaseproof-clients-")
         .tempdir()
         .map_err(|error| ClientRunError::Store(format!("temp dir: {error}")))?;
+    // Before any client exists: should this process die without unwinding
+    // (SIGKILL), the clients (paused ones included) and the dir still go.
+    spawn_watchdog(dir.path()).map_err(ClientRunError::Store)?;
     let run = Arc::new(Run {
         config: config.clone(),
         clock: RunClock::start(),
@@ -340,6 +343,15 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
     for index in 0..config.clients {
         workers.push(tokio::spawn(drive(Arc::clone(&run), index)));
     }
+    // Dropping this run (an interrupt) cancels its tasks: the last `Run`
+    // goes, and with it every client process group and the temp dir.
+    let _tasks = AbortOnDrop(
+        workers
+            .iter()
+            .map(tokio::task::JoinHandle::abort_handle)
+            .chain([injector.abort_handle()])
+            .collect(),
+    );
     let mut tally = WorkerTally::default();
     for worker in workers {
         if let Ok(worker_tally) = worker.await {
@@ -540,6 +552,11 @@ impl Run {
             ),
             ("LEASEPROOF_ROWS_TABLE".to_string(), ROWS_TABLE.to_string()),
             ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
+            // Marks every process of this run, for the watchdog.
+            (
+                RUN_MARKER_ENV.to_string(),
+                self.dir.path().display().to_string(),
+            ),
         ];
         if let (Some(redis), Some(proxy)) = (&self.redis, slot.proxies.get(1)) {
             let url = lock(redis).url.clone();
@@ -550,6 +567,54 @@ impl Run {
         }
         env
     }
+}
+
+/// Set to the run's temp dir in every client's environment: the mark by
+/// which the watchdog finds this run's processes and no one else's.
+const RUN_MARKER_ENV: &str = "LEASEPROOF_CLIENT_RUN";
+
+/// Aborts the run's tasks when the run is dropped before they finish.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// Once this process is gone, kills every process whose environment carries
+/// this run's mark (continued first: a paused one must not outlive the run)
+/// and removes `dir` — three passes a second apart, for a client that was
+/// being restarted as we died. Detached, in its own process group.
+fn spawn_watchdog(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::process::CommandExt as _;
+    let dir = dir.display().to_string().replace('\'', "'\\''");
+    let script = format!(
+        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
+         for attempt in 1 2 3; do \
+           for environ in /proc/[0-9]*/environ; do \
+             if tr '\\0' '\\n' < \"$environ\" 2>/dev/null | grep -qxF '{RUN_MARKER_ENV}={dir}'; then \
+               pid=${{environ#/proc/}}; pid=${{pid%/environ}}; \
+               kill -CONT $pid 2>/dev/null; kill -KILL $pid 2>/dev/null; \
+             fi; \
+           done; \
+           rm -rf '{dir}'; sleep 1; \
+         done",
+        me = std::process::id(),
+    );
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(drop)
+        .map_err(|error| format!("cleanup watchdog: {error}"))
 }
 
 fn stamp(worker: &str, incarnation: u64, true_time_us: i64) -> Stamp<'_> {

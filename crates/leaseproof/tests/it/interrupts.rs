@@ -343,3 +343,107 @@ fn an_interrupted_verify_leaves_no_server_and_no_temp_dir() {
         assert_nothing_left(temp_dir.path(), &moment);
     }
 }
+
+/// Pids of running processes whose environment mentions `needle` (every
+/// process a run starts inherits its `TMPDIR`, whatever its command line).
+fn processes_with_environment_mentioning(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(bytes) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&bytes).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Runs `clients` (leaseproof's own lease behind the client protocol, under
+/// the whole swarm of faults, paused clients included) and stops it mid-run
+/// by Ctrl-C to the group, SIGTERM and SIGKILL to the process: no client
+/// process, paused or not, and no file may outlive it.
+#[test]
+fn an_interrupted_clients_run_leaves_no_client_and_no_temp_dir() {
+    if !postgres_binaries_or_skip("the clients interrupt test") {
+        return;
+    }
+    let client = format!("{} lock-client lease", env!("CARGO_BIN_EXE_leaseproof"));
+    for (signal, whole_group, exit_expected) in [
+        ("INT", true, Some(130)),
+        ("TERM", false, Some(130)),
+        ("KILL", false, None),
+    ] {
+        let temp_dir = child_temp_dir();
+        let mut child = leaseproof(
+            &[
+                "clients",
+                "--client",
+                &client,
+                "--clients",
+                "3",
+                "--seed",
+                "4",
+                "--duration-ms",
+                "30000",
+            ],
+            temp_dir.path(),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        let parent = child.id();
+        // The moment: the clients run (three processes carry the run's mark).
+        wait_until(
+            &format!("SIG{signal}: three clients start"),
+            Duration::from_secs(60),
+            || {
+                processes_with_environment_mentioning("LEASEPROOF_CLIENT_RUN=")
+                    .into_iter()
+                    .filter(|&pid| pid != parent && is_descendant_of(pid, parent))
+                    .count()
+                    >= 3
+            },
+        );
+        std::thread::sleep(Duration::from_millis(2_000));
+        send(signal, parent, whole_group);
+        let code = wait_for_exit(&mut child, Duration::from_secs(30));
+        assert_eq!(code, exit_expected, "SIG{signal}: exit status");
+        let needle = temp_dir.path().to_string_lossy().into_owned();
+        wait_until(
+            &format!("SIG{signal} mid-run: processes of the run still running"),
+            Duration::from_secs(20),
+            || processes_with_environment_mentioning(&needle).is_empty(),
+        );
+        assert_nothing_left(temp_dir.path(), &format!("SIG{signal} mid-run"));
+    }
+}
+
+/// Whether `pid` descends from `ancestor` (through `/proc/<pid>/stat`).
+fn is_descendant_of(mut pid: u32, ancestor: u32) -> bool {
+    for _ in 0..64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<u32>().ok())
+        else {
+            return false;
+        };
+        if ppid == ancestor {
+            return true;
+        }
+        if ppid <= 1 {
+            return false;
+        }
+        pid = ppid;
+    }
+    false
+}
