@@ -11,7 +11,7 @@
 #
 # Results land in target/mutants/<package>/mutants.out (missed.txt lists the
 # survivors). Every survivor is either killed by a new behavioural test or
-# explained as equivalent in the README's mutation section.
+# explained as equivalent in docs/testing.md's mutation section.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

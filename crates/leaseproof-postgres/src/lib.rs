@@ -24,8 +24,8 @@
 //! # Using the lease
 //!
 //! The README's sample, run as a doc-test against a throwaway cluster (the
-//! hidden lines start it and create the `results` table; a test keeps the
-//! README's copy identical to the visible lines):
+//! hidden lines start it; a test keeps the README's copy identical to the
+//! visible lines):
 //!
 //! ```rust
 //! # #[tokio::main(flavor = "current_thread")]
@@ -37,7 +37,7 @@
 //!
 //! let leases = PostgresLeases::connect(&database_url, 8).await?; // or ::new(pool) with PostgresLeases::pool_options()
 //! leases.ensure_schema().await?;                       // safe when many workers start at once
-//! # sqlx::query("CREATE TABLE results (job text)").execute(leases.pool()).await?;
+//! sqlx::query("CREATE TABLE IF NOT EXISTS results (job text)").execute(leases.pool()).await?; // your table
 //! let owner = Owner::generate();                       // host:pid:random — one per incarnation
 //! let scope = Scope::for_table("myapp", "public", "events")?;
 //! let lease = leases.acquire(&scope, &owner, Ttl::from_millis(30_000)?).await? // Err(Held) if taken

@@ -9,6 +9,7 @@ mod json;
 mod malformed;
 mod misuse;
 mod shards;
+mod tidy;
 mod timeline;
 
 use std::path::{Path, PathBuf};
