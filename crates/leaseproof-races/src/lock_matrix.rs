@@ -7,12 +7,17 @@
 //! maintenance — writes into a work log in PostgreSQL through its own
 //! connection, as pg_partsmith's maintenance does, not through the lock — then
 //! the fault strikes, a rival R tries the lock, and whoever holds a lock
-//! (or believes so) writes again. The work log is the ground truth:
+//! (or believes so) writes again. Every acquisition, write, release and
+//! *lost* signal is recorded as it happens, on one monotonic clock, as a
+//! `History`; the work log's rows are read back with their commit times; and
+//! the one checker (`leaseproof_history::check`) judges it, as it judges every
+//! other run. Typically:
 //!
-//! - **I1 (two holders at once)**: R was granted the lock while H, alive,
-//!   had neither released it nor learnt it was lost, and both wrote;
-//! - **I3 (stale write)**: H's write committed after R's, although R's grant
-//!   came later — the write a fence exists to refuse.
+//! - **I1 (two holders at once)**: R was granted while H's certain hold — no
+//!   release, no *lost*, inside its promised lifetime — was still running;
+//! - **I2 (token order)**: R, granted after H, got a token no larger;
+//! - **I3 (stale write)**: H's write committed after R's, although H's grant
+//!   was acknowledged before R's was asked for — the write a fence refuses.
 //!
 //! Otherwise the cell **holds**, saying why (the rival was refused, or the
 //! fence refused the stale write, or the dead holder wrote nothing).
@@ -23,19 +28,26 @@
 //! cycle (`FOR UPDATE` fence). `lease-unfenced` is the lease used as a plain
 //! lock, to show what the fence buys.
 //!
-//! Invariant: a verdict names its evidence; a scene that could not run (no
+//! Invariant: a verdict is the checker's report on the scene's history, so it
+//! names its evidence by event and row; a scene that could not run (no
 //! server) is an error, never a verdict.
 
+use std::collections::BTreeSet;
 use std::fmt;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use leaseproof_history::{
+    check, CheckConfig, CheckReport, EventKind, FailReason, History, Invariant, Op, OpResult,
+    Outcome, Recorder, Stamp, Violation, WorkRow,
+};
 use leaseproof_locks::{
     advisory_key, LeaseLockManager, LockError, LockGuard, LockManager, PostgresAdvisoryLockManager,
     RedisDistributedLockManager, RedisLockOptions, TableName,
 };
 use leaseproof_pgcluster::DedicatedCluster;
 use leaseproof_postgres::{CycleError, PostgresLeases};
-use leaseproof_protocol::{FencingToken, Scope, Ttl};
+use leaseproof_protocol::{Scope, Ttl};
 use leaseproof_redis_server::RedisServer;
 use sqlx::{PgPool, Postgres};
 
@@ -137,51 +149,106 @@ impl Fault {
     }
 }
 
-/// A cell's verdict.
+/// A cell's verdict: the checker's report on the scene's history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// The guarantee held; why.
+    /// The checker found nothing; what the scene showed.
     Holds(String),
-    /// The guarantee broke: the invariant (`I1`, `I3`) and the evidence.
-    Violated {
-        /// `I1` or `I3`.
-        invariant: &'static str,
-        /// What the work log and the guards showed.
-        evidence: String,
-    },
+    /// The checker proved these violations (each with its events and rows).
+    Violated(Vec<Violation>),
     /// The fault does not apply to this lock; why.
     NotApplicable(&'static str),
 }
 
 impl Verdict {
-    /// `holds`, `I1`, `I3` or `n/a`: the short form the matrix prints.
-    pub fn short(&self) -> &'static str {
+    /// The invariants broken, in the checker's order (empty when it holds).
+    pub fn invariants(&self) -> BTreeSet<Invariant> {
         match self {
-            Verdict::Holds(_) => "holds",
-            Verdict::Violated { invariant, .. } => invariant,
-            Verdict::NotApplicable(_) => "n/a",
+            Verdict::Violated(violations) => violations
+                .iter()
+                .map(|violation| violation.invariant)
+                .collect(),
+            Verdict::Holds(_) | Verdict::NotApplicable(_) => BTreeSet::new(),
+        }
+    }
+
+    /// `holds`, `n/a`, or the codes of the broken invariants (`I1+I3`): the
+    /// short form the matrix prints.
+    pub fn short(&self) -> String {
+        match self {
+            Verdict::Holds(_) => "holds".to_string(),
+            Verdict::NotApplicable(_) => "n/a".to_string(),
+            Verdict::Violated(_) => short_codes(&self.invariants()),
         }
     }
 
     /// The evidence or reason.
-    pub fn detail(&self) -> &str {
+    pub fn detail(&self) -> String {
         match self {
-            Verdict::Holds(why) => why,
-            Verdict::Violated { evidence, .. } => evidence,
-            Verdict::NotApplicable(why) => why,
+            Verdict::Holds(why) => why.clone(),
+            Verdict::Violated(violations) => violations
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+            Verdict::NotApplicable(why) => (*why).to_string(),
+        }
+    }
+}
+
+/// `I1+I3`.
+fn short_codes(invariants: &BTreeSet<Invariant>) -> String {
+    invariants
+        .iter()
+        .map(|invariant| invariant.code())
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+/// What a cell is expected to show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    /// The fault does not apply.
+    NotApplicable,
+    /// Exactly these invariants broken (none: it holds).
+    Breaks(&'static [Invariant]),
+}
+
+impl Expected {
+    /// Whether `verdict` is this.
+    pub fn matches(self, verdict: &Verdict) -> bool {
+        match (self, verdict) {
+            (Expected::NotApplicable, Verdict::NotApplicable(_)) => true,
+            (Expected::Breaks(invariants), Verdict::Holds(_) | Verdict::Violated(_)) => {
+                verdict.invariants() == invariants.iter().copied().collect()
+            }
+            _ => false,
+        }
+    }
+
+    /// The short form, as [`Verdict::short`] prints it.
+    pub fn short(self) -> String {
+        match self {
+            Expected::NotApplicable => "n/a".to_string(),
+            Expected::Breaks([]) => "holds".to_string(),
+            Expected::Breaks(invariants) => short_codes(&invariants.iter().copied().collect()),
         }
     }
 }
 
 /// One judged cell.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Cell {
     /// The lock.
     pub lock: LockKind,
     /// The fault.
     pub fault: Fault,
-    /// What the scene showed.
+    /// What the checker found.
     pub verdict: Verdict,
+    /// The scene's history, judged (empty for a cell that does not apply).
+    pub history: History,
+    /// The checker's whole report (possible violations, what it could not judge).
+    pub report: CheckReport,
 }
 
 /// A scene that could not run.
@@ -240,15 +307,21 @@ const PAUSE_MS: u64 = 500;
 /// The work log and the fence rows, on the scene's own database.
 const CREATE_WORK: &str = "
 CREATE TABLE IF NOT EXISTS lock_work (
-    seq    bigserial PRIMARY KEY,
-    scope  text   NOT NULL,
-    writer text   NOT NULL,
-    token  bigint
+    seq      bigserial PRIMARY KEY,
+    scope    text   NOT NULL,
+    writer   text   NOT NULL,
+    token    bigint,
+    cycle_id bigint NOT NULL,
+    item     int    NOT NULL
 );
 CREATE TABLE IF NOT EXISTS lock_fence (
     scope text   PRIMARY KEY,
     token bigint NOT NULL
 )";
+
+/// An unfenced row of maintenance.
+const UNFENCED_WORK: &str =
+    "INSERT INTO lock_work (scope, writer, token, cycle_id, item) VALUES ($1, $2, $3, $4, 0)";
 
 /// The token fence in one statement: the fence row only moves forward, and
 /// the work row is written only if it did (equal tokens are the same holder).
@@ -259,7 +332,86 @@ WITH fence AS (
     WHERE lock_fence.token <= EXCLUDED.token
     RETURNING 1
 )
-INSERT INTO lock_work (scope, writer, token) SELECT $1, $2, $3 FROM fence RETURNING seq";
+INSERT INTO lock_work (scope, writer, token, cycle_id, item)
+SELECT $1, $2, $3, $4, 0 FROM fence RETURNING seq";
+
+/// The scene's history as it happens: H and R on one monotonic clock.
+#[derive(Clone)]
+struct SceneLog {
+    recorder: Recorder,
+    start: Instant,
+    /// Taken around reading the clock and recording, so each worker's events
+    /// are in time order even when a *lost* signal records concurrently.
+    order: Arc<Mutex<u64>>,
+}
+
+impl SceneLog {
+    fn new() -> SceneLog {
+        SceneLog {
+            recorder: Recorder::new(),
+            start: Instant::now(),
+            order: Arc::new(Mutex::new(0)),
+        }
+    }
+
+    fn record(&self, worker: &str, kind: EventKind) -> u64 {
+        let _order = self
+            .order
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        self.recorder.record(self.stamp(worker), kind)
+    }
+
+    fn invoke(&self, worker: &str, op: Op) -> u64 {
+        let _order = self
+            .order
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        self.recorder.invoke(self.stamp(worker), op)
+    }
+
+    fn complete(&self, worker: &str, op_id: u64, outcome: Outcome) {
+        let _order = self
+            .order
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        self.recorder.complete(self.stamp(worker), op_id, outcome);
+    }
+
+    /// A fresh cycle id (unique in the scene).
+    fn cycle(&self) -> u64 {
+        let mut order = self
+            .order
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        *order += 1;
+        *order
+    }
+
+    fn stamp<'w>(&self, worker: &'w str) -> Stamp<'w> {
+        let now = i64::try_from(self.start.elapsed().as_micros()).unwrap_or(i64::MAX);
+        Stamp {
+            worker,
+            incarnation: 1,
+            true_time_us: now,
+            local_time_us: now,
+        }
+    }
+}
+
+/// A lock a worker of the scene holds, and the task that records its *lost*.
+struct Held {
+    worker: &'static str,
+    guard: LockGuard,
+    token: u64,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl Held {
+    fn fencing_token(&self) -> Option<i64> {
+        self.guard.fencing_token().map(|token| token.0)
+    }
+}
 
 /// One scene's lock, work store and fault knobs.
 struct Stage {
@@ -268,75 +420,244 @@ struct Stage {
     work: PgPool,
     leases: Option<PostgresLeases>,
     table: TableName,
+    ttl: Duration,
+}
+
+/// How a write attempt ended.
+enum Wrote {
+    Yes,
+    /// A fence refused it.
+    Refused,
+    /// It failed in a way that may or may not have committed.
+    Unknown(String),
 }
 
 impl Stage {
-    /// Writes one row of maintenance as `writer` under `guard`; `Ok(false)`
-    /// when a fence refused it. A connection broken by a server restart is
-    /// retried: the maintenance carries on, as a replica's would.
-    async fn work(&self, writer: &str, guard: &LockGuard) -> Result<bool, SceneError> {
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            match self.work_once(writer, guard).await {
-                Err(_) if attempts < 20 => tokio::time::sleep(Duration::from_millis(100)).await,
-                result => return result,
+    fn scope(&self) -> String {
+        self.table.to_string()
+    }
+
+    /// Acquires as `worker` and records it; `None` when refused (recorded too).
+    async fn acquire(
+        &self,
+        log: &SceneLog,
+        worker: &'static str,
+    ) -> Result<Option<Held>, LockError> {
+        let scope = self.scope();
+        let op_id = log.invoke(
+            worker,
+            Op::Acquire {
+                scope: scope.clone(),
+                owner: worker.to_string(),
+                ttl_us: i64::try_from(self.ttl.as_micros()).unwrap_or(i64::MAX),
+            },
+        );
+        match self.manager.acquire_lock(&self.table).await {
+            Ok(guard) => {
+                let token = guard
+                    .fencing_token()
+                    .and_then(|token| u64::try_from(token.0).ok());
+                // A session lock lives with its session; the others promise
+                // their TTL from the request (no keep-alive in these scenes).
+                let lifetime_us = (self.lock != LockKind::Advisory)
+                    .then(|| i64::try_from(self.ttl.as_micros()).unwrap_or(i64::MAX));
+                log.complete(
+                    worker,
+                    op_id,
+                    Outcome::Ok {
+                        result: OpResult::Lock { token, lifetime_us },
+                    },
+                );
+                let belief_token = token.unwrap_or(0);
+                log.record(
+                    worker,
+                    EventKind::BeliefStart {
+                        scope: scope.clone(),
+                        token: belief_token,
+                    },
+                );
+                let mut lost = guard.lost_signal();
+                let watcher_log = log.clone();
+                let watcher = tokio::spawn(async move {
+                    if lost.wait_for(|lost| *lost).await.is_ok() {
+                        watcher_log.record(
+                            worker,
+                            EventKind::BeliefEnd {
+                                scope,
+                                token: belief_token,
+                                reason: "the guard's lost signal fired".to_string(),
+                            },
+                        );
+                    }
+                });
+                Ok(Some(Held {
+                    worker,
+                    guard,
+                    token: belief_token,
+                    watcher,
+                }))
+            }
+            Err(LockError::Held { .. }) => {
+                log.complete(
+                    worker,
+                    op_id,
+                    Outcome::Fail {
+                        reason: FailReason::Held,
+                    },
+                );
+                Ok(None)
+            }
+            Err(error) => {
+                log.complete(
+                    worker,
+                    op_id,
+                    Outcome::Unknown {
+                        reason: error.to_string(),
+                    },
+                );
+                Err(error)
             }
         }
     }
 
-    async fn work_once(&self, writer: &str, guard: &LockGuard) -> Result<bool, SceneError> {
-        let scope = guard.scope().as_str().to_string();
-        let token = guard.fencing_token().map(|token| token.0);
+    /// Writes one row of maintenance under `held`, recorded; `Ok(false)` when
+    /// a fence refused it. A write broken by a server restart is retried as
+    /// a new write (the broken one recorded as unknown): the maintenance
+    /// carries on, as a replica's would.
+    async fn work(&self, log: &SceneLog, held: &Held) -> Result<bool, SceneError> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let cycle_id = log.cycle();
+            let op_id = log.invoke(
+                held.worker,
+                Op::Write {
+                    scope: self.scope(),
+                    owner: held.worker.to_string(),
+                    cycle_id,
+                    items: 1,
+                },
+            );
+            let (outcome, result) = match self.work_once(held, cycle_id).await {
+                Wrote::Yes => (
+                    Outcome::Ok {
+                        result: OpResult::Written,
+                    },
+                    Some(true),
+                ),
+                Wrote::Refused => (
+                    Outcome::Fail {
+                        reason: FailReason::Stale,
+                    },
+                    Some(false),
+                ),
+                Wrote::Unknown(reason) if attempts < 20 => {
+                    log.complete(held.worker, op_id, Outcome::Unknown { reason });
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Wrote::Unknown(reason) => (
+                    Outcome::Unknown {
+                        reason: reason.clone(),
+                    },
+                    None,
+                ),
+            };
+            log.complete(held.worker, op_id, outcome);
+            return result
+                .ok_or_else(|| SceneError(format!("{}'s write kept failing", held.worker)));
+        }
+    }
+
+    async fn work_once(&self, held: &Held, cycle_id: u64) -> Wrote {
+        let scope = self.scope();
+        let writer = held.worker;
+        let token = held.fencing_token();
+        let cycle_id = i64::try_from(cycle_id).unwrap_or(i64::MAX);
         match self.lock {
             LockKind::Advisory | LockKind::Redis | LockKind::LeaseUnfenced => {
-                sqlx::query("INSERT INTO lock_work (scope, writer, token) VALUES ($1, $2, $3)")
+                match sqlx::query(UNFENCED_WORK)
                     .bind(&scope)
                     .bind(writer)
                     .bind(token)
+                    .bind(cycle_id)
                     .execute(&self.work)
                     .await
-                    .map_err(scene("unfenced write"))?;
-                Ok(true)
+                {
+                    Ok(_) => Wrote::Yes,
+                    Err(error) => Wrote::Unknown(format!("unfenced write: {error}")),
+                }
             }
             LockKind::RedisFenced => {
-                let written: Option<i64> = sqlx::query_scalar(FENCED_WORK)
+                match sqlx::query_scalar::<_, i64>(FENCED_WORK)
                     .bind(&scope)
                     .bind(writer)
                     .bind(token)
+                    .bind(cycle_id)
                     .fetch_optional(&self.work)
                     .await
-                    .map_err(scene("token-fenced write"))?;
-                Ok(written.is_some())
+                {
+                    Ok(Some(_)) => Wrote::Yes,
+                    Ok(None) => Wrote::Refused,
+                    Err(error) => Wrote::Unknown(format!("token-fenced write: {error}")),
+                }
             }
             LockKind::Lease => {
                 let leases = self.leases.as_ref().expect("the lease stage has leases");
-                let lease = guard.lease().expect("a lease guard carries its lease");
-                let writer = writer.to_string();
+                let lease = held.guard.lease().expect("a lease guard carries its lease");
                 let committed = leases
                     .commit_cycle(lease, move |connection| {
                         Box::pin(async move {
-                            sqlx::query::<Postgres>(
-                                "INSERT INTO lock_work (scope, writer, token) VALUES ($1, $2, $3)",
-                            )
-                            .bind(scope)
-                            .bind(writer)
-                            .bind(token)
-                            .execute(connection)
-                            .await
-                            .map(drop)
+                            sqlx::query::<Postgres>(UNFENCED_WORK)
+                                .bind(scope)
+                                .bind(writer)
+                                .bind(token)
+                                .bind(cycle_id)
+                                .execute(connection)
+                                .await
+                                .map(drop)
                         })
                     })
                     .await;
                 match committed {
-                    Ok(()) => Ok(true),
+                    Ok(()) => Wrote::Yes,
                     Err(CycleError::Lease(leaseproof_protocol::LeaseError::Lost { .. })) => {
-                        Ok(false)
+                        Wrote::Refused
                     }
-                    Err(error) => Err(SceneError(format!("fenced commit: {error}"))),
+                    Err(error) => Wrote::Unknown(format!("fenced commit: {error}")),
                 }
             }
         }
+    }
+
+    /// Releases `held`, recorded: the end of its holder's belief.
+    async fn release(&self, log: &SceneLog, held: Held) {
+        held.watcher.abort();
+        log.record(
+            held.worker,
+            EventKind::BeliefEnd {
+                scope: self.scope(),
+                token: held.token,
+                reason: "released".to_string(),
+            },
+        );
+        let op_id = log.invoke(
+            held.worker,
+            Op::Release {
+                scope: self.scope(),
+                owner: held.worker.to_string(),
+                token: held.token,
+            },
+        );
+        let outcome = match held.guard.release().await {
+            Ok(()) => Outcome::Ok {
+                result: OpResult::Unlocked,
+            },
+            Err(error) => Outcome::Unknown {
+                reason: error.to_string(),
+            },
+        };
+        log.complete(held.worker, op_id, outcome);
     }
 
     /// Terminates the session holding `scope`'s advisory lock (the lock
@@ -353,24 +674,47 @@ impl Stage {
         .map_err(scene("terminate the lock connection"))
     }
 
-    /// The work log's writers in commit order.
-    async fn log(&self) -> Result<Vec<(String, Option<i64>)>, SceneError> {
-        sqlx::query_as("SELECT writer, token FROM lock_work ORDER BY seq")
-            .fetch_all(&self.work)
-            .await
-            .map_err(scene("read the work log"))
+    /// The work log, with each row's commit time on the server's clock.
+    async fn work_rows(&self) -> Result<Vec<WorkRow>, SceneError> {
+        let rows: Vec<(i64, String, String, i64, i32, Option<i64>)> = sqlx::query_as(
+            "SELECT seq, scope, writer, cycle_id, item, \
+             (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::int8 \
+             FROM lock_work ORDER BY seq",
+        )
+        .fetch_all(&self.work)
+        .await
+        .map_err(scene("read the work log"))?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(seq, scope, owner, cycle_id, item, committed_at_us)| WorkRow {
+                    seq: u64::try_from(seq).unwrap_or(0),
+                    scope,
+                    owner,
+                    cycle_id: u64::try_from(cycle_id).unwrap_or(0),
+                    item: u32::try_from(item).unwrap_or(0),
+                    committed_at_us,
+                },
+            )
+            .collect())
     }
 
-    /// Tries the lock for up to `patience`; `None` when refused throughout.
-    async fn rival(&self, patience: Duration) -> Result<Option<LockGuard>, SceneError> {
+    /// Tries the lock as `worker` for up to `patience`; `None` when refused
+    /// throughout. Every attempt is recorded.
+    async fn rival(
+        &self,
+        log: &SceneLog,
+        worker: &'static str,
+        patience: Duration,
+    ) -> Result<Option<Held>, SceneError> {
         let deadline = tokio::time::Instant::now() + patience;
         loop {
-            match self.manager.acquire_lock(&self.table).await {
-                Ok(guard) => return Ok(Some(guard)),
-                Err(LockError::Held { .. }) if tokio::time::Instant::now() < deadline => {
+            match self.acquire(log, worker).await {
+                Ok(Some(held)) => return Ok(Some(held)),
+                Ok(None) if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                Err(LockError::Held { .. }) => return Ok(None),
+                Ok(None) => return Ok(None),
                 // A store that just restarted may refuse a moment.
                 Err(LockError::Unavailable { .. } | LockError::Backend { .. })
                     if tokio::time::Instant::now() < deadline =>
@@ -450,54 +794,45 @@ async fn stage(
         work,
         leases,
         table,
+        ttl,
     })
 }
 
-/// Judges a scene's log: H wrote before the fault; after it, R (if granted)
-/// wrote, then H (if alive) wrote again.
-fn judge(
-    log: &[(String, Option<i64>)],
-    rival_token: Option<Option<FencingToken>>,
-    holder_believed_when_rival_granted: bool,
-    holder_token: Option<FencingToken>,
-) -> Verdict {
-    let Some(rival_token) = rival_token else {
-        return Verdict::Holds("the rival was refused throughout: the lock was never free".into());
+/// What the scene showed when the checker found nothing: the reason it holds.
+fn why_it_holds(history: &History, report: &CheckReport) -> String {
+    let granted = |worker: &str| {
+        history.events.iter().any(|event| {
+            event.worker == worker && matches!(&event.kind, EventKind::BeliefStart { .. })
+        })
     };
-    let rival_at = log.iter().position(|(writer, _)| writer == "R");
-    let holder_after =
-        rival_at.and_then(|at| log[at..].iter().position(|(writer, _)| writer == "H"));
-    match (rival_at, holder_after) {
-        (Some(_), Some(_)) if holder_believed_when_rival_granted => Verdict::Violated {
-            invariant: "I1",
-            evidence: format!(
-                "R was granted (token {}) while H still held it unaware (token {}); both wrote, H after R",
-                show(rival_token),
-                show(holder_token)
-            ),
-        },
-        (Some(_), Some(_)) => Verdict::Violated {
-            invariant: "I3",
-            evidence: format!(
-                "H's write (token {}) committed after R's (token {})",
-                show(holder_token),
-                show(rival_token)
-            ),
-        },
-        (Some(_), None) if holder_believed_when_rival_granted => Verdict::Holds(format!(
-            "R took over (token {}) while H believed; the fence refused H's stale write",
-            show(rival_token)
-        )),
-        (Some(_), None) => Verdict::Holds(format!(
-            "R took over (token {}) after H was dead or knew it had lost the lock; no write of H's landed after R's",
-            show(rival_token)
-        )),
-        (None, _) => Verdict::Holds("the rival never wrote".into()),
+    let refused_write = history.events.iter().any(|event| {
+        event.worker == "H"
+            && matches!(
+                &event.kind,
+                EventKind::Complete {
+                    outcome: Outcome::Fail {
+                        reason: FailReason::Stale
+                    },
+                    ..
+                }
+            )
+    });
+    let mut why = if !granted("R") {
+        "the rival was refused throughout: the lock was never free".to_string()
+    } else if refused_write {
+        "R took over; the fence refused H's stale write".to_string()
+    } else {
+        "R took over after H was dead or knew it had lost the lock; no write of H's landed after R's".to_string()
+    };
+    for problem in report
+        .possible
+        .iter()
+        .map(ToString::to_string)
+        .chain(report.not_judged.iter().cloned())
+    {
+        why.push_str(&format!(" (not judged: {problem})"));
     }
-}
-
-fn show(token: Option<FencingToken>) -> String {
-    token.map_or("none".to_string(), |token| token.0.to_string())
+    why
 }
 
 /// Runs the scene of one cell.
@@ -522,6 +857,8 @@ pub async fn run_cell(
             lock,
             fault,
             verdict: Verdict::NotApplicable(why),
+            history: History::default(),
+            report: CheckReport::default(),
         });
     }
     let database = servers
@@ -530,13 +867,13 @@ pub async fn run_cell(
         .await
         .map_err(scene("fresh database"))?;
     let stage = stage(servers, lock, fault, &database.url).await?;
+    let log = SceneLog::new();
     let holder = stage
-        .manager
-        .acquire_lock(&stage.table)
+        .acquire(&log, "H")
         .await
-        .map_err(scene("holder's acquisition"))?;
-    let holder_token = holder.fencing_token();
-    if !stage.work("H", &holder).await? {
+        .map_err(scene("holder's acquisition"))?
+        .ok_or_else(|| SceneError("the holder was refused a free lock".into()))?;
+    if !stage.work(&log, &holder).await? {
         return Err(SceneError("the holder's first write was refused".into()));
     }
     let mut holder = Some(holder);
@@ -544,18 +881,19 @@ pub async fn run_cell(
     match fault {
         Fault::HolderPaused => tokio::time::sleep(Duration::from_millis(PAUSE_MS)).await,
         Fault::LockConnectionKilled => {
-            let scope = holder.as_ref().expect("held").scope().clone();
+            let scope = holder.as_ref().expect("held").guard.scope().clone();
             stage.terminate_advisory_session(&scope).await?;
         }
         Fault::HolderKilled => {
-            // A dead process releases nothing and runs no keep-alive: forget
-            // the guard (the advisory manager's connection closes with its
-            // task, as with the process).
-            let guard = holder.take().expect("held");
+            // A dead process releases nothing, runs no keep-alive and learns
+            // nothing more: forget the guard and stop recording for it (the
+            // advisory manager's connection closes, as with the process).
+            let held = holder.take().expect("held");
+            held.watcher.abort();
             if lock == LockKind::Advisory {
-                stage.terminate_advisory_session(guard.scope()).await?;
+                stage.terminate_advisory_session(held.guard.scope()).await?;
             }
-            std::mem::forget(guard);
+            std::mem::forget(held.guard);
         }
         Fault::ServerRestart => match lock {
             LockKind::Redis | LockKind::RedisFenced => {
@@ -584,30 +922,36 @@ pub async fn run_cell(
         None
     };
     let rival_side = rival_stage.as_ref().unwrap_or(&stage);
-    let rival = rival_side.rival(patience).await?;
-    let holder_believed = holder.as_ref().is_some_and(|guard| !guard.is_lost());
-    let rival_token = rival.as_ref().map(LockGuard::fencing_token);
+    let rival = rival_side.rival(&log, "R", patience).await?;
     if let Some(rival) = &rival {
-        if !rival_side.work("R", rival).await? {
+        if !rival_side.work(&log, rival).await? {
             return Err(SceneError("the rival's write was refused".into()));
         }
     }
-    if let Some(guard) = &holder {
+    if let Some(held) = &holder {
         // The holder carries on with its maintenance, as it believes it may.
-        let _ = stage.work("H", guard).await?;
+        let _ = stage.work(&log, held).await?;
     }
-    let log = stage.log().await?;
-    let verdict = judge(&log, rival_token, holder_believed, holder_token);
     if let Some(rival) = rival {
-        let _ = rival.release().await;
+        rival_side.release(&log, rival).await;
     }
-    if let Some(guard) = holder {
-        let _ = guard.release().await;
+    if let Some(held) = holder {
+        stage.release(&log, held).await;
     }
+    let mut history = log.recorder.snapshot();
+    history.work_rows = stage.work_rows().await?;
+    let report = check(&history, &CheckConfig::default());
+    let verdict = if report.is_ok() {
+        Verdict::Holds(why_it_holds(&history, &report))
+    } else {
+        Verdict::Violated(report.violations.clone())
+    };
     Ok(Cell {
         lock,
         fault,
         verdict,
+        history,
+        report,
     })
 }
 
@@ -629,28 +973,34 @@ async fn stage_again(
     }
 }
 
-/// The verdict each cell showed when the matrix was built (`holds`, `I1`,
-/// `I3`, `n/a`): `leaseproof verify` fails when a run disagrees, and the
-/// README's table is this one.
-pub fn expected_verdict(lock: LockKind, fault: Fault) -> &'static str {
+/// What each cell shows, judged by the checker: `leaseproof verify` fails
+/// when a run disagrees, and the README's table is this one.
+pub fn expected_verdict(lock: LockKind, fault: Fault) -> Expected {
     use Fault::*;
+    use Invariant::{FencedWrites as I3, MutualExclusion as I1, TokenOrder as I2};
     use LockKind::*;
     match (lock, fault) {
-        (Advisory, HolderPaused | HolderKilled) => "holds",
-        (Advisory, LockConnectionKilled | ServerRestart) => "I1",
+        // A session lock survives a pause (no TTL) and dies with its
+        // session: the server frees it at once, the holder learns late —
+        // two holders, and the first one's later write lands after the
+        // second's.
+        (Advisory, HolderPaused | HolderKilled) => Expected::Breaks(&[]),
+        (Advisory, LockConnectionKilled | ServerRestart) => Expected::Breaks(&[I1, I3]),
         // Without a keep-alive the Redis guard's *lost* fires at the TTL, as
         // the lease guard's does: the paused holder knew and wrote anyway.
-        (Redis, HolderPaused) => "I3",
-        (Redis, ServerRestart) => "I1",
-        (RedisFenced, ServerRestart) => "I1",
-        (Redis | RedisFenced, HolderKilled | PersistentServerRestart) => "holds",
-        (RedisFenced, HolderPaused) => "holds",
-        (Lease, HolderPaused | HolderKilled | ServerRestart) => "holds",
+        (Redis, HolderPaused) => Expected::Breaks(&[I3]),
+        // A restart without persistence forgets the key while its holder
+        // believes — and the token counter, so the rival's token is no
+        // larger and the fence lets both through.
+        (Redis | RedisFenced, ServerRestart) => Expected::Breaks(&[I1, I2, I3]),
+        (Redis | RedisFenced, HolderKilled | PersistentServerRestart) => Expected::Breaks(&[]),
+        (RedisFenced, HolderPaused) => Expected::Breaks(&[]),
+        (Lease, HolderPaused | HolderKilled | ServerRestart) => Expected::Breaks(&[]),
         // The lease guard's *lost* fires at the TTL (no keep-alive needed):
         // the paused holder knew, wrote anyway, and nothing fenced it.
-        (LeaseUnfenced, HolderPaused) => "I3",
-        (LeaseUnfenced, HolderKilled | ServerRestart) => "holds",
-        (_, LockConnectionKilled | PersistentServerRestart) => "n/a",
+        (LeaseUnfenced, HolderPaused) => Expected::Breaks(&[I3]),
+        (LeaseUnfenced, HolderKilled | ServerRestart) => Expected::Breaks(&[]),
+        (_, LockConnectionKilled | PersistentServerRestart) => Expected::NotApplicable,
     }
 }
 
@@ -678,7 +1028,7 @@ pub fn render(cells: &[Cell]) -> String {
             let verdict = cells
                 .iter()
                 .find(|cell| cell.lock == lock && cell.fault == fault)
-                .map_or("?", |cell| cell.verdict.short());
+                .map_or("?".to_string(), |cell| cell.verdict.short());
             text.push_str(&format!(" {verdict:<24}"));
         }
         text.push('\n');
