@@ -48,11 +48,24 @@ pub(super) struct Hold<'h> {
 /// An incarnation: (worker, incarnation).
 type Incarnation<'h> = (&'h str, u64);
 
-pub(super) fn violations<'h>(
-    history: &'h History,
-    ops: &BTreeMap<u64, OpRecord<'h>>,
-) -> Vec<PendingViolation> {
-    let holds = certain_holds(history, ops);
+/// What a run's certain holds exercised: distinct holders, and takeovers (a
+/// hold of a scope whose previous hold, by start, was another owner's).
+pub(super) fn exercised<'h>(
+    holds: &BTreeMap<&'h str, Vec<Hold<'h>>>,
+) -> (std::collections::BTreeSet<&'h str>, u64) {
+    let mut holders = std::collections::BTreeSet::new();
+    let mut takeovers = 0;
+    for scope_holds in holds.values() {
+        holders.extend(scope_holds.iter().map(|hold| hold.owner));
+        takeovers += scope_holds
+            .windows(2)
+            .filter(|pair| pair[0].owner != pair[1].owner)
+            .count() as u64;
+    }
+    (holders, takeovers)
+}
+
+pub(super) fn violations(holds: &BTreeMap<&str, Vec<Hold<'_>>>) -> Vec<PendingViolation> {
     let mut violations = Vec::new();
     for (scope, holds) in holds {
         for (index, earlier) in holds.iter().enumerate() {

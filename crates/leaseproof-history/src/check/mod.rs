@@ -234,7 +234,9 @@ pub struct Stats {
     pub renewals: u64,
     /// Ok releases.
     pub releases: u64,
-    /// Grants of a token > 1 whose previous known grant had another owner.
+    /// Grants of a token > 1 whose previous known grant had another owner;
+    /// for locks without server times, certain holds whose previous certain
+    /// hold of the scope (by start) was another owner's.
     pub takeovers: u64,
     /// Ok commits.
     pub commits: u64,
@@ -244,7 +246,7 @@ pub struct Stats {
     pub unknown_ops: u64,
     /// Pairs of belief intervals of different workers overlapping on a scope.
     pub belief_overlaps: u64,
-    /// Distinct owners that were granted a lease.
+    /// Distinct owners that were granted a lease or a lock.
     pub distinct_holders: u64,
     /// Server-time delays from a dead holder's `expires_at` to the next grant
     /// of its scope, ascending, in µs. Only judged grants count: the holder
@@ -632,10 +634,21 @@ impl<'h> Checker<'h> {
 
     /// I1 and I2 for locks without server times ([`OpResult::Lock`]), in
     /// real time: see `certain_holds`.
+    /// Their holders and takeovers count in the stats beside the leases'
+    /// so a race of a lock is seen to be real.
     fn check_certain_holds(&mut self) {
-        for (invariant, scope, events, rows, message) in
-            certain_holds::violations(self.history, &self.ops)
-        {
+        let holds = certain_holds::certain_holds(self.history, &self.ops);
+        let (lock_holders, takeovers) = certain_holds::exercised(&holds);
+        let lease_holders: BTreeSet<&str> = self
+            .grants
+            .values()
+            .flat_map(|scope_grants| scope_grants.values())
+            .map(|grant| grant.owner.as_str())
+            .collect();
+        self.report.stats.distinct_holders +=
+            lock_holders.difference(&lease_holders).count() as u64;
+        self.report.stats.takeovers += takeovers;
+        for (invariant, scope, events, rows, message) in certain_holds::violations(&holds) {
             self.violation(invariant, &scope, events, rows, message);
         }
     }

@@ -362,3 +362,31 @@ fn an_empty_certain_hold_proves_nothing() {
     ]);
     assert_passes(&history);
 }
+
+#[test]
+fn a_clean_lock_race_counts_its_holders_and_takeovers() {
+    // a, then b, then a again, each released before the next is granted:
+    // three holds, two distinct holders, two takeovers — a real race,
+    // though no grant carries a server time.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", Some(1), Some(1_000), 5, 10);
+    unlock(&mut builder, "a", 100);
+    lock(&mut builder, "b", Some(2), Some(1_000), 200, 210);
+    unlock(&mut builder, "b", 300);
+    lock(&mut builder, "a", Some(3), Some(1_000), 400, 410);
+    unlock(&mut builder, "a", 500);
+    let history = builder.build();
+    let report = check(&history, &CheckConfig::default());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.grants, 3, "{report}");
+    assert_eq!(report.stats.distinct_holders, 2, "{report}");
+    assert_eq!(report.stats.takeovers, 2, "{report}");
+    // One holder re-acquiring is no takeover.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, None, 5, 10);
+    unlock(&mut builder, "a", 100);
+    lock(&mut builder, "a", None, None, 200, 210);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert_eq!(report.stats.distinct_holders, 1, "{report}");
+    assert_eq!(report.stats.takeovers, 0, "{report}");
+}

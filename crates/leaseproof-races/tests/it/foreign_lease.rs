@@ -154,6 +154,15 @@ async fn an_app_clock_lock_with_synchronised_clocks_passes() {
         .collect();
     assert!(holders.len() >= 2, "{holders:?}");
     assert!(outcome.totals().held > 0);
+    // A lock without server times counts its holders and takeovers from
+    // its certain holds: the race is real, not vacuous.
+    assert_eq!(
+        outcome.realness_problems(),
+        Vec::<String>::new(),
+        "{}",
+        outcome.report
+    );
+    assert!(outcome.summary().passed(), "{}", outcome.summary());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
