@@ -259,7 +259,8 @@ impl LeasePort for AppClockLock {
             .map_err(|error| after_send("commit", error))?;
         Ok(CommitReceipt {
             seq_first: seqs.first().copied().unwrap_or(0),
-            fenced_at: ServerTime::from_micros(self.now_us()),
+            // Its only clock is the application's: no server fence time.
+            fenced_at: None,
         })
     }
 }

@@ -296,7 +296,7 @@ impl ForeignLease {
             .map_err(|error| after_send("commit", error))?;
         Ok(CommitReceipt {
             seq_first: seqs.first().copied().unwrap_or(0),
-            fenced_at,
+            fenced_at: Some(fenced_at),
         })
     }
 }

@@ -315,7 +315,7 @@ impl Recorder<'_> {
     fn committed(at_us: i64) -> Outcome {
         Outcome::Ok {
             result: OpResult::Committed {
-                committed_at_us: at_us,
+                committed_at_us: Some(at_us),
             },
         }
     }

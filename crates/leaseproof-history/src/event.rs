@@ -229,8 +229,11 @@ pub enum OpResult {
     Written,
     /// Commit: the server time of the fence (taken under the lease row lock).
     Committed {
-        /// Server time of the fenced transaction.
-        committed_at_us: i64,
+        /// Server time of the fenced transaction; absent when the design has
+        /// no fence time on the store's clock (an unfenced write, a lock on
+        /// the application's clock).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        committed_at_us: Option<i64>,
     },
 }
 

@@ -160,7 +160,7 @@ impl LeasePort for HarnessPort {
         match committed {
             Ok((seq_first, fenced_at)) => Ok(CommitReceipt {
                 seq_first,
-                fenced_at,
+                fenced_at: Some(fenced_at),
             }),
             Err(CycleError::Lease(error)) => Err(error),
             // COMMIT was never sent, so the transaction rolled back: a
@@ -194,7 +194,8 @@ impl LeasePort for HarnessPort {
         transaction.commit().await?;
         Ok(CommitReceipt {
             seq_first,
-            fenced_at: ServerTime::from_micros(0),
+            // Nothing fenced it: no fence time to report.
+            fenced_at: None,
         })
     }
 }
@@ -227,7 +228,7 @@ impl HarnessPort {
         Ok(CommitReceipt {
             // The statement returns no `seq`; nothing reads it back.
             seq_first: 0,
-            fenced_at: written.fenced_at,
+            fenced_at: Some(written.fenced_at),
         })
     }
 }

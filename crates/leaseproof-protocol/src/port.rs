@@ -20,8 +20,10 @@ pub struct GuardedCycle {
 pub struct CommitReceipt {
     /// Sequence number of the first row written.
     pub seq_first: i64,
-    /// Server time of the fence.
-    pub fenced_at: crate::ServerTime,
+    /// Server time of the fence; `None` when the design has none on the
+    /// store's clock (an unfenced write, a lock on the application's clock):
+    /// never a client's clock passed off as the server's.
+    pub fenced_at: Option<crate::ServerTime>,
 }
 
 /// A point inside a commit cycle where a harness may inject a fault: the

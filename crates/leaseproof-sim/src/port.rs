@@ -243,7 +243,7 @@ impl SimPort {
                 fenced_at,
             }) => Ok(CommitReceipt {
                 seq_first,
-                fenced_at,
+                fenced_at: Some(fenced_at),
             }),
             Ok(other) => Err(boxed(format!("commit: unexpected reply {other:?}"))),
             Err(Broken::NotSent(reason)) => Err(client::broken_exchange(

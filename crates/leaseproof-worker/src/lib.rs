@@ -371,7 +371,7 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
                     op_id,
                     Outcome::Ok {
                         result: OpResult::Committed {
-                            committed_at_us: receipt.fenced_at.micros,
+                            committed_at_us: receipt.fenced_at.map(|fenced_at| fenced_at.micros),
                         },
                     },
                 );

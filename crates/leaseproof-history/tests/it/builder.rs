@@ -251,7 +251,9 @@ impl Builder {
         };
         let outcome = match end {
             CommitEnd::Ok => Some(Outcome::Ok {
-                result: OpResult::Committed { committed_at_us },
+                result: OpResult::Committed {
+                    committed_at_us: Some(committed_at_us),
+                },
             }),
             CommitEnd::Stale => Some(Outcome::Fail {
                 reason: FailReason::Stale,

@@ -199,7 +199,7 @@ impl Simulator {
                         });
                     }
                     Ok(OpResult::Committed {
-                        committed_at_us: now_us,
+                        committed_at_us: Some(now_us),
                     })
                 }
                 _ => Err(FailReason::Stale),

@@ -516,17 +516,14 @@ fn fill_commit_times(history: &mut History) {
                 },
         } = &mut event.kind
         {
-            if *committed_at_us == NO_COMMIT_TIME {
+            if committed_at_us.is_none() {
                 if let Some(time) = cycles.get(op_id).and_then(|cycle| commit_times.get(cycle)) {
-                    *committed_at_us = *time;
+                    *committed_at_us = Some(*time);
                 }
             }
         }
     }
 }
-
-/// Stands for "the client did not say" until the rows tell.
-const NO_COMMIT_TIME: i64 = 0;
 
 impl Run {
     fn stamp_now(&self, worker: &str, incarnation: u64) -> (i64, String, u64) {
@@ -936,9 +933,7 @@ impl Worker {
                     let result = if is_lease {
                         // The client may not know it: the rows' commit times
                         // stand in (`fill_commit_times`).
-                        OpResult::Committed {
-                            committed_at_us: committed_at_us.unwrap_or(NO_COMMIT_TIME),
-                        }
+                        OpResult::Committed { committed_at_us }
                     } else {
                         OpResult::Written
                     };

@@ -143,7 +143,7 @@ async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() 
         op,
         Outcome::Ok {
             result: OpResult::Committed {
-                committed_at_us: receipt.fenced_at.micros,
+                committed_at_us: receipt.fenced_at.map(|fenced_at| fenced_at.micros),
             },
         },
     );

@@ -163,6 +163,26 @@ async fn an_app_clock_lock_with_synchronised_clocks_passes() {
         outcome.report
     );
     assert!(outcome.summary().passed(), "{}", outcome.summary());
+    // Its only clock is the application's: no commit claims a server time.
+    let claimed: Vec<_> = outcome
+        .history
+        .events
+        .iter()
+        .filter(|event| {
+            matches!(
+                &event.kind,
+                leaseproof_history::EventKind::Complete {
+                    outcome: leaseproof_history::Outcome::Ok {
+                        result: leaseproof_history::OpResult::Committed {
+                            committed_at_us: Some(_)
+                        }
+                    },
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert!(claimed.is_empty(), "{claimed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -352,7 +352,7 @@ async fn refused_holder_writes_inside_its_transaction_are_rolled_back() {
         op,
         Outcome::Ok {
             result: leaseproof_history::OpResult::Committed {
-                committed_at_us: receipt.fenced_at.micros,
+                committed_at_us: receipt.fenced_at.map(|fenced_at| fenced_at.micros),
             },
         },
     );

@@ -58,7 +58,7 @@ impl LeasePort for StubPort {
         tokio::time::sleep(Duration::from_millis(LATENCY_MS)).await;
         Ok(CommitReceipt {
             seq_first: 1,
-            fenced_at: ServerTime::from_micros(0),
+            fenced_at: Some(ServerTime::from_micros(0)),
         })
     }
 

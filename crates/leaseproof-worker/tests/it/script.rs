@@ -121,7 +121,7 @@ impl LeasePort for ScriptedPort {
         match next(&self.commit) {
             Reply::Ok => Ok(CommitReceipt {
                 seq_first: 1,
-                fenced_at: ServerTime::from_micros(3),
+                fenced_at: Some(ServerTime::from_micros(3)),
             }),
             reply => Err(error(reply, &lease.scope, lease.token)),
         }
@@ -184,7 +184,9 @@ fn render(recorder: &Recorder) -> Vec<String> {
                         OpResult::Released { released_at_us } => {
                             format!("ok released at {released_at_us}")
                         }
-                        OpResult::Committed { committed_at_us } => {
+                        OpResult::Committed {
+                            committed_at_us: Some(committed_at_us),
+                        } => {
                             format!("ok committed at {committed_at_us}")
                         }
                         other => format!("ok {other:?}"),
