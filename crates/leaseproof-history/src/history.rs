@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::check::CheckConfig;
 use crate::event::{Event, EventKind, GuardedRow, WorkRow};
 
 /// Everything the checker needs about one run.
@@ -22,12 +23,18 @@ pub struct History {
     /// Rows of unfenced writes ([`crate::Op::Write`]) after the run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub work_rows: Vec<WorkRow>,
+    /// What the design that recorded it says about itself (what its grant
+    /// stamps mean, which workers write unfenced), so the history is judged
+    /// again as it was when recorded; the file's first line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<CheckConfig>,
 }
 
 /// A line of the JSON-lines format.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
 enum Record {
+    Design(CheckConfig),
     Event(Event),
     GuardedRow(GuardedRow),
     WorkRow(WorkRow),
@@ -81,14 +88,16 @@ impl History {
         index
     }
 
-    /// One JSON object per line: every event, then every guarded row.
+    /// One JSON object per line: the design's declaration (if any), every
+    /// event, then every row.
     pub fn to_json_lines(&self) -> String {
         let mut text = String::new();
         let records = self
-            .events
+            .design
             .iter()
             .cloned()
-            .map(Record::Event)
+            .map(Record::Design)
+            .chain(self.events.iter().cloned().map(Record::Event))
             .chain(self.guarded_rows.iter().cloned().map(Record::GuardedRow))
             .chain(self.work_rows.iter().cloned().map(Record::WorkRow));
         for record in records {
@@ -124,6 +133,7 @@ impl History {
                     problem,
                 })?;
             match record {
+                Record::Design(design) => history.design = Some(design),
                 Record::Event(event) => history.events.push(event),
                 Record::GuardedRow(row) => history.guarded_rows.push(row),
                 Record::WorkRow(row) => history.work_rows.push(row),
@@ -161,7 +171,10 @@ impl History {
         let mut tagged: Vec<(usize, Event)> = Vec::new();
         let mut rows: BTreeSet<GuardedRow> = BTreeSet::new();
         let mut work_rows: BTreeSet<WorkRow> = BTreeSet::new();
+        let mut design = None;
         for (input_index, history) in histories.into_iter().enumerate() {
+            // One design recorded them all: the first declaration stands.
+            design = design.or(history.design);
             let mut events = history.events;
             events.sort_by_key(|event| event.index);
             tagged.extend(events.into_iter().map(|event| (input_index, event)));
@@ -191,6 +204,7 @@ impl History {
         let mut work_rows: Vec<WorkRow> = work_rows.into_iter().collect();
         work_rows.sort_by_key(|row| row.seq);
         merged.work_rows = work_rows;
+        merged.design = design;
         merged
     }
 }
@@ -204,7 +218,7 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
     let serde_json::Value::Object(mut object) = value else {
         return Err((".".to_string(), "expected a JSON object".to_string()));
     };
-    let expected = "expected \"event\", \"guarded_row\" or \"work_row\"";
+    let expected = "expected \"design\", \"event\", \"guarded_row\" or \"work_row\"";
     let tag = match object.remove("record") {
         Some(serde_json::Value::String(tag)) => tag,
         Some(other) => return Err(("record".to_string(), format!("{other}: {expected}"))),
@@ -217,6 +231,7 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
             .map_err(|error| (error.path().to_string(), error.into_inner().to_string()))
     }
     match tag.as_str() {
+        "design" => fields(object).map(Record::Design),
         "event" => fields(object).map(Record::Event),
         "guarded_row" => fields(object).map(Record::GuardedRow),
         "work_row" => fields(object).map(Record::WorkRow),
@@ -234,6 +249,8 @@ struct Validator {
     invoked: BTreeMap<u64, (i64, bool)>,
     /// A row has been read: events must come first.
     rows_started: bool,
+    /// A record has been read: the design's declaration must be the first.
+    records_seen: bool,
     seqs: BTreeSet<u64>,
 }
 
@@ -248,7 +265,14 @@ fn token_at_least_one(field: &'static str, token: u64) -> Result<(), Problem> {
 
 impl Validator {
     fn record(&mut self, record: &Record, position: usize) -> Result<(), Problem> {
+        let first = !std::mem::replace(&mut self.records_seen, true);
         match record {
+            Record::Design(_) if !first => Err((
+                "record",
+                "\"design\" after another record: the design's declaration is the first line, once"
+                    .to_string(),
+            )),
+            Record::Design(_) => Ok(()),
             Record::Event(event) => self.event(event, position),
             Record::GuardedRow(row) => {
                 self.rows_started = true;

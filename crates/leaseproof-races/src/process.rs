@@ -350,13 +350,12 @@ pub async fn process_race(
     } else {
         BTreeSet::new()
     };
-    let report = check(
-        &history,
-        &CheckConfig {
-            unfenced_workers,
-            grant_stamps: leaseproof_history::GrantStamps::Decision,
-        },
-    );
+    let design = CheckConfig {
+        unfenced_workers,
+        grant_stamps: leaseproof_history::GrantStamps::Decision,
+    };
+    let report = check(&history, &design);
+    history.design = Some(design);
     Ok(RaceOutcome {
         scope,
         history,

@@ -612,16 +612,16 @@ pub async fn judge<S: RaceSubject>(
     unfenced_workers: BTreeSet<String>,
 ) -> Result<(History, CheckReport), RaceError> {
     recorder.set_guarded_rows(read_guarded_rows(port, scope).await?);
-    let history = recorder.snapshot();
-    let report = check(
-        &history,
-        &CheckConfig {
-            unfenced_workers,
-            // The reference's statements decide with the `now()` they stamp;
-            // another subject says what its stamps mean.
-            grant_stamps: port.grant_stamps(),
-        },
-    );
+    let mut history = recorder.snapshot();
+    let design = CheckConfig {
+        unfenced_workers,
+        // The reference's statements decide with the `now()` they stamp;
+        // another subject says what its stamps mean.
+        grant_stamps: port.grant_stamps(),
+    };
+    let report = check(&history, &design);
+    // Saved with the history, so `leaseproof check` judges it the same way.
+    history.design = Some(design);
     Ok((history, report))
 }
 

@@ -5,7 +5,6 @@
 //! violations, which the evidence cannot decide, are printed but do not fail),
 //! 1 a violation, 2 bad input (the line and field that are wrong).
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,6 +13,10 @@ use leaseproof_history::Document as _;
 use leaseproof_history::{check, CheckConfig, GrantStamps, History, HistoryError};
 
 /// `leaseproof check FILE [--grant-stamps decision|statement-start] [--unfenced-worker W]…`.
+///
+/// A history may declare these itself (its `design` line, written by
+/// leaseproof's races and client runs): the flags add to it, and a flag that
+/// contradicts it is refused.
 #[derive(clap::Args, Clone, Debug)]
 pub struct CheckArgs {
     /// The history, one JSON record per line (docs/history-format.md).
@@ -21,9 +24,10 @@ pub struct CheckArgs {
     /// What the design's `granted_at` means: `decision` (it decides with the
     /// time it stamps, as the reference does: a server-time overlap is a real
     /// one) or `statement-start` (a stamp only bounds the decision from
-    /// below: overlaps must be proven by real-time order).
-    #[arg(long, default_value = "decision", value_parser = |text: &str| text.parse::<GrantStamps>())]
-    pub grant_stamps: GrantStamps,
+    /// below: overlaps must be proven by real-time order). Default: what
+    /// the history's `design` line declares, else `decision`.
+    #[arg(long, value_parser = |text: &str| text.parse::<GrantStamps>())]
+    pub grant_stamps: Option<GrantStamps>,
     /// A worker that writes without the fence (its belief overlaps are violations).
     #[arg(long = "unfenced-worker")]
     pub unfenced_workers: Vec<String>,
@@ -33,6 +37,10 @@ pub struct CheckArgs {
     /// Also write the verdict as JSON (format `leaseproof-check`, docs/json.md) here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Exit 1 also when the checker could not decide a possible violation
+    /// (by default those are printed and do not fail).
+    #[arg(long)]
+    pub fail_on_possible: bool,
 }
 
 /// Runs `leaseproof check`.
@@ -62,10 +70,37 @@ pub fn run(args: CheckArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let config = CheckConfig {
-        unfenced_workers: args.unfenced_workers.into_iter().collect::<BTreeSet<_>>(),
-        grant_stamps: args.grant_stamps,
+    let declared = CheckConfig::declared_by(&history);
+    let grant_stamps = match (args.grant_stamps, &history.design) {
+        (Some(flag), Some(design)) if flag != design.grant_stamps => {
+            eprintln!(
+                "leaseproof check: {}: the history declares --grant-stamps {}; \
+                 --grant-stamps {} contradicts it (not judged)",
+                args.file.display(),
+                design.grant_stamps,
+                flag
+            );
+            return ExitCode::from(2);
+        }
+        (Some(flag), _) => flag,
+        (None, _) => declared.grant_stamps,
     };
+    let mut unfenced_workers = declared.unfenced_workers;
+    unfenced_workers.extend(args.unfenced_workers);
+    let config = CheckConfig {
+        unfenced_workers,
+        grant_stamps,
+    };
+    if history.design.is_some() {
+        eprintln!(
+            "judged as the history declares: --grant-stamps {grant_stamps}{}",
+            config
+                .unfenced_workers
+                .iter()
+                .map(|worker| format!(" --unfenced-worker {worker}"))
+                .collect::<String>()
+        );
+    }
     let report = check(&history, &config);
     print!("{report}");
     if let Some(path) = &args.html {
@@ -83,6 +118,13 @@ pub fn run(args: CheckArgs) -> ExitCode {
             eprintln!("leaseproof check: writing {}: {error}", path.display());
             return ExitCode::from(2);
         }
+    }
+    if report.is_ok() && args.fail_on_possible && !report.possible.is_empty() {
+        println!(
+            "FAIL: {} possible violation(s) the evidence cannot decide (--fail-on-possible)",
+            report.possible.len()
+        );
+        return ExitCode::FAILURE;
     }
     if report.is_ok() {
         if report.possible.is_empty() {

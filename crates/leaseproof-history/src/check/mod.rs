@@ -56,20 +56,35 @@ mod nothing_lost;
 mod takeover;
 mod token_order;
 
-/// What the checker is told beyond the history.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What the checker is told beyond the history: what the design says about
+/// itself. A history can carry it (its `design` record, [`History::design`]),
+/// so a saved run is judged again as it was judged when recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckConfig {
     /// Workers that write without the fence: their belief overlaps are violations.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub unfenced_workers: BTreeSet<String>,
     /// What a design's server timestamps mean, and so what they can prove.
+    #[serde(default)]
     pub grant_stamps: GrantStamps,
+}
+
+impl CheckConfig {
+    /// What `history` declares about its design, or the defaults.
+    pub fn declared_by(history: &History) -> CheckConfig {
+        history.design.clone().unwrap_or_default()
+    }
 }
 
 /// What the `granted_at` / `expires_at` a design reports mean.
 ///
 /// The checker never cries wolf: an overlap of two grants in server time is a
 /// violation only when the timestamps are the times the grants were decided.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum GrantStamps {
     /// Each statement decides with the very time it stamps (the reference:
     /// its takeover compares `expires_at <= now()` with the `now()` it writes
@@ -87,6 +102,15 @@ pub enum GrantStamps {
     /// acknowledged before an operation that then found the earlier grant
     /// still live (a renewal or a release of it that succeeded) was invoked.
     StatementStart,
+}
+
+impl fmt::Display for GrantStamps {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(match self {
+            GrantStamps::Decision => "decision",
+            GrantStamps::StatementStart => "statement-start",
+        })
+    }
 }
 
 impl std::str::FromStr for GrantStamps {

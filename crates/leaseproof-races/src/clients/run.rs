@@ -383,13 +383,13 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         Some("decision") => GrantStamps::Decision,
         _ => GrantStamps::StatementStart,
     };
-    let report = check(
-        &history,
-        &CheckConfig {
-            grant_stamps,
-            ..CheckConfig::default()
-        },
-    );
+    let design = CheckConfig {
+        grant_stamps,
+        ..CheckConfig::default()
+    };
+    let report = check(&history, &design);
+    // Saved with the history: `leaseproof check` judges it as the run did.
+    history.design = Some(design);
     let mut winners: Vec<(&str, u64)> = Vec::new();
     for event in &history.events {
         if let EventKind::BeliefStart { .. } = event.kind {

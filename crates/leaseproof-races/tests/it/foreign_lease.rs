@@ -62,6 +62,16 @@ async fn a_foreign_lease_with_a_locking_fence_passes() {
     assert!(outcome.report.is_ok(), "{}", outcome.report);
     assert_eq!(outcome.realness_problems(), Vec::<String>::new());
     assert!(outcome.report.stats.takeovers >= 1, "{}", outcome.report);
+    // Saved and read back, the history says how it was judged, and
+    // `leaseproof check` judges it the same way.
+    let saved = outcome.history.to_json_lines();
+    assert!(saved.starts_with(r#"{"record":"design""#), "{saved:.200}");
+    let reloaded = leaseproof_history::History::from_json_lines(&saved).unwrap();
+    let again = leaseproof_history::check(
+        &reloaded,
+        &leaseproof_history::CheckConfig::declared_by(&reloaded),
+    );
+    assert_eq!(again, outcome.report);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

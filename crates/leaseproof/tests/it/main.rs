@@ -56,6 +56,47 @@ fn check_judges_statement_start_stamps_without_crying_wolf() {
     assert!(stdout.contains("possible (could not judge)"), "{stdout}");
 }
 
+/// A history that declares its grant stamps (its `design` line, as the
+/// races and client runs save it) is judged as it declares; a flag that
+/// contradicts the declaration is refused; `--fail-on-possible` fails on
+/// what could not be judged.
+#[test]
+fn check_judges_a_history_as_its_design_declares() {
+    let directory = tempfile::tempdir().unwrap();
+    let declared = directory.path().join("declared.jsonl");
+    let queued =
+        std::fs::read_to_string(repository().join("examples/histories/queued-rival.jsonl"))
+            .unwrap();
+    std::fs::write(
+        &declared,
+        format!("{{\"record\":\"design\",\"grant_stamps\":\"statement-start\"}}\n{queued}"),
+    )
+    .unwrap();
+    let declared = declared.to_str().unwrap();
+    let (code, stdout, stderr) = check(&[declared]);
+    assert_eq!(code, 0, "judged as statement starts: {stdout}{stderr}");
+    assert!(stdout.contains("possible (could not judge)"), "{stdout}");
+    assert!(stderr.contains("as the history declares"), "{stderr}");
+    let (code, _, stderr) = check(&[declared, "--grant-stamps", "decision"]);
+    assert_eq!(code, 2, "a contradiction is refused: {stderr}");
+    assert!(stderr.contains("contradicts"), "{stderr}");
+    let (code, stdout, _) = check(&[declared, "--grant-stamps", "statement-start"]);
+    assert_eq!(code, 0, "{stdout}");
+    let (code, stdout, _) = check(&[declared, "--fail-on-possible"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("--fail-on-possible"), "{stdout}");
+    // The declaration is the first line, once.
+    let late = directory.path().join("late.jsonl");
+    std::fs::write(
+        &late,
+        format!("{queued}{{\"record\":\"design\",\"grant_stamps\":\"decision\"}}\n"),
+    )
+    .unwrap();
+    let (code, _, stderr) = check(&[late.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("design"), "{stderr}");
+}
+
 #[test]
 fn check_refuses_bad_input_with_the_line_and_field() {
     let directory = tempfile::tempdir().unwrap();
