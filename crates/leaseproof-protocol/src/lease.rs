@@ -33,12 +33,44 @@ impl ServerTime {
     }
 }
 
+/// As a UTC timestamp with microseconds, `2026-12-02T23:35:11.123456Z`:
+/// a server time is a wall-clock reading, and people read dates.
 impl fmt::Display for ServerTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let seconds = self.micros.div_euclid(1_000_000);
         let micros = self.micros.rem_euclid(1_000_000);
-        write!(f, "{seconds}.{micros:06}s")
+        let days = seconds.div_euclid(86_400);
+        let of_day = seconds.rem_euclid(86_400);
+        let (year, month, day) = civil_from_days(days);
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+            of_day / 3_600,
+            of_day % 3_600 / 60,
+            of_day % 60
+        )
     }
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`: eras of 400 years, March-based years so the leap day
+/// ends one).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// A fencing token: every grant of a scope gets one strictly greater than every

@@ -56,8 +56,27 @@ fn scopes_owners_tokens_and_times_render_as_reports_print_them() {
     assert_eq!(format!("{owner:?}"), "Owner(\"host:42:00ff\")");
     assert_eq!(String::from(owner), "host:42:00ff");
     assert_eq!(FencingToken(7).to_string(), "#7");
-    assert_eq!(ServerTime::from_micros(1_500_000).to_string(), "1.500000s");
-    assert_eq!(ServerTime::from_micros(-1).to_string(), "-1.999999s");
+    assert_eq!(
+        ServerTime::from_micros(1_500_000).to_string(),
+        "1970-01-01T00:00:01.500000Z"
+    );
+    assert_eq!(
+        ServerTime::from_micros(-1).to_string(),
+        "1969-12-31T23:59:59.999999Z"
+    );
+    // A leap day, the turn of a century that is a leap year, and today.
+    assert_eq!(
+        ServerTime::from_micros(951_782_400_000_000).to_string(),
+        "2000-02-29T00:00:00.000000Z"
+    );
+    assert_eq!(
+        ServerTime::from_micros(4_107_542_399_000_001).to_string(),
+        "2100-02-28T23:59:59.000001Z"
+    );
+    assert_eq!(
+        ServerTime::from_micros(1_796_254_511_123_456).to_string(),
+        "2026-12-02T23:35:11.123456Z"
+    );
 }
 
 #[test]
