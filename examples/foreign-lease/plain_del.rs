@@ -93,6 +93,7 @@ impl LockManager for SetNxLock {
             if set.is_none() {
                 return Err(LockError::Held {
                     scope: table.scope(&self.prefix)?,
+                    holder: None,
                 });
             }
             let (lost_sender, lost) = tokio::sync::watch::channel(false);

@@ -147,7 +147,10 @@ impl PostgresAdvisoryLockManager {
         let (connection, locked) = self.ask("SELECT pg_try_advisory_lock($1)", key).await?;
         if !locked {
             self.idle.give_back(connection);
-            return Err(LockError::Held { scope });
+            return Err(LockError::Held {
+                scope,
+                holder: None,
+            });
         }
         let (lost_tx, lost_rx) = watch::channel(false);
         let (release_tx, release_rx) = oneshot::channel();

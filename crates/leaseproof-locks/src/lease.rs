@@ -26,7 +26,10 @@ pub struct LeaseLockManager {
 
 fn lock_error(error: LeaseError) -> LockError {
     match error {
-        LeaseError::Held { scope, .. } => LockError::Held { scope },
+        LeaseError::Held { scope, holder } => LockError::Held {
+            scope,
+            holder: holder.map(|holder| holder.to_string()),
+        },
         LeaseError::Lost { scope, .. } => LockError::Lost { scope },
         LeaseError::Invalid(invalid) => LockError::Invalid(invalid),
         LeaseError::Unavailable { source } => LockError::Unavailable { source },
@@ -39,6 +42,8 @@ fn lock_error(error: LeaseError) -> LockError {
 impl LeaseLockManager {
     /// Locks as leases of `ttl` on `leases` (whose schema must exist:
     /// `PostgresLeases::ensure_schema`), renewed while held when `keep_alive`.
+    /// A refusal names the holder (`LockError::Held { holder }`): at most one
+    /// read-only round trip on the skip path (`with_holder_reports`).
     pub fn new(
         leases: PostgresLeases,
         prefix: impl Into<String>,
@@ -46,7 +51,7 @@ impl LeaseLockManager {
         keep_alive: bool,
     ) -> Self {
         LeaseLockManager {
-            leases,
+            leases: leases.with_holder_reports(),
             prefix: prefix.into(),
             ttl,
             keep_alive,

@@ -73,10 +73,14 @@ impl fmt::Display for TableName {
 pub enum LockError {
     /// Someone else holds the lock: pg_partsmith's `LockAcquisitionError`.
     /// Returned at once, never after waiting.
-    #[error("{scope} is locked by someone else")]
+    #[error("{scope} is locked by {}", holder.as_deref().unwrap_or("someone else"))]
     Held {
         /// The contended scope.
         scope: Scope,
+        /// Who holds it, where the store tells in the same round trip: the
+        /// lease's holder with its token and expiry, the Redis key's owner;
+        /// `None` for an advisory lock (PostgreSQL names no session).
+        holder: Option<String>,
     },
     /// The input was rejected before anything was sent.
     #[error("invalid input: {0}")]

@@ -35,13 +35,17 @@ use crate::{AbortOnDrop, LockError, LockGuard, LockManager, Releaser, TableName}
 // Each script is hashed once (`EVALSHA` after the first `EVAL`), not per call.
 
 /// `KEYS[1]` lock key, `KEYS[2]` token counter; `ARGV[1]` value, `ARGV[2]` ttl ms.
+/// Returns `{token, ""}` when it took the lock, `{0, holder's value}` when
+/// the key was held (atomic: a script runs alone).
 static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return redis.call('INCR', KEYS[2])
+local holder = redis.call('GET', KEYS[1])
+if holder then
+    return {0, holder}
 end
-return 0
+redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+return {redis.call('INCR', KEYS[2]), ''}
 ",
     )
 });
@@ -172,7 +176,7 @@ impl RedisDistributedLockManager {
         let mut connection = self.connection.clone();
         // Before the script is sent: Redis starts the PX clock no earlier.
         let sent = tokio::time::Instant::now();
-        let token: i64 = ACQUIRE
+        let (token, holder): (i64, String) = ACQUIRE
             .key(&key)
             .key(&token_key)
             .arg(&value)
@@ -181,7 +185,13 @@ impl RedisDistributedLockManager {
             .await
             .map_err(backend)?;
         if token == 0 {
-            return Err(LockError::Held { scope });
+            // The holder's value is `{owner}#{secret}`: name the owner, never
+            // the secret (with it, anyone could release the holder's lock).
+            let owner = holder.split('#').next().unwrap_or_default().to_string();
+            return Err(LockError::Held {
+                scope,
+                holder: Some(owner),
+            });
         }
         let (lost_tx, lost_rx) = watch::channel(false);
         let watcher = if self.options.keep_alive {

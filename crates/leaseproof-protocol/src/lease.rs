@@ -135,8 +135,8 @@ impl std::fmt::Display for Holder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} under token {} until {} µs",
-            self.owner, self.token, self.expires_at.micros
+            "{} under token {} until {}",
+            self.owner, self.token, self.expires_at
         )
     }
 }

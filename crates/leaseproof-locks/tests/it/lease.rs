@@ -38,10 +38,16 @@ async fn the_keep_alive_renews_past_the_ttl_on_the_servers_clock() {
     let maintained = table("kept");
     let holder = locks.acquire_lock(&maintained).await.unwrap();
     tokio::time::sleep(Duration::from_millis(4_500)).await;
-    assert!(matches!(
-        locks.acquire_lock(&maintained).await,
-        Err(LockError::Held { .. })
-    ));
+    // The loser is told who holds it: owner, token and the end of its grant.
+    match locks.acquire_lock(&maintained).await {
+        Err(LockError::Held {
+            holder: Some(named),
+            ..
+        }) => {
+            assert!(named.contains("under token #1 until 20"), "{named}");
+        }
+        other => panic!("expected Held naming the holder, got {other:?}"),
+    }
     assert!(!holder.is_lost());
     holder.release().await.unwrap();
     assert!(!locks.is_locked(&maintained).await.unwrap());

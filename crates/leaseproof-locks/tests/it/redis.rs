@@ -150,10 +150,16 @@ async fn the_keep_alive_holds_the_key_past_its_ttl_and_release_stops_it() {
     let maintained = table("kept");
     let holder = locks.acquire_lock(&maintained).await.unwrap();
     tokio::time::sleep(Duration::from_millis(4_500)).await; // three TTLs
-    assert!(matches!(
-        locks.acquire_lock(&maintained).await,
-        Err(LockError::Held { .. })
-    ));
+                                                            // The loser is told who holds it (the holder's owner; never a secret).
+    match locks.acquire_lock(&maintained).await {
+        Err(LockError::Held {
+            holder: Some(named),
+            ..
+        }) => {
+            assert!(!named.is_empty() && !named.contains('#'), "{named}");
+        }
+        other => panic!("expected Held naming the holder, got {other:?}"),
+    }
     assert!(!holder.is_lost());
     holder.release().await.unwrap();
     assert!(!locks.is_locked(&maintained).await.unwrap());

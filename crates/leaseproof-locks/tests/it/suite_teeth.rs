@@ -84,7 +84,10 @@ impl LockManager for InMemoryLocks {
                 if let Defect::SlowRefusal(delay) = self.defect {
                     tokio::time::sleep(delay).await;
                 }
-                return Err(LockError::Held { scope });
+                return Err(LockError::Held {
+                    scope,
+                    holder: None,
+                });
             }
             let (lost_sender, lost) = watch::channel(false);
             let (held, keeps) = (
