@@ -66,6 +66,10 @@ pub struct SimArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Where the timelines of the failing seeds shown go (default:
+    /// `leaseproof-out` in the temp dir).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// `leaseproof replay <scenario> --seed <n>`.
@@ -102,12 +106,17 @@ pub struct ReplayArgs {
     /// (written beside the trace anyway when the run fails).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Where to write the trace (default `leaseproof-replay-<scenario>-<seed>.trace`).
+    /// Where to write the trace (default `leaseproof-replay-<scenario>-<seed>.trace`
+    /// in `leaseproof-out` in the temp dir).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Write the trace file only; print just the verdict.
+    /// Print just the verdict.
     #[arg(long)]
     pub quiet: bool,
+    /// Print the whole trace (by default: its header, the lines leading to
+    /// the first violation, the verdict, and where the files are).
+    #[arg(long, conflicts_with = "quiet")]
+    pub print_trace: bool,
 }
 
 /// What `--seeds` asks for.
@@ -156,22 +165,34 @@ fn resolve_seeds(spec: Option<&SeedSpec>) -> Result<Range<u64>, String> {
     }
 }
 
-fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
-    let (start, end) = text
-        .split_once("..")
-        .ok_or_else(|| format!("seeds must look like A..B or random:N, not {text:?}"))?;
-    let start: u64 = start
-        .trim()
-        .parse()
-        .map_err(|error| format!("{start:?}: {error}"))?;
-    let end: u64 = end
-        .trim()
-        .parse()
-        .map_err(|error| format!("{end:?}: {error}"))?;
-    if start >= end {
-        return Err(format!("empty seed range {start}..{end}"));
+/// `A..B` (B excluded), `A..=B` (B included) or one seed `N`.
+pub fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
+    let parse = |number: &str| {
+        number
+            .trim()
+            .parse::<u64>()
+            .map_err(|error| format!("{number:?} is not a seed: {error}"))
+    };
+    if let Some((start, end)) = text.split_once("..=") {
+        let (start, end) = (parse(start)?, parse(end)?);
+        return match end.checked_add(1) {
+            Some(after) if start <= end => Ok(start..after),
+            Some(_) => Err(format!("empty seed range {text}")),
+            None => Err(format!("{text}: the last seed is too large")),
+        };
     }
-    Ok(start..end)
+    if let Some((start, end)) = text.split_once("..") {
+        let (start, end) = (parse(start)?, parse(end)?);
+        if start >= end {
+            return Err(format!("empty seed range {start}..{end}"));
+        }
+        return Ok(start..end);
+    }
+    let seed = parse(text)
+        .map_err(|error| format!("seeds look like A..B, A..=B, N or random:N: {error}"))?;
+    seed.checked_add(1)
+        .map(|after| seed..after)
+        .ok_or_else(|| format!("{text}: the seed is too large"))
 }
 
 fn parse_shard(text: &str) -> Result<(u64, u64), String> {
@@ -220,7 +241,12 @@ fn load_scenarios(name: &str, no_schema_retry: bool) -> Result<Vec<Scenario>, St
 
 /// Prints the failing seeds of `summary` in detail: the `SEED=` line, the
 /// violation, a trace excerpt and the replay line.
-fn print_failures(scenario: &Scenario, summary: &SweepSummary, save_regression: bool) {
+fn print_failures(
+    scenario: &Scenario,
+    summary: &SweepSummary,
+    save_regression: bool,
+    out: &std::path::Path,
+) {
     for failure in summary.failures.iter().take(FAILURES_SHOWN) {
         let options = RunOptions {
             unfenced: summary.unfenced,
@@ -240,8 +266,10 @@ fn print_failures(scenario: &Scenario, summary: &SweepSummary, save_regression: 
         for line in outcome.trace_excerpt(EXCERPT_LINES) {
             println!("  {line}");
         }
-        let picture = PathBuf::from(replay_file_stem(&outcome) + ".html");
-        match std::fs::write(&picture, outcome.timeline_html()) {
+        let picture = out.join(replay_file_stem(&outcome) + ".html");
+        let written = std::fs::create_dir_all(out)
+            .and_then(|()| std::fs::write(&picture, outcome.timeline_html()));
+        match written {
             Ok(()) => println!("timeline: {}", picture.display()),
             Err(error) => println!("timeline: cannot write {}: {error}", picture.display()),
         }
@@ -383,6 +411,7 @@ fn sweep_and_report(
     config: &SweepConfig,
     quiet: bool,
     save_regression: bool,
+    out: &std::path::Path,
 ) -> Vec<SweepSummary> {
     let mut summaries = Vec::new();
     for scenario in scenarios {
@@ -411,7 +440,7 @@ fn sweep_and_report(
                 summary.failures.len()
             );
         }
-        print_failures(scenario, &summary, save_regression);
+        print_failures(scenario, &summary, save_regression, out);
         let stopped = summary.resume_from;
         summaries.push(summary);
         if stopped.is_some() {
@@ -493,7 +522,8 @@ pub fn run_sim(args: SimArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     stop_sweeps_on_interrupt();
-    let summaries = sweep_and_report(&scenarios, &config, args.quiet, args.save_regression);
+    let out = args.out.clone().unwrap_or_else(crate::run::evidence_dir);
+    let summaries = sweep_and_report(&scenarios, &config, args.quiet, args.save_regression, &out);
     let interrupted = summaries
         .iter()
         .any(|summary| summary.resume_from.is_some());
@@ -604,9 +634,10 @@ fn run_merge(files: &[PathBuf], json: Option<&std::path::Path>) -> ExitCode {
         println!("{}", scenario.to_summary(merged.unfenced).table_row());
         for seed in scenario.failing_seeds.iter().take(FAILURES_SHOWN) {
             println!(
-                "  FAILED seed {}: {}  (replay: cargo run --release -- replay {} --seed {}{})",
+                "  FAILED seed {}: {}  (replay: {} replay {} --seed {}{})",
                 seed.seed,
                 seed.first_problem,
+                crate::run::invocation(),
                 scenario.scenario,
                 seed.seed,
                 if merged.unfenced { " --unfenced" } else { "" }
@@ -661,18 +692,32 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         eprintln!("history written to {}", path.display());
     }
     let text = outcome.trace.join("\n") + "\n";
-    if args.quiet {
+    let path = match &args.out {
+        Some(path) => path.clone(),
+        None => {
+            let dir = crate::run::evidence_dir();
+            if let Err(error) = std::fs::create_dir_all(&dir) {
+                eprintln!(
+                    "leaseproof replay: cannot create {}: {error}",
+                    dir.display()
+                );
+                return ExitCode::from(2);
+            }
+            dir.join(replay_file_stem(&outcome) + ".trace")
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let _ = if args.quiet {
         // The verdict, whatever it is: a quiet replay still answers.
         let verdict = if outcome.is_ok() { "PASS" } else { "FAIL" };
-        println!("{verdict}: {} seed {}", scenario.name, args.seed);
+        writeln!(stdout, "{verdict}: {} seed {}", scenario.name, args.seed)
+    } else if args.print_trace {
+        stdout.write_all(text.as_bytes())
     } else {
-        // A closed pipe (`| head`) is not an error worth a panic.
-        let _ = std::io::stdout().lock().write_all(text.as_bytes());
-    }
-    let path = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(replay_file_stem(&outcome) + ".trace"));
+        print_replay_summary(&mut stdout, &outcome)
+    };
+    drop(stdout);
     // The picture: where asked, and beside the trace of every failing replay.
     let picture = args
         .html
@@ -691,7 +736,11 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         }
     }
     match std::fs::write(&path, &text) {
-        Ok(()) => eprintln!("trace written to {}", path.display()),
+        Ok(()) => eprintln!(
+            "trace written to {} ({} lines; --print-trace prints it all)",
+            path.display(),
+            outcome.trace.len()
+        ),
         Err(error) => {
             eprintln!(
                 "leaseproof replay: cannot write {}: {error}",
@@ -706,6 +755,37 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         eprintln!("FAILED: {}", outcome.first_problem().unwrap_or_default());
         ExitCode::FAILURE
     }
+}
+
+/// What a replay prints by default: the run's header (seed, scenario, the
+/// faults drawn), the trace lines leading to the first violation, and the
+/// verdict line the trace ends with.
+fn print_replay_summary(
+    out: &mut impl std::io::Write,
+    outcome: &RunOutcome,
+) -> std::io::Result<()> {
+    for line in &outcome.header {
+        writeln!(out, "{line}")?;
+    }
+    if !outcome.is_ok() {
+        writeln!(
+            out,
+            "trace excerpt (last {EXCERPT_LINES} lines before the violation):"
+        )?;
+        for line in outcome.trace_excerpt(EXCERPT_LINES) {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    let verdict: Vec<&String> = outcome
+        .trace
+        .iter()
+        .rev()
+        .take_while(|line| !line.starts_with("[sim "))
+        .collect();
+    for line in verdict.into_iter().rev() {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
 }
 
 /// The default sweep of every scenario (the reference, fenced), on all cores,
@@ -739,7 +819,13 @@ pub fn run_verify() -> ExitCode {
         jobs: default_jobs(),
         unfenced: false,
     };
-    let summaries = sweep_and_report(&scenarios, &config, false, false);
+    let summaries = sweep_and_report(
+        &scenarios,
+        &config,
+        false,
+        false,
+        &crate::run::evidence_dir(),
+    );
     if summaries.iter().all(|summary| summary.failures.is_empty()) {
         ExitCode::SUCCESS
     } else {

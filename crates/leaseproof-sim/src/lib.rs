@@ -45,7 +45,9 @@ pub mod wall;
 pub mod wire;
 
 pub use faults::{FaultEvent, FaultPlan, WorkerPlan};
-pub use run::{run, PauseHooks, RunOptions, RunOutcome, SimClocks, SCOPE};
+pub use run::{
+    evidence_dir, invocation, run, PauseHooks, RunOptions, RunOutcome, SimClocks, SCOPE,
+};
 pub use scenario::{scenarios_dir, Faults, Scenario, ScenarioError, Span, EMBEDDED};
 pub use sweep::{
     regressions, run_regression, seed_window_base, sweep, Regression, RegressionExpect,

@@ -76,26 +76,7 @@ fn parse_faults(text: &str) -> Result<FaultList, String> {
 }
 
 fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
-    let parse = |number: &str| {
-        number
-            .trim()
-            .parse::<u64>()
-            .map_err(|error| format!("{number:?} is not a seed: {error}"))
-    };
-    if let Some((start, end)) = text.split_once("..=") {
-        let (start, end) = (parse(start)?, parse(end)?);
-        return (start <= end)
-            .then(|| start..end + 1)
-            .ok_or_else(|| format!("{text}: empty range"));
-    }
-    if let Some((start, end)) = text.split_once("..") {
-        let (start, end) = (parse(start)?, parse(end)?);
-        return (start < end)
-            .then_some(start..end)
-            .ok_or_else(|| format!("{text}: empty range"));
-    }
-    let seed = parse(text)?;
-    Ok(seed..seed + 1)
+    leaseproof_sim::cli::parse_seeds(text)
 }
 
 impl ClientsArgs {
@@ -129,9 +110,7 @@ impl ClientsArgs {
 }
 
 fn invoked_as() -> String {
-    std::env::args()
-        .next()
-        .unwrap_or_else(|| "leaseproof".to_string())
+    leaseproof_sim::invocation()
 }
 
 /// Runs `leaseproof clients`.
@@ -267,7 +246,7 @@ fn save_evidence(args: &ClientsArgs, seed: u64, outcome: &ClientRunReport) {
     let dir = args
         .out
         .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("leaseproof-out"));
+        .unwrap_or_else(leaseproof_sim::evidence_dir);
     if let Err(error) = std::fs::create_dir_all(&dir) {
         eprintln!("leaseproof clients: {}: {error}", dir.display());
         return;

@@ -134,7 +134,8 @@ impl RunOutcome {
     /// The one line that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -- replay {} --seed {}{}",
+            "{} replay {} --seed {}{}",
+            invocation(),
             self.scenario,
             self.seed,
             self.options.flag_arguments()
@@ -193,6 +194,27 @@ impl RunOutcome {
         };
         body[end.saturating_sub(lines_max)..end].to_vec()
     }
+}
+
+/// The program to name in a printed command: the `leaseproof` binary as it
+/// was invoked, or `cargo run --release --` from anything else (a test, a
+/// library caller), where no such binary ran.
+pub fn invocation() -> String {
+    let argv0 = std::env::args().next().unwrap_or_default();
+    let is_leaseproof = std::path::Path::new(&argv0)
+        .file_name()
+        .is_some_and(|name| name == "leaseproof");
+    if is_leaseproof {
+        argv0
+    } else {
+        "cargo run --release --".to_string()
+    }
+}
+
+/// Where evidence files (timelines, traces, histories) go unless a flag says
+/// otherwise: `leaseproof-out` in the temp dir, never the working directory.
+pub fn evidence_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join("leaseproof-out")
 }
 
 /// The time bounds of one run, from its scenario.

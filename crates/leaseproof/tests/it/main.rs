@@ -8,6 +8,7 @@ mod interrupts;
 mod json;
 mod malformed;
 mod misuse;
+mod output;
 mod shards;
 mod tidy;
 mod timeline;

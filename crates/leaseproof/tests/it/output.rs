@@ -1,0 +1,120 @@
+//! What the harness writes, and where: nothing in the working directory
+//! unless asked; evidence under `leaseproof-out` in the temp dir; replay
+//! lines that name the binary that ran; a replay that prints a page, not the
+//! whole trace.
+//!
+//! Method: run the built binary from an empty working directory with a
+//! `TMPDIR` of the test's own, on a sweep and a replay that fail (unfenced
+//! gc-pause), and look at both directories and at what was printed.
+
+use std::path::Path;
+use std::process::Command;
+
+fn leaseproof(args: &[&str], cwd: &Path, temp: &Path) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
+        .args(args)
+        .current_dir(cwd)
+        .env("TMPDIR", temp)
+        .output()
+        .expect("run leaseproof");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_failing_sweep_and_replay_write_their_evidence_to_the_temp_dir_not_the_cwd() {
+    let cwd = tempfile::tempdir().unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let binary = env!("CARGO_BIN_EXE_leaseproof");
+
+    // `0..=1`: two seeds, the last included.
+    let (code, stdout, stderr) = leaseproof(
+        &[
+            "sim",
+            "gc-pause",
+            "--unfenced",
+            "--seeds",
+            "0..=1",
+            "--quiet",
+        ],
+        cwd.path(),
+        temp.path(),
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("gc-pause*               2"), "{stdout}");
+    assert_eq!(names(cwd.path()), Vec::<String>::new(), "{stdout}");
+    let out = temp.path().join("leaseproof-out");
+    assert!(
+        names(&out)
+            .iter()
+            .any(|name| name.starts_with("leaseproof-replay-gc-pause-") && name.ends_with(".html")),
+        "{:?}",
+        names(&out)
+    );
+    let replay_line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("replay: "))
+        .expect("a replay line");
+    assert!(
+        replay_line.starts_with(&format!("{binary} replay gc-pause --seed ")),
+        "names the binary that ran: {replay_line}"
+    );
+
+    // The replay it printed, run as printed: a page of output, not the trace.
+    let seed = replay_line
+        .split_whitespace()
+        .skip_while(|word| *word != "--seed")
+        .nth(1)
+        .unwrap();
+    let (code, stdout, stderr) = leaseproof(
+        &["replay", "gc-pause", "--seed", seed, "--unfenced"],
+        cwd.path(),
+        temp.path(),
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stdout.starts_with(&format!("SEED={seed} scenario=gc-pause")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verdict: "), "{stdout}");
+    let trace = out.join(format!("leaseproof-replay-gc-pause-{seed}-unfenced.trace"));
+    let trace_lines = std::fs::read_to_string(&trace).unwrap().lines().count();
+    assert!(
+        stdout.lines().count() * 4 < trace_lines,
+        "{} lines printed of a {trace_lines}-line trace",
+        stdout.lines().count()
+    );
+    assert!(stderr.contains("--print-trace"), "{stderr}");
+    assert_eq!(names(cwd.path()), Vec::<String>::new());
+
+    // --print-trace prints it all, byte for byte.
+    let (_, printed, _) = leaseproof(
+        &[
+            "replay",
+            "gc-pause",
+            "--seed",
+            seed,
+            "--unfenced",
+            "--print-trace",
+        ],
+        cwd.path(),
+        temp.path(),
+    );
+    assert_eq!(printed, std::fs::read_to_string(&trace).unwrap());
+}
