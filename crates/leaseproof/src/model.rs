@@ -84,6 +84,17 @@ pub fn run(args: ModelArgs) -> ExitCode {
         reports.push(report);
     }
     let document = ModelDocument::new(&reports);
+    // One closing line: what the whole run showed, the exit status's verdict.
+    let as_expected = reports.iter().filter(|report| report.as_expected()).count();
+    let variants = reports
+        .iter()
+        .filter(|report| report.config.model.variant.expected_violation().is_some())
+        .count();
+    println!(
+        "{}: {as_expected} of {} model checks as expected (the reference: every property holds; each of {variants} broken variant(s): refuted with a counterexample)",
+        if document.passed { "PASS" } else { "FAIL" },
+        reports.len(),
+    );
     if let Some(path) = &args.json {
         if let Err(error) = std::fs::write(path, document.to_json()) {
             eprintln!("leaseproof model: writing {}: {error}", path.display());
