@@ -174,9 +174,16 @@ pub enum Outcome {
     },
 }
 
-/// Why an operation certainly failed.
+/// Why an operation certainly failed. In JSON `{"kind": "held" | "stale" |
+/// "error", "detail": …}`: a `detail` is required for `error` and optional
+/// (a note, not evidence) for the other two.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
+#[serde(
+    tag = "kind",
+    content = "detail",
+    rename_all = "snake_case",
+    try_from = "FailReasonRecord"
+)]
 pub enum FailReason {
     /// Acquire: someone else holds a live grant.
     Held,
@@ -187,6 +194,38 @@ pub enum FailReason {
     /// Anything else that certainly rolled back (a constraint, a refused
     /// transaction domain…).
     Error(String),
+}
+
+/// A fail reason as written in a file, before it is checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailReasonRecord {
+    kind: FailKind,
+    #[serde(default)]
+    detail: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum FailKind {
+    Held,
+    Stale,
+    Error,
+}
+
+impl TryFrom<FailReasonRecord> for FailReason {
+    type Error = String;
+
+    fn try_from(record: FailReasonRecord) -> Result<FailReason, String> {
+        match (record.kind, record.detail) {
+            (FailKind::Held, _) => Ok(FailReason::Held),
+            (FailKind::Stale, _) => Ok(FailReason::Stale),
+            (FailKind::Error, Some(detail)) => Ok(FailReason::Error(detail)),
+            (FailKind::Error, None) => {
+                Err("`detail` is required for kind \"error\": say what failed".to_string())
+            }
+        }
+    }
 }
 
 /// What the server returned for an operation that succeeded.

@@ -2,7 +2,7 @@
 //! merging several processes' histories, and the recorder shared by threads.
 
 use leaseproof_history::{
-    check, CheckConfig, EventKind, History, HistoryError, Op, Recorder, Stamp,
+    check, CheckConfig, EventKind, FailReason, History, HistoryError, Op, Outcome, Recorder, Stamp,
 };
 
 use crate::builder::{Builder, CommitEnd};
@@ -186,4 +186,53 @@ fn a_check_report_round_trips_through_json_naming_each_invariant_by_its_slug() {
     // Unknown fields are refused: a reader never guesses.
     let padded = text.replacen('{', "{\"extra\":1,", 1);
     assert!(serde_json::from_str::<leaseproof_history::CheckReport>(&padded).is_err());
+}
+
+/// A fail reason as the format documents it: `{"kind", "detail"}`, the
+/// detail a note for `held` and `stale`, required for `error`.
+#[test]
+fn fail_reasons_take_the_documented_detail() {
+    let line = |reason: &str| {
+        format!(
+            "{{\"record\":\"event\",\"index\":0,\"worker\":\"a\",\"incarnation\":0,\"true_time_us\":1,\"local_time_us\":1,\"kind\":{{\"type\":\"invoke\",\"op_id\":0,\"op\":{{\"op\":\"acquire\",\"scope\":\"s\",\"owner\":\"a\",\"ttl_us\":100}}}}}}\n\
+             {{\"record\":\"event\",\"index\":1,\"worker\":\"a\",\"incarnation\":0,\"true_time_us\":2,\"local_time_us\":2,\"kind\":{{\"type\":\"complete\",\"op_id\":0,\"outcome\":{{\"outcome\":\"fail\",\"reason\":{reason}}}}}}}\n"
+        )
+    };
+    let reason_of = |text: &str| match &History::from_json_lines(text).unwrap().events[1].kind {
+        EventKind::Complete {
+            outcome: Outcome::Fail { reason },
+            ..
+        } => reason.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(reason_of(&line(r#"{"kind":"held"}"#)), FailReason::Held);
+    assert_eq!(
+        reason_of(&line(r#"{"kind":"held","detail":"b holds it"}"#)),
+        FailReason::Held
+    );
+    assert_eq!(
+        reason_of(&line(r#"{"kind":"stale","detail":"token 3 < 4"}"#)),
+        FailReason::Stale
+    );
+    assert_eq!(
+        reason_of(&line(r#"{"kind":"error","detail":"disk full"}"#)),
+        FailReason::Error("disk full".to_string())
+    );
+    for refused in [
+        r#"{"kind":"error"}"#,
+        r#"{"kind":"hold"}"#,
+        r#"{"kind":"held","detial":"typo"}"#,
+    ] {
+        let error = History::from_json_lines(&line(refused)).unwrap_err();
+        assert!(
+            error.to_string().starts_with("line 2:"),
+            "{refused}: {error}"
+        );
+    }
+    // Written as before: a unit kind has no detail.
+    let mut history = History::from_json_lines(&line(r#"{"kind":"held","detail":"x"}"#)).unwrap();
+    history.events.truncate(2);
+    assert!(history
+        .to_json_lines()
+        .contains(r#""reason":{"kind":"held"}"#));
 }
