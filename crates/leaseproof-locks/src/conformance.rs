@@ -377,3 +377,65 @@ fn winners_and_holds(history: &leaseproof_history::History) -> (usize, usize) {
     winners.dedup();
     (winners.len(), holds)
 }
+
+/// What the whole suite measured, from [`run_suite`].
+#[derive(Debug, Clone)]
+pub struct SuiteReport {
+    /// How long the collision took to be refused.
+    pub collision_refused_after: Duration,
+    /// The mutual-exclusion race (its history included).
+    pub race: RaceSummary,
+}
+
+impl std::fmt::Display for SuiteReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "collision refused in {:.1} ms, {} holds by {} tasks, {} refusals",
+            self.collision_refused_after.as_secs_f64() * 1_000.0,
+            self.race.holds,
+            self.race.winners,
+            self.race.refusals
+        )
+    }
+}
+
+/// The whole suite, one call: every check above on tables of its own, named
+/// `{table_prefix}_collide`, `_a`, `_b` and `_race` in `public` (give each
+/// run a fresh prefix), the race with 8 tasks × 6 rounds holding 5 ms each.
+/// `lifetime_min` as for [`tasks_never_hold_one_table_at_once`]. The first
+/// check that breaks ends it, with its sentence (and, for the race, its
+/// history).
+///
+/// ```no_run
+/// # async fn run(manager: std::sync::Arc<dyn leaseproof_locks::LockManager>) {
+/// let report = leaseproof_locks::conformance::run_suite(manager, "my_lock_test", None)
+///     .await
+///     .unwrap_or_else(|error| panic!("{error}"));
+/// println!("{report}");
+/// # }
+/// ```
+pub async fn run_suite(
+    manager: Arc<dyn LockManager>,
+    table_prefix: &str,
+    lifetime_min: Option<Duration>,
+) -> Result<SuiteReport, ConformanceError> {
+    let table = |name: &str| TableName::new("public", format!("{table_prefix}_{name}"));
+    let collision_refused_after =
+        collision_is_refused_at_once(&*manager, &table("collide")).await?;
+    tables_are_independent_and_is_locked_agrees(&*manager, &table("a"), &table("b")).await?;
+    bad_input_is_a_typed_error(&*manager).await?;
+    let race = tasks_never_hold_one_table_at_once(
+        Arc::clone(&manager),
+        &table("race"),
+        8,
+        6,
+        Duration::from_millis(5),
+        lifetime_min,
+    )
+    .await?;
+    Ok(SuiteReport {
+        collision_refused_after,
+        race,
+    })
+}

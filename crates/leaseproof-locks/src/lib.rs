@@ -31,7 +31,9 @@ mod redis_lock;
 
 use std::fmt;
 
-use futures_core::future::BoxFuture;
+/// The future type [`LockManager`]'s methods return: implement a manager
+/// with `Box::pin(async move { … })`.
+pub use futures_core::future::BoxFuture;
 use leaseproof_protocol::{BackendError, FencingToken, InvalidInput, Lease, Scope};
 use tokio::sync::watch;
 

@@ -732,11 +732,7 @@ async fn locks_stage(report: &mut Report) {
 }
 
 async fn locks_conformance() -> Result<Vec<String>, String> {
-    use leaseproof_locks::conformance::{
-        bad_input_is_a_typed_error, collision_is_refused_at_once,
-        tables_are_independent_and_is_locked_agrees, tasks_never_hold_one_table_at_once,
-    };
-    use leaseproof_locks::{LockManager, TableName};
+    use leaseproof_locks::LockManager;
     use std::sync::Arc;
     let database = fresh_database().await?;
     let redis = leaseproof_redis_server::shared_server()?;
@@ -780,34 +776,12 @@ async fn locks_conformance() -> Result<Vec<String>, String> {
     ];
     let mut lines = Vec::new();
     for (manager, lifetime_min) in managers {
-        let table =
-            |name: &str| TableName::new("public", format!("verify_{name}_{}", std::process::id()));
-        let refused_after = collision_is_refused_at_once(&*manager, &table("collide"))
-            .await
-            .map_err(|error| error.to_string())?;
-        tables_are_independent_and_is_locked_agrees(&*manager, &table("a"), &table("b"))
-            .await
-            .map_err(|error| error.to_string())?;
-        bad_input_is_a_typed_error(&*manager)
-            .await
-            .map_err(|error| error.to_string())?;
-        let race = tasks_never_hold_one_table_at_once(
-            Arc::clone(&manager),
-            &table("race"),
-            8,
-            6,
-            std::time::Duration::from_millis(5),
-            lifetime_min,
-        )
-        .await
-        .map_err(|error| error.to_string())?;
-        lines.push(format!(
-            "{}: collision refused in {:.1} ms, {} holds by {} tasks",
-            manager.name(),
-            refused_after.as_secs_f64() * 1_000.0,
-            race.holds,
-            race.winners
-        ));
+        let prefix = format!("verify_{}", std::process::id());
+        let report =
+            leaseproof_locks::conformance::run_suite(Arc::clone(&manager), &prefix, lifetime_min)
+                .await
+                .map_err(|error| error.to_string())?;
+        lines.push(format!("{}: {report}", manager.name()));
     }
     Ok(lines)
 }

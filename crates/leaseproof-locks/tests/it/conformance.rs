@@ -182,3 +182,16 @@ async fn the_suite_catches_a_lock_that_grants_everyone() {
     let error = race.expect_err("the race must find two holders");
     assert!(error.what.contains("certainly held"), "{error}");
 }
+
+#[path = "../../examples/custom_manager.rs"]
+mod custom_manager;
+
+/// The example custom manager passes the whole suite through its one entry
+/// point, as a user's manager would from its tests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_custom_manager_passes_the_whole_suite() {
+    let report = custom_manager::check_memory_locks()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(report.contains("holds by"), "{report}");
+}
