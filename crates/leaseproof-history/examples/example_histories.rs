@@ -5,8 +5,9 @@
 //! - `broken.jsonl`: a rival granted inside a live grant (I1);
 //! - `queued-rival.jsonl`: a rival stamped at its statement's start behind a
 //!   release — a violation only if the stamps were decision times
-//!   (`--grant-stamps decision`); with `--grant-stamps statement-start` the
-//!   checker reports it as *possible*, not as a violation.
+//!   (`--grant-stamps decision`). It does not declare its stamps, so `check`
+//!   applies the sound rule and reports it as *possible*, not as a violation;
+//!   the other two declare `decision` in their first line.
 //!
 //! Run: `cargo run -p leaseproof-history --example example_histories -- examples/histories`
 
@@ -120,10 +121,20 @@ fn main() {
     release(&mut clean, "a", 1, 1_700_000_000_800_000);
     clean.acquire("b", 2, 1_700_000_000_900_000);
 
+    // These two are a lease that decides with the time it stamps, as the
+    // reference does, and say so: server-time overlaps are real.
+    let decision = leaseproof_history::CheckConfig {
+        grant_stamps: leaseproof_history::GrantStamps::Decision,
+        ..Default::default()
+    };
+    clean.history.design = Some(decision.clone());
+
     let mut broken = Writer::new();
+    broken.history.design = Some(decision);
     broken.acquire("a", 1, 1_700_000_000_000_000);
     broken.acquire("b", 2, 1_700_000_000_400_000);
 
+    // Undeclared: judged by the sound rule (statement-start).
     let mut queued = Writer::new();
     queued.acquire("a", 1, 1_700_000_000_000_000);
     let rival = queued.invoke("b", acquire("b"));

@@ -25,7 +25,8 @@ pub struct CheckArgs {
     /// time it stamps, as the reference does: a server-time overlap is a real
     /// one) or `statement-start` (a stamp only bounds the decision from
     /// below: overlaps must be proven by real-time order). Default: what
-    /// the history's `design` line declares, else `decision`.
+    /// the history's `design` line declares, else `statement-start` (the
+    /// sound rule: nothing is assumed that the file does not state).
     #[arg(long, value_parser = |text: &str| text.parse::<GrantStamps>())]
     pub grant_stamps: Option<GrantStamps>,
     /// A worker that writes without the fence (its belief overlaps are violations).
@@ -91,6 +92,25 @@ pub fn run(args: CheckArgs) -> ExitCode {
         unfenced_workers,
         grant_stamps,
     };
+    let reports_server_times = history.events.iter().any(|event| {
+        matches!(
+            &event.kind,
+            leaseproof_history::EventKind::Complete {
+                outcome: leaseproof_history::Outcome::Ok {
+                    result: leaseproof_history::OpResult::Lease { .. }
+                },
+                ..
+            }
+        )
+    });
+    if history.design.is_none() && args.grant_stamps.is_none() && reports_server_times {
+        eprintln!(
+            "the history does not declare what its grant stamps mean: judged by the sound rule \
+             (--grant-stamps statement-start: a server-time overlap fails only where real-time \
+             order proves it); declare it (a `design` line) or pass --grant-stamps decision \
+             if each grant is stamped with the time it was decided"
+        );
+    }
     if history.design.is_some() {
         eprintln!(
             "judged as the history declares: --grant-stamps {grant_stamps}{}",

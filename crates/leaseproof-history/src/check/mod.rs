@@ -66,14 +66,20 @@ pub struct CheckConfig {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub unfenced_workers: BTreeSet<String>,
     /// What a design's server timestamps mean, and so what they can prove.
-    #[serde(default)]
+    /// A declaration that does not say is judged by the sound rule.
+    #[serde(default = "GrantStamps::undeclared")]
     pub grant_stamps: GrantStamps,
 }
 
 impl CheckConfig {
-    /// What `history` declares about its design, or the defaults.
+    /// What `history` declares about its design; for a history that does
+    /// not say, the sound rule ([`GrantStamps::undeclared`]): no definite
+    /// violation rests on an assumption the file does not state.
     pub fn declared_by(history: &History) -> CheckConfig {
-        history.design.clone().unwrap_or_default()
+        history.design.clone().unwrap_or(CheckConfig {
+            unfenced_workers: BTreeSet::new(),
+            grant_stamps: GrantStamps::undeclared(),
+        })
     }
 }
 
@@ -102,6 +108,17 @@ pub enum GrantStamps {
     /// acknowledged before an operation that then found the earlier grant
     /// still live (a renewal or a release of it that succeeded) was invoked.
     StatementStart,
+}
+
+impl GrantStamps {
+    /// What a history that does not declare its stamps is judged by:
+    /// [`GrantStamps::StatementStart`], which assumes nothing about when a
+    /// grant was decided, so a server-time overlap is a violation only where
+    /// real-time order proves it. (A program that builds a [`CheckConfig`]
+    /// knows its design and says so; its `Default` is `Decision`.)
+    pub const fn undeclared() -> GrantStamps {
+        GrantStamps::StatementStart
+    }
 }
 
 impl fmt::Display for GrantStamps {

@@ -69,7 +69,7 @@ pub(super) fn judge(
         .map(leaseproof_worker::history_row)
         .collect();
     recorder.set_guarded_rows(rows);
-    let history = recorder.snapshot();
+    let mut history = recorder.snapshot();
     // The stamps against the configured clock: what the checker trusts, held
     // to the simulation's ground truth.
     expectation_failures.extend(crate::true_time::stamps_off_the_server_clock(
@@ -101,6 +101,8 @@ pub(super) fn judge(
         }
         None => check(&history, &config),
     };
+    // Saved with the history (`replay --history`): judged again as here.
+    history.design = Some(config);
 
     Verdict {
         report,

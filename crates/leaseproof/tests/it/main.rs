@@ -46,15 +46,23 @@ fn check_passes_the_clean_example_and_fails_the_broken_one() {
 
 #[test]
 fn check_judges_statement_start_stamps_without_crying_wolf() {
-    let (code, stdout, _) = check(&["examples/histories/queued-rival.jsonl"]);
-    assert_eq!(code, 1, "decision stamps make the overlap real: {stdout}");
+    // Undeclared stamps: the sound rule, and the user is told.
+    let (code, stdout, stderr) = check(&["examples/histories/queued-rival.jsonl"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("possible (could not judge)"), "{stdout}");
+    assert!(stderr.contains("sound rule"), "{stderr}");
     let (code, stdout, _) = check(&[
         "examples/histories/queued-rival.jsonl",
         "--grant-stamps",
         "statement-start",
     ]);
     assert_eq!(code, 0, "{stdout}");
-    assert!(stdout.contains("possible (could not judge)"), "{stdout}");
+    let (code, stdout, _) = check(&[
+        "examples/histories/queued-rival.jsonl",
+        "--grant-stamps",
+        "decision",
+    ]);
+    assert_eq!(code, 1, "decision stamps make the overlap real: {stdout}");
 }
 
 /// A history that declares its grant stamps (its `design` line, as the

@@ -28,10 +28,13 @@ fn check(text: &str) -> (i32, String) {
     (output.status.code().unwrap_or(-1), text)
 }
 
+/// The clean example's events and rows (its `design` line left out, so the
+/// line numbers below count events).
 fn clean() -> Vec<String> {
     std::fs::read_to_string(repository().join("examples/histories/clean.jsonl"))
         .unwrap()
         .lines()
+        .filter(|line| !line.starts_with(r#"{"record":"design""#))
         .map(str::to_string)
         .collect()
 }
