@@ -399,21 +399,19 @@ impl Validator {
                 Ok(())
             }
             Outcome::Ok {
-                result:
-                    OpResult::Lock {
-                        token: Some(token), ..
-                    },
-            } => token_at_least_one("kind.outcome.result.token", *token),
-            Outcome::Ok {
-                result:
-                    OpResult::Lock {
-                        lifetime_us: Some(lifetime_us),
-                        ..
-                    },
-            } if *lifetime_us <= 0 => Err((
-                "kind.outcome.result.lifetime_us",
-                format!("{lifetime_us}: a promised lifetime is > 0"),
-            )),
+                result: OpResult::Lock { token, lifetime_us },
+            } => {
+                if let Some(token) = token {
+                    token_at_least_one("kind.outcome.result.token", *token)?;
+                }
+                match lifetime_us {
+                    Some(lifetime_us) if *lifetime_us <= 0 => Err((
+                        "kind.outcome.result.lifetime_us",
+                        format!("{lifetime_us}: a promised lifetime is > 0"),
+                    )),
+                    _ => Ok(()),
+                }
+            }
             _ => Ok(()),
         }
     }

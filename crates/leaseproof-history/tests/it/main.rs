@@ -13,6 +13,7 @@ mod format;
 mod lock_writes;
 mod mutual_exclusion;
 mod nothing_lost;
+mod refused;
 mod simulated;
 mod takeover;
 mod timeline;
