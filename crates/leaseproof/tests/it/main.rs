@@ -9,6 +9,7 @@ mod json;
 mod malformed;
 mod misuse;
 mod output;
+mod python_recorder;
 mod shards;
 mod tidy;
 mod timeline;

@@ -1,0 +1,159 @@
+"""Record a history in leaseproof's format from a Python program.
+
+`leaseproof check FILE` judges what this writes (docs/history-format.md).
+Stamp every operation as it happens, on one clock common to all workers
+(this module's monotonic clock, or pass your own): the invoke *before* you
+send, the completion *after* the answer arrived. Then add the rows your
+lock protected, read back after the run, with their commit times on the
+store's clock where it can tell.
+
+    from leaseproof_history import Recorder
+    history = Recorder(design={"grant_stamps": "statement-start"})
+    op = history.invoke("w1", history.acquire("job", "w1", ttl_us=2_000_000))
+    ... take the lock ...
+    history.ok("w1", op, history.lock(token=7, lifetime_us=2_000_000))
+    history.save("run.jsonl")
+
+Standard library only; thread-safe.
+"""
+
+import json
+import threading
+import time
+
+
+class Recorder:
+    """A history being recorded: events in the order they happened."""
+
+    def __init__(self, design=None, clock_us=None):
+        # `design`: what the design says about itself (grant_stamps,
+        # unfenced_workers); written as the file's first line.
+        self._design = design
+        self._clock_us = clock_us or (lambda: time.monotonic_ns() // 1_000)
+        self._mutex = threading.Lock()
+        self._events = []
+        self._rows = []
+        self._next_op_id = 0
+
+    # -- events ---------------------------------------------------------
+
+    def _event(self, worker, kind, incarnation):
+        # Clock read and append under one lock: each worker's events stay in
+        # time order even when threads record at once.
+        with self._mutex:
+            now = self._clock_us()
+            self._events.append(
+                {
+                    "record": "event",
+                    "index": len(self._events),
+                    "worker": worker,
+                    "incarnation": incarnation,
+                    "true_time_us": now,
+                    "local_time_us": now,
+                    "kind": kind,
+                }
+            )
+
+    def invoke(self, worker, op, incarnation=0):
+        """Records that `worker` sent `op`; returns its op id."""
+        with self._mutex:
+            op_id = self._next_op_id
+            self._next_op_id += 1
+        self._event(worker, {"type": "invoke", "op_id": op_id, "op": op}, incarnation)
+        return op_id
+
+    def ok(self, worker, op_id, result, incarnation=0):
+        """The operation took effect; `result` as the helpers below build it."""
+        self._complete(worker, op_id, {"outcome": "ok", "result": result}, incarnation)
+
+    def fail(self, worker, op_id, kind, detail=None, incarnation=0):
+        """It certainly did not take effect: kind `held`, `stale` or `error`."""
+        reason = {"kind": kind}
+        if detail is not None:
+            reason["detail"] = detail
+        self._complete(worker, op_id, {"outcome": "fail", "reason": reason}, incarnation)
+
+    def unknown(self, worker, op_id, reason, incarnation=0):
+        """The worker cannot tell (a timeout, a lost connection)."""
+        self._complete(
+            worker, op_id, {"outcome": "unknown", "reason": str(reason)}, incarnation
+        )
+
+    def _complete(self, worker, op_id, outcome, incarnation):
+        self._event(
+            worker, {"type": "complete", "op_id": op_id, "outcome": outcome}, incarnation
+        )
+
+    def belief_start(self, worker, scope, token=0, incarnation=0):
+        self._event(worker, {"type": "belief_start", "scope": scope, "token": token}, incarnation)
+
+    def belief_end(self, worker, scope, reason, token=0, incarnation=0):
+        self._event(
+            worker,
+            {"type": "belief_end", "scope": scope, "token": token, "reason": reason},
+            incarnation,
+        )
+
+    # -- operations and results ----------------------------------------
+
+    @staticmethod
+    def acquire(scope, owner, ttl_us):
+        return {"op": "acquire", "scope": scope, "owner": owner, "ttl_us": ttl_us}
+
+    @staticmethod
+    def release(scope, owner, token=0):
+        return {"op": "release", "scope": scope, "owner": owner, "token": token}
+
+    @staticmethod
+    def write(scope, owner, cycle_id, items):
+        return {
+            "op": "write",
+            "scope": scope,
+            "owner": owner,
+            "cycle_id": cycle_id,
+            "items": items,
+        }
+
+    @staticmethod
+    def lock(token=None, lifetime_us=None):
+        """A grant of a lock that reports no server times: its token (if
+        any) and the lifetime it promises from the acquisition's invoke (its
+        TTL; None for a lock that lives with its session)."""
+        result = {"result": "lock"}
+        if token is not None:
+            result["token"] = token
+        if lifetime_us is not None:
+            result["lifetime_us"] = lifetime_us
+        return result
+
+    UNLOCKED = {"result": "unlocked"}
+    WRITTEN = {"result": "written"}
+
+    # -- rows -----------------------------------------------------------
+
+    def work_row(self, seq, scope, owner, cycle_id, item, committed_at_us=None):
+        """A row a `write` left in the store, read back after the run."""
+        row = {
+            "record": "work_row",
+            "seq": seq,
+            "scope": scope,
+            "owner": owner,
+            "cycle_id": cycle_id,
+            "item": item,
+        }
+        if committed_at_us is not None:
+            row["committed_at_us"] = committed_at_us
+        with self._mutex:
+            self._rows.append(row)
+
+    # -- the file -------------------------------------------------------
+
+    def save(self, path):
+        with self._mutex:
+            records = list(self._events) + sorted(self._rows, key=lambda row: row["seq"])
+            design = self._design
+        with open(path, "w", encoding="utf-8") as out:
+            if design is not None:
+                out.write(json.dumps({"record": "design", **design}) + "\n")
+            for record in records:
+                out.write(json.dumps(record) + "\n")
