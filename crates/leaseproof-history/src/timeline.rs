@@ -37,7 +37,8 @@ pub struct Annotation {
 }
 
 /// Width of the time axis, px.
-const AXIS_WIDTH: f64 = 1_400.0;
+/// With the labels and the page's margins, the page fits a 1,400 px window.
+const AXIS_WIDTH: f64 = 1_120.0;
 /// Width of the lane labels, px.
 const LABEL_WIDTH: f64 = 190.0;
 /// Height of one worker lane, px.
@@ -77,11 +78,13 @@ pub fn timeline_html(
     html.push_str(LEGEND);
     let _ = writeln!(
         html,
-        "<p class=\"note\">Worker events on the common true-time axis ({} to {}). Server times \
-         (grants, commits) placed with one offset: server − true ≈ {} (the median over the \
-         ok acquisitions of invoke/complete midpoint − granted_at).</p>",
+        "<p class=\"note\">Worker events on the common true-time axis, from the first event \
+         (at {} on the history's clock) over {}. Server times (grants, commits) placed with one \
+         offset: server − true ≈ {} (the median, over the ok acquisitions and writes, of their \
+         invoke/complete midpoint − the server time they reported). A grant reaching past the \
+         last event is cut there.</p>",
         format_us(picture.start_us),
-        format_us(picture.end_us),
+        format_us(picture.end_us - picture.start_us),
         format_signed_us(-picture.server_to_true_us),
     );
     html.push_str(&picture.svg());
@@ -128,9 +131,18 @@ struct BeliefBar {
     record: String,
 }
 
+/// What a scope's lane shows: its grants (server time), the guarded rows and
+/// the work rows of unfenced writes (at their commit times).
+#[derive(Default)]
+struct ScopeMarks<'h> {
+    grants: BTreeMap<u64, GrantBar>,
+    rows: Vec<&'h GuardedRow>,
+    work_rows: Vec<&'h crate::event::WorkRow>,
+}
+
 struct Picture<'h> {
     lanes: Vec<Lane<'h>>,
-    scopes: BTreeMap<&'h str, (BTreeMap<u64, GrantBar>, Vec<&'h GuardedRow>)>,
+    scopes: BTreeMap<&'h str, ScopeMarks<'h>>,
     annotations: &'h [Annotation],
     start_us: i64,
     end_us: i64,
@@ -146,9 +158,11 @@ impl<'h> Picture<'h> {
         let mut lane_of: BTreeMap<(&str, u64), usize> = BTreeMap::new();
         let mut op_at: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
         let mut open_beliefs: BTreeMap<(usize, &str), usize> = BTreeMap::new();
-        let mut scopes: BTreeMap<&str, (BTreeMap<u64, GrantBar>, Vec<&GuardedRow>)> =
-            BTreeMap::new();
+        let mut scopes: BTreeMap<&str, ScopeMarks<'h>> = BTreeMap::new();
+        // Estimates of (true time − server time): an acquisition's midpoint
+        // against its grant, a write's against its rows' commit time.
         let mut midpoint_minus_granted: Vec<i64> = Vec::new();
+        let mut write_span: BTreeMap<(&str, u64), i64> = BTreeMap::new();
         for event in &history.events {
             let key = (event.worker.as_str(), event.incarnation);
             let lane = *lane_of.entry(key).or_insert_with(|| {
@@ -196,21 +210,33 @@ impl<'h> Picture<'h> {
                                         (bar.invoke_us + event.true_time_us) / 2 - granted_at_us,
                                     );
                                 }
-                                let grant = entry.0.entry(*token).or_insert_with(|| GrantBar {
-                                    owner: owner.clone(),
-                                    granted_at_us: *granted_at_us,
-                                    end_us: *expires_at_us,
-                                    events: Vec::new(),
-                                });
+                                let grant =
+                                    entry.grants.entry(*token).or_insert_with(|| GrantBar {
+                                        owner: owner.clone(),
+                                        granted_at_us: *granted_at_us,
+                                        end_us: *expires_at_us,
+                                        events: Vec::new(),
+                                    });
                                 grant.end_us = grant.end_us.max(*expires_at_us);
                                 grant.events.push(event.index);
                             }
                             OpResult::Released { released_at_us } => {
                                 if let Op::Release { token, .. } = bar.op {
-                                    if let Some(grant) = entry.0.get_mut(token) {
+                                    if let Some(grant) = entry.grants.get_mut(token) {
                                         grant.end_us = grant.end_us.min(*released_at_us);
                                         grant.events.push(event.index);
                                     }
+                                }
+                            }
+                            OpResult::Written => {
+                                if let Op::Write {
+                                    owner, cycle_id, ..
+                                } = bar.op
+                                {
+                                    write_span.insert(
+                                        (owner.as_str(), *cycle_id),
+                                        (bar.invoke_us + event.true_time_us) / 2,
+                                    );
                                 }
                             }
                             _ => {}
@@ -239,7 +265,16 @@ impl<'h> Picture<'h> {
             }
         }
         for row in &history.guarded_rows {
-            scopes.entry(&row.scope).or_default().1.push(row);
+            scopes.entry(&row.scope).or_default().rows.push(row);
+        }
+        for row in &history.work_rows {
+            scopes.entry(&row.scope).or_default().work_rows.push(row);
+            if let (Some(committed_at_us), Some(midpoint)) = (
+                row.committed_at_us,
+                write_span.get(&(row.owner.as_str(), row.cycle_id)),
+            ) {
+                midpoint_minus_granted.push(midpoint - committed_at_us);
+            }
         }
         midpoint_minus_granted.sort_unstable();
         let server_to_true_us = midpoint_minus_granted
@@ -252,15 +287,25 @@ impl<'h> Picture<'h> {
             .map(|event| event.true_time_us)
             .chain(annotations.iter().map(|note| note.true_time_us))
             .collect();
-        for (grants, rows) in scopes.values() {
-            for grant in grants.values() {
-                times.push(grant.granted_at_us + server_to_true_us);
-                times.push(grant.end_us + server_to_true_us);
-            }
-            for row in rows {
+        // The axis fits the activity: events, faults and rows. A grant that
+        // outlives the last event (never released, a long TTL) is cut there.
+        for marks in scopes.values() {
+            for row in &marks.rows {
                 times.push(row.committed_at_us.unwrap_or(row.written_at_us) + server_to_true_us);
             }
+            for row in &marks.work_rows {
+                if let Some(committed_at_us) = row.committed_at_us {
+                    times.push(committed_at_us + server_to_true_us);
+                }
+            }
         }
+        // Lanes in natural order of their names (w2 before w10), then
+        // incarnation.
+        lanes.sort_by(|a, b| {
+            natural_key(a.worker)
+                .cmp(&natural_key(b.worker))
+                .then(a.incarnation.cmp(&b.incarnation))
+        });
         let start_us = times.iter().copied().min().unwrap_or(0);
         let end_us = times.iter().copied().max().unwrap_or(0).max(start_us + 1);
         let flagged = |violations: &[Violation]| {
@@ -287,9 +332,12 @@ impl<'h> Picture<'h> {
         }
     }
 
+    /// The x of `true_us`, clamped to the axis (a grant reaching beyond the
+    /// activity is cut at its edge).
     fn x(&self, true_us: i64) -> f64 {
         let span = (self.end_us - self.start_us).max(1) as f64;
-        LABEL_WIDTH + (true_us - self.start_us) as f64 / span * AXIS_WIDTH
+        let at = true_us.clamp(self.start_us, self.end_us);
+        LABEL_WIDTH + (at - self.start_us) as f64 / span * AXIS_WIDTH
     }
 
     fn svg(&self) -> String {
@@ -314,8 +362,8 @@ impl<'h> Picture<'h> {
             self.worker_lane(&mut svg, lane, y);
             y += LANE_HEIGHT;
         }
-        for (scope, (grants, rows)) in &self.scopes {
-            self.grant_lane(&mut svg, scope, grants, rows, y);
+        for (scope, marks) in &self.scopes {
+            self.grant_lane(&mut svg, scope, marks, y);
             y += GRANT_LANE_HEIGHT;
         }
         svg.push_str("</svg>\n");
@@ -357,8 +405,8 @@ impl<'h> Picture<'h> {
         .into_iter()
         .find(|step| span_us / step <= 12)
         .unwrap_or(3_600_000_000_i64);
-        let first = self.start_us.div_euclid(step_us) * step_us + step_us;
-        let mut tick = first;
+        // Round steps from the first event: the labels read +0.5 s, +1 s, …
+        let mut tick = self.start_us + step_us;
         while tick <= self.end_us {
             let x = self.x(tick);
             let _ = writeln!(
@@ -367,7 +415,9 @@ impl<'h> Picture<'h> {
                  <text class=\"tick-label\" x=\"{x:.1}\" y=\"{label:.0}\">{text}</text>",
                 top = AXIS_HEIGHT - 6.0,
                 label = AXIS_HEIGHT - 10.0,
-                text = escape(&format_us(tick)),
+                // Relative to the first event: a history's clock may count
+                // from anywhere (a process's monotonic clock).
+                text = escape(&format_signed_us(tick - self.start_us)),
             );
             tick += step_us;
         }
@@ -497,14 +547,8 @@ impl<'h> Picture<'h> {
         svg.push_str("</g>\n");
     }
 
-    fn grant_lane(
-        &self,
-        svg: &mut String,
-        scope: &str,
-        grants: &BTreeMap<u64, GrantBar>,
-        rows: &[&GuardedRow],
-        y: f64,
-    ) {
+    fn grant_lane(&self, svg: &mut String, scope: &str, marks: &ScopeMarks<'_>, y: f64) {
+        let (grants, rows) = (&marks.grants, &marks.rows);
         let _ = writeln!(
             svg,
             "<rect class=\"lane grants\" x=\"0\" y=\"{y:.0}\" width=\"{width:.0}\" height=\"{GRANT_LANE_HEIGHT:.0}\"/>\
@@ -557,7 +601,46 @@ impl<'h> Picture<'h> {
                 title = escape(&serde_json::to_string(row).unwrap_or_default()),
             );
         }
+        for row in &marks.work_rows {
+            let Some(committed_at_us) = row.committed_at_us else {
+                continue;
+            };
+            let x = self.x(committed_at_us + self.server_to_true_us);
+            let flagged = self.flagged_rows.contains(&row.seq);
+            let _ = writeln!(
+                svg,
+                "<rect class=\"row work{flag}\" id=\"row-{seq}\" x=\"{rx:.1}\" y=\"{ry:.1}\" width=\"3\" \
+                 height=\"14\" fill=\"#546e7a\"><title>{title}</title></rect>",
+                flag = if flagged { " violation" } else { "" },
+                seq = row.seq,
+                rx = x - 1.5,
+                ry = y + 36.0,
+                title = escape(&serde_json::to_string(row).unwrap_or_default()),
+            );
+        }
     }
+}
+
+/// A name as text and number runs, so `w2` sorts before `w10`.
+fn natural_key(name: &str) -> Vec<(String, u64)> {
+    let mut key = Vec::new();
+    let (mut text, mut digits) = (String::new(), String::new());
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                key.push((
+                    std::mem::take(&mut text),
+                    digits.parse().unwrap_or(u64::MAX),
+                ));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    key.push((text, digits.parse().unwrap_or(0)));
+    key
 }
 
 fn violations_list(report: &CheckReport) -> String {
@@ -692,6 +775,13 @@ item.addEventListener('mouseleave',function(){mark(false);});});";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lanes_sort_by_name_with_numbers_in_order() {
+        let mut names = vec!["w10", "w2", "w1", "reader", "w0", "a1b2", "a1b10"];
+        names.sort_by_key(|name| natural_key(name));
+        assert_eq!(names, ["a1b2", "a1b10", "reader", "w0", "w1", "w2", "w10"]);
+    }
 
     #[test]
     fn escapes_markup() {

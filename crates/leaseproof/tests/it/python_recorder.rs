@@ -76,4 +76,37 @@ fn a_history_recorded_in_python_is_judged() {
         code == 1 && text.contains("I1 mutual exclusion")
     });
     assert!(caught, "check-then-set never caught in five runs");
+
+    // Its timeline marks every row a violation cites (the work rows of the
+    // unfenced writes, placed by their commit times) and lists lanes w0, w1, w2.
+    let html = directory.path().join("broken.html");
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
+        .arg("check")
+        .arg(&broken)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let page = std::fs::read_to_string(&html).unwrap();
+    let cited: Vec<&str> = stdout
+        .split("(rows seq [")
+        .skip(1)
+        .filter_map(|rest| rest.split(']').next())
+        .flat_map(|list| list.split(", "))
+        .collect();
+    for seq in &cited {
+        assert!(
+            page.contains(&format!("id=\"row-{seq}\"")),
+            "row {seq} is not drawn"
+        );
+    }
+    let lanes: Vec<usize> = ["w0 #0", "w1 #0", "w2 #0"]
+        .iter()
+        .map(|label| {
+            page.find(label)
+                .unwrap_or_else(|| panic!("no lane {label}"))
+        })
+        .collect();
+    assert!(lanes.windows(2).all(|pair| pair[0] < pair[1]), "{lanes:?}");
 }
