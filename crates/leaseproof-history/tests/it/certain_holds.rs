@@ -306,6 +306,33 @@ fn a_grant_acknowledged_as_the_other_was_invoked_is_not_certainly_first() {
         ("b", 10, invoke(1, acquire_op("b"))),
         ("a", 20, invoke(2, release_op("a"))),
         ("b", 30, granted(1, Some(4))),
+        // b's hold must not be empty, or it proves nothing either way.
+        ("b", 40, invoke(3, release_op("b"))),
+    ]);
+    assert_passes(&history);
+    // One microsecond earlier, a was certainly first: token 4 after 5 is I2.
+    let history = at_times(&[
+        ("a", 1, invoke(0, acquire_op("a"))),
+        ("a", 9, granted(0, Some(5))),
+        ("b", 10, invoke(1, acquire_op("b"))),
+        ("a", 20, invoke(2, release_op("a"))),
+        ("b", 30, granted(1, Some(4))),
+        ("b", 40, invoke(3, release_op("b"))),
+    ]);
+    assert_eq!(only_violation(&history).invariant, Invariant::TokenOrder);
+}
+
+#[test]
+fn an_empty_hold_at_the_instant_another_begins_is_no_overlap() {
+    // a holds from 10; b's acquisition is acknowledged at 10 and its release
+    // invoked at 10: b's certain hold is empty, and proves nothing.
+    let history = at_times(&[
+        ("a", 1, invoke(0, acquire_op("a"))),
+        ("b", 2, invoke(1, acquire_op("b"))),
+        ("a", 10, granted(0, None)),
+        ("b", 10, granted(1, None)),
+        ("b", 10, invoke(2, release_op("b"))),
+        ("a", 100, invoke(3, release_op("a"))),
     ]);
     assert_passes(&history);
 }

@@ -168,6 +168,28 @@ fn a_write_reaching_past_the_rivals_promise_is_not_judged_in_real_time() {
 }
 
 #[test]
+fn a_write_answered_the_instant_the_rivals_promise_ends_is_not_judged_in_real_time() {
+    // b's certain hold is [202, 300): a write answered at 300 may have
+    // committed at 300, when b's promise no longer held.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    lock(&mut builder, "b", 200);
+    write(&mut builder, "a", 1, 297, written()); // answered at 300
+    rows(&mut builder, "a", 1, 5_000);
+    assert_passes(&builder.build());
+    // One microsecond earlier it lay inside b's promise.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    lock(&mut builder, "b", 200);
+    write(&mut builder, "a", 1, 296, written()); // answered at 299
+    rows(&mut builder, "a", 1, 5_000);
+    assert_eq!(
+        only_violation(&builder.build()).invariant,
+        Invariant::FencedWrites
+    );
+}
+
+#[test]
 fn a_write_reported_ok_whose_rows_are_missing_is_lost() {
     let mut builder = Builder::new();
     lock(&mut builder, "a", 10);
