@@ -109,6 +109,24 @@ impl LeaseModel {
         }
     }
 
+    /// Faults in combination: a statement that lands late, a lost reply and
+    /// a crash may all happen in one history (one of each per run). Made
+    /// tractable as [`LeaseModel::with_late_statements`] is: clocks without
+    /// skew or drift (the late statement and the lost reply act on the
+    /// server's clock and the worker's kept deadline, which skew and drift
+    /// shift but do not change in kind; the default configuration covers
+    /// them), symmetric search over the two workers.
+    pub fn with_combined_faults(workers: usize, variant: Variant) -> Self {
+        LeaseModel {
+            skew_ticks_max: 0,
+            drift_period_ticks: 0,
+            late_statements_max: 1,
+            lost_replies_max: 1,
+            crashes_max: 1,
+            ..LeaseModel::standard(workers, variant)
+        }
+    }
+
     /// The bounds for checking the bounded takeover (I5) with the worker
     /// loop's retry interval: a refused rival retries exactly one interval
     /// later, so a crashed holder's scope must be taken over within TTL plus

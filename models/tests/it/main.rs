@@ -6,6 +6,7 @@
 //! Invariant: the reference satisfies every `always` and witnesses every
 //! `sometimes`; each variant violates exactly the property it is named for.
 
+mod combined;
 mod judged_by_checker;
 mod late_statements;
 mod lost_replies;
