@@ -7,7 +7,7 @@
 //! hand-made stories, each failing one paired with a passing twin that
 //! differs in one fact.
 
-use leaseproof_history::{Invariant, Op, OpResult, Outcome, WorkRow};
+use leaseproof_history::{EventKind, Invariant, Op, OpResult, Outcome, WorkRow};
 
 use crate::builder::{assert_passes, only_violation, Builder};
 
@@ -324,4 +324,192 @@ fn a_write_in_flight_while_its_writer_acquired_again_is_not_judged_by_commit_ord
         report.violations_of(Invariant::FencedWrites).is_empty(),
         "{report}"
     );
+}
+
+/// One work row of `worker`'s write `cycle_id`, item `item`, in `scope`.
+fn row(builder: &mut Builder, worker: &str, cycle_id: u64, item: u32, scope: &str) {
+    let seq = builder.history.work_rows.len() as u64 + 1;
+    builder.history.work_rows.push(WorkRow {
+        seq,
+        scope: scope.to_string(),
+        owner: worker.to_string(),
+        cycle_id,
+        item,
+        committed_at_us: Some(5_000 + seq as i64),
+    });
+}
+
+#[test]
+fn writes_committed_at_the_same_instant_are_in_no_order() {
+    // As the stale-write story, but a's rows committed in the very
+    // microsecond b's last one did: "after" is not proven.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    lock(&mut builder, "b", 200);
+    write(&mut builder, "b", 1, 210, written());
+    write(&mut builder, "a", 1, 400, written());
+    rows(&mut builder, "b", 1, 5_000);
+    rows(&mut builder, "a", 1, 5_000);
+    let report = leaseproof_history::check(&builder.build(), &Default::default());
+    assert!(
+        report.violations_of(Invariant::FencedWrites).is_empty(),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_grant_acknowledged_the_instant_the_rivals_was_invoked_is_not_certainly_earlier() {
+    // a acknowledged at 10, b invoked at 10 exactly: which was granted first
+    // is not known, so the commit order of their writes proves nothing.
+    let acquire = |worker: &str| Op::Acquire {
+        scope: SCOPE.to_string(),
+        owner: worker.to_string(),
+        ttl_us: 100,
+    };
+    let granted = || Outcome::Ok {
+        result: OpResult::Lock {
+            token: None,
+            lifetime_us: Some(100),
+        },
+    };
+    let write_op = |worker: &str| Op::Write {
+        scope: SCOPE.to_string(),
+        owner: worker.to_string(),
+        cycle_id: 1,
+        items: 2,
+    };
+    let story = |a_acknowledged_us: i64| {
+        let mut history = leaseproof_history::History::default();
+        let mut push = |worker: &str, at: i64, kind: EventKind| {
+            history.push(worker, 0, at, at, kind);
+        };
+        push(
+            "a",
+            1,
+            EventKind::Invoke {
+                op_id: 0,
+                op: acquire("a"),
+            },
+        );
+        push(
+            "a",
+            a_acknowledged_us,
+            EventKind::Complete {
+                op_id: 0,
+                outcome: granted(),
+            },
+        );
+        push(
+            "b",
+            10,
+            EventKind::Invoke {
+                op_id: 1,
+                op: acquire("b"),
+            },
+        );
+        push(
+            "b",
+            200,
+            EventKind::Complete {
+                op_id: 1,
+                outcome: granted(),
+            },
+        );
+        push(
+            "b",
+            210,
+            EventKind::Invoke {
+                op_id: 2,
+                op: write_op("b"),
+            },
+        );
+        push(
+            "b",
+            213,
+            EventKind::Complete {
+                op_id: 2,
+                outcome: written(),
+            },
+        );
+        push(
+            "a",
+            400,
+            EventKind::Invoke {
+                op_id: 3,
+                op: write_op("a"),
+            },
+        );
+        push(
+            "a",
+            403,
+            EventKind::Complete {
+                op_id: 3,
+                outcome: written(),
+            },
+        );
+        let mut builder = Builder::new();
+        builder.history = history;
+        rows(&mut builder, "b", 1, 5_000);
+        rows(&mut builder, "a", 1, 6_000);
+        leaseproof_history::check(&builder.history, &Default::default())
+    };
+    assert!(
+        story(10).violations_of(Invariant::FencedWrites).is_empty(),
+        "{}",
+        story(10)
+    );
+    // Acknowledged a microsecond before b asked: a's grant was certainly
+    // earlier, and its write after b's is stale.
+    assert!(
+        !story(9).violations_of(Invariant::FencedWrites).is_empty(),
+        "{}",
+        story(9)
+    );
+}
+
+#[test]
+fn a_row_out_of_range_is_named_as_such() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    write(&mut builder, "a", 1, 20, written());
+    for item in 0..3 {
+        row(&mut builder, "a", 1, item, SCOPE); // item 2 of a 2-item write
+    }
+    let violation = only_violation(&builder.build());
+    assert!(violation.message.contains("out of range"), "{violation}");
+}
+
+#[test]
+fn an_unknown_write_is_whole_or_absent_never_partial() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    write(
+        &mut builder,
+        "a",
+        1,
+        20,
+        Outcome::Unknown {
+            reason: "killed".to_string(),
+        },
+    );
+    row(&mut builder, "a", 1, 0, SCOPE); // 1 of 2 rows
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::NothingLost);
+    assert!(violation.message.contains("partial: 1 of 2"), "{violation}");
+}
+
+#[test]
+fn a_failed_write_with_no_rows_is_what_it_said() {
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", 10);
+    write(
+        &mut builder,
+        "a",
+        1,
+        20,
+        Outcome::Fail {
+            reason: leaseproof_history::FailReason::Stale,
+        },
+    );
+    assert_passes(&builder.build());
 }
