@@ -378,6 +378,71 @@ fn winners_and_holds(history: &leaseproof_history::History) -> (usize, usize) {
     (winners.len(), holds)
 }
 
+/// The waiting form ([`LockManager::acquire_lock_wait`]): a waiter gets a
+/// held table soon after its release (within [`COLLISION_REFUSED_WITHIN`]),
+/// and a wait that outlasts its timeout is `Held`, returned at the deadline.
+pub async fn a_waiter_gets_the_lock_after_its_release(
+    manager: Arc<dyn LockManager>,
+    table: &TableName,
+) -> Result<(), ConformanceError> {
+    let holder = manager
+        .acquire_lock(table)
+        .await
+        .map_err(|error| fail(&*manager, format!("first acquisition: {error}")))?;
+    let started = Instant::now();
+    match manager
+        .acquire_lock_wait(table, Duration::from_millis(300))
+        .await
+    {
+        Err(LockError::Held { .. }) => {}
+        Ok(_) => return Err(fail(&*manager, "a wait was granted a held lock")),
+        Err(error) => return Err(fail(&*manager, format!("a timed-out wait: {error}"))),
+    }
+    let waited = started.elapsed();
+    if waited < Duration::from_millis(300)
+        || waited > Duration::from_millis(300) + COLLISION_REFUSED_WITHIN
+    {
+        return Err(fail(
+            &*manager,
+            format!("a wait of 300 ms gave up after {} ms", waited.as_millis()),
+        ));
+    }
+    let waiter = {
+        let (manager, table) = (Arc::clone(&manager), table.clone());
+        tokio::spawn(async move {
+            manager
+                .acquire_lock_wait(&table, Duration::from_secs(30))
+                .await
+                .map(|guard| (guard, Instant::now()))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released = Instant::now();
+    holder
+        .release()
+        .await
+        .map_err(|error| fail(&*manager, format!("release: {error}")))?;
+    let (guard, granted) = waiter
+        .await
+        .map_err(|error| fail(&*manager, format!("the waiter panicked: {error}")))?
+        .map_err(|error| fail(&*manager, format!("the waiter: {error}")))?;
+    let after = granted.saturating_duration_since(released);
+    guard
+        .release()
+        .await
+        .map_err(|error| fail(&*manager, format!("the waiter's release: {error}")))?;
+    if after > COLLISION_REFUSED_WITHIN {
+        return Err(fail(
+            &*manager,
+            format!(
+                "the waiter got the lock {} ms after its release",
+                after.as_millis()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// What the whole suite measured, from [`run_suite`].
 #[derive(Debug, Clone)]
 pub struct SuiteReport {
@@ -401,7 +466,7 @@ impl std::fmt::Display for SuiteReport {
 }
 
 /// The whole suite, one call: every check above on tables of its own, named
-/// `{table_prefix}_collide`, `_a`, `_b` and `_race` in `public` (give each
+/// `{table_prefix}_collide`, `_a`, `_b`, `_wait` and `_race` in `public` (give each
 /// run a fresh prefix), the race with 8 tasks × 6 rounds holding 5 ms each.
 /// `lifetime_min` as for [`tasks_never_hold_one_table_at_once`]. The first
 /// check that breaks ends it, with its sentence (and, for the race, its
@@ -425,6 +490,7 @@ pub async fn run_suite(
         collision_is_refused_at_once(&*manager, &table("collide")).await?;
     tables_are_independent_and_is_locked_agrees(&*manager, &table("a"), &table("b")).await?;
     bad_input_is_a_typed_error(&*manager).await?;
+    a_waiter_gets_the_lock_after_its_release(Arc::clone(&manager), &table("wait")).await?;
     let race = tasks_never_hold_one_table_at_once(
         Arc::clone(&manager),
         &table("race"),

@@ -117,6 +117,39 @@ pub trait LockManager: Send + Sync + fmt::Debug {
         table: &'a TableName,
     ) -> BoxFuture<'a, Result<LockGuard, LockError>>;
 
+    /// Waits up to `timeout` for the lock of `table`: tries now, and after
+    /// each refusal again after a jittered pause (20 ms to 200 ms), until
+    /// granted or the deadline, when it returns the last `Held` (with its
+    /// holder where the store names it). For a job that must run rather than
+    /// skip its tick; [`LockManager::acquire_lock`] stays the non-blocking
+    /// form. Dropping the future holds nothing (each attempt is an
+    /// `acquire_lock`). A manager whose store can wake waiters overrides it.
+    fn acquire_lock_wait<'a>(
+        &'a self,
+        table: &'a TableName,
+        timeout: std::time::Duration,
+    ) -> BoxFuture<'a, Result<LockGuard, LockError>> {
+        Box::pin(async move {
+            use rand::Rng as _;
+            let deadline = tokio::time::Instant::now() + timeout;
+            loop {
+                match self.acquire_lock(table).await {
+                    Err(held @ LockError::Held { .. }) => {
+                        let now = tokio::time::Instant::now();
+                        if now >= deadline {
+                            return Err(held);
+                        }
+                        let pause = std::time::Duration::from_millis(
+                            rand::thread_rng().gen_range(20..=200),
+                        );
+                        tokio::time::sleep(pause.min(deadline - now)).await;
+                    }
+                    other => return other,
+                }
+            }
+        })
+    }
+
     /// Whether someone holds the lock of `table` (past tense: when it was read).
     fn is_locked<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<bool, LockError>>;
 

@@ -494,6 +494,52 @@ impl PostgresLeases {
         Ok(LeaseGuard::new(self.clone(), lease, ttl, sent))
     }
 
+    /// Waits up to `timeout` for the lease of `scope`, then holds it as
+    /// [`Self::acquire`] does: for a job that must run, not skip its tick.
+    ///
+    /// It tries at once; refused, it tries again after a jittered pause of
+    /// about an eighth of the TTL (10 ms to 500 ms, ±50 %, so waiters do not
+    /// march in step), until granted or the deadline. A waiter that was
+    /// refused reads first ([`ReadFirst::AfterRefusal`]): polling costs a
+    /// primary-key read, never a write or a row lock. A holder that releases
+    /// or dies is followed within one pause of its release or expiry. An
+    /// acquisition whose outcome is unknown (a lost reply) is retried too:
+    /// acquiring is idempotent for one owner, so the retry finds the grant
+    /// if the first attempt made it. At the deadline it returns the last
+    /// refusal (`Held`, with the holder when the read named it) or error.
+    /// Cancel-safe as [`Self::acquire`] is: a dropped wait holds nothing.
+    ///
+    /// It is not a queue: a holder that asks again the moment it released
+    /// can win before a waiter's pause ends (measured: four clients that did
+    /// so got 87, 1, 1 and 3 grants in two seconds; with 40 ms of other work
+    /// between a release and the next wait, 7 to 21 each).
+    pub async fn acquire_wait(
+        &self,
+        scope: &Scope,
+        owner: &Owner,
+        ttl: Ttl,
+        timeout: std::time::Duration,
+    ) -> Result<LeaseGuard, LeaseError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let pause = wait_pause(ttl);
+        loop {
+            let error = match self.acquire(scope, owner, ttl).await {
+                Ok(guard) => return Ok(guard),
+                Err(
+                    error @ (LeaseError::Held { .. }
+                    | LeaseError::OutcomeUnknown { .. }
+                    | LeaseError::Unavailable { .. }),
+                ) => error,
+                Err(error) => return Err(error),
+            };
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(error);
+            }
+            tokio::time::sleep(jittered(pause).min(deadline - now)).await;
+        }
+    }
+
     /// [`Self::acquire`] returning the lease as a value, with no guard: for
     /// callers that renew and release by hand (the harness's port, the worker
     /// loop, which record every statement themselves).
@@ -971,4 +1017,20 @@ async fn server_identity(connection: &mut PgConnection) -> Result<ServerIdentity
         .fetch_one(connection)
         .await
         .map_err(|error| after_send("hold_for_update", error))
+}
+
+/// How long a waiter pauses between attempts: an eighth of the TTL, at least
+/// 10 ms (a busy loop costs the server), at most 500 ms (a released lease is
+/// taken within half a second).
+fn wait_pause(ttl: Ttl) -> std::time::Duration {
+    (ttl.as_duration() / 8).clamp(
+        std::time::Duration::from_millis(10),
+        std::time::Duration::from_millis(500),
+    )
+}
+
+/// `pause` ±50 %, so waiters that were refused together do not retry together.
+fn jittered(pause: std::time::Duration) -> std::time::Duration {
+    use rand::Rng as _;
+    pause.mul_f64(rand::thread_rng().gen_range(0.5..1.5))
 }

@@ -4,8 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseproof_locks::conformance::{
-    bad_input_is_a_typed_error, collision_is_refused_at_once,
-    tables_are_independent_and_is_locked_agrees, tasks_never_hold_one_table_at_once,
+    collision_is_refused_at_once, tasks_never_hold_one_table_at_once,
 };
 use leaseproof_locks::{
     LeaseLockManager, LockManager, PostgresAdvisoryLockManager, RedisDistributedLockManager,
@@ -47,36 +46,15 @@ async fn lease() -> Option<(TestDatabase, Arc<dyn LockManager>)> {
     Some((database, Arc::new(manager)))
 }
 
+/// The whole suite through its one entry point, as a user's manager runs it.
 async fn whole_suite(manager: Arc<dyn LockManager>, test: &str, lifetime_min: Option<Duration>) {
-    let refused_after = collision_is_refused_at_once(&*manager, &table(&format!("{test}_collide")))
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    println!(
-        "{}: collision refused after {refused_after:?}",
-        manager.name()
-    );
-    tables_are_independent_and_is_locked_agrees(
-        &*manager,
-        &table(&format!("{test}_a")),
-        &table(&format!("{test}_b")),
-    )
-    .await
-    .unwrap_or_else(|error| panic!("{error}"));
-    bad_input_is_a_typed_error(&*manager)
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    let summary = tasks_never_hold_one_table_at_once(
-        Arc::clone(&manager),
-        &table(&format!("{test}_race")),
-        8,
-        6,
-        Duration::from_millis(5),
-        lifetime_min,
-    )
-    .await
-    .unwrap_or_else(|error| panic!("{error}"));
-    println!("{}: race {summary:?}", manager.name());
-    assert!(summary.holds >= 6, "{summary:?}");
+    let prefix = format!("{test}_{}", rand_suffix());
+    let report =
+        leaseproof_locks::conformance::run_suite(Arc::clone(&manager), &prefix, lifetime_min)
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+    println!("{}: {report}", manager.name());
+    assert!(report.race.holds >= 6, "{report}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

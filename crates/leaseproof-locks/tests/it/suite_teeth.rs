@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use futures_core::future::BoxFuture;
 use leaseproof_locks::conformance::{
-    bad_input_is_a_typed_error, collision_is_refused_at_once,
-    tables_are_independent_and_is_locked_agrees, tasks_never_hold_one_table_at_once,
-    ConformanceError, COLLISION_REFUSED_WITHIN,
+    a_waiter_gets_the_lock_after_its_release, bad_input_is_a_typed_error,
+    collision_is_refused_at_once, tables_are_independent_and_is_locked_agrees,
+    tasks_never_hold_one_table_at_once, ConformanceError, COLLISION_REFUSED_WITHIN,
 };
 use leaseproof_locks::{LockError, LockGuard, LockManager, TableName};
 use leaseproof_protocol::Scope;
@@ -38,6 +38,10 @@ enum Defect {
     SlowRefusal(Duration),
     /// Release reports success and keeps the lock.
     ReleaseKeepsLock,
+    /// The waiting form gives up at once, whatever its timeout.
+    WaitGivesUpAtOnce,
+    /// The waiting form grants a held lock.
+    WaitGrantsAHeldLock,
 }
 
 #[derive(Debug)]
@@ -111,6 +115,43 @@ impl LockManager for InMemoryLocks {
             let (key, _) = self.key(table)?;
             Ok(self.defect != Defect::IsLockedAlwaysFalse
                 && self.held.lock().unwrap().contains(&key))
+        })
+    }
+
+    fn acquire_lock_wait<'a>(
+        &'a self,
+        table: &'a TableName,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<LockGuard, LockError>> {
+        Box::pin(async move {
+            match self.defect {
+                Defect::WaitGivesUpAtOnce => self.acquire_lock(table).await,
+                Defect::WaitGrantsAHeldLock => {
+                    let scope = table.scope("memory")?;
+                    let (sender, lost) = watch::channel(false);
+                    Ok(LockGuard::custom(scope, None, lost, move || {
+                        Box::pin(async move {
+                            drop(sender);
+                            Ok(())
+                        })
+                    }))
+                }
+                _ => {
+                    // The trait's own waiting form, as a manager without an
+                    // override gets it.
+                    let deadline = tokio::time::Instant::now() + timeout;
+                    loop {
+                        match self.acquire_lock(table).await {
+                            Err(LockError::Held { .. })
+                                if tokio::time::Instant::now() < deadline =>
+                            {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                            other => return other,
+                        }
+                    }
+                }
+            }
         })
     }
 
@@ -289,4 +330,25 @@ async fn two_tasks_that_both_won_are_enough_winners() {
     let report = leaseproof_history::check(&summary.history, &Default::default());
     assert!(report.is_ok(), "{report}");
     assert_eq!(report.stats.grants, summary.holds as u64);
+}
+
+#[tokio::test]
+async fn a_correct_wait_passes_and_a_broken_one_is_caught() {
+    let (a, _) = tables();
+    a_waiter_gets_the_lock_after_its_release(InMemoryLocks::new(Defect::None), &a)
+        .await
+        .unwrap();
+    assert_fails_with(
+        a_waiter_gets_the_lock_after_its_release(InMemoryLocks::new(Defect::WaitGivesUpAtOnce), &a)
+            .await,
+        "gave up after",
+    );
+    assert_fails_with(
+        a_waiter_gets_the_lock_after_its_release(
+            InMemoryLocks::new(Defect::WaitGrantsAHeldLock),
+            &a,
+        )
+        .await,
+        "granted a held lock",
+    );
 }

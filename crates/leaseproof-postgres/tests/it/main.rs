@@ -22,6 +22,7 @@ mod readme;
 mod reuse;
 mod schema;
 mod schema_failures;
+mod wait;
 
 use leaseproof_pgcluster::{test_database, TestDatabase};
 use leaseproof_postgres::PostgresLeases;
