@@ -15,6 +15,7 @@
 //! grants as locks with a promised lifetime (the TTL), and the checker judges
 //! them in real time instead of comparing timestamps from different clocks.
 
+use leaseproof_postgres::errors::after_send;
 use leaseproof_postgres::{sql, HarnessPort, PostgresLeases};
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
@@ -53,18 +54,6 @@ macro_rules! at {
             " * interval '1 microsecond')"
         )
     };
-}
-
-fn after_send(operation: &'static str, error: sqlx::Error) -> LeaseError {
-    match error {
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) => LeaseError::OutcomeUnknown {
-            operation,
-            source: Box::new(error),
-        },
-        error => LeaseError::Database {
-            source: Box::new(error),
-        },
-    }
 }
 
 impl AppClockLock {

@@ -10,6 +10,7 @@
 //! the row without locking it — a check that is true when it runs and proves
 //! nothing at `COMMIT`.
 
+use leaseproof_postgres::errors::{after_send, unavailable};
 use leaseproof_postgres::{sql, HarnessPort, PostgresLeases};
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
@@ -64,26 +65,6 @@ impl ForeignLease {
             granted_at: ServerTime::from_micros(row.get("granted_at_us")),
             expires_at: ServerTime::from_micros(row.get("lock_until_us")),
         })
-    }
-}
-
-/// Sent and failed: a lost connection leaves the outcome unknown, anything
-/// else certainly failed.
-fn after_send(operation: &'static str, error: sqlx::Error) -> LeaseError {
-    match error {
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) => LeaseError::OutcomeUnknown {
-            operation,
-            source: Box::new(error),
-        },
-        error => LeaseError::Database {
-            source: Box::new(error),
-        },
-    }
-}
-
-fn unavailable(error: sqlx::Error) -> LeaseError {
-    LeaseError::Unavailable {
-        source: Box::new(error),
     }
 }
 

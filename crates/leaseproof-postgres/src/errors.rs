@@ -5,18 +5,24 @@
 //! committed). Each operation first takes a connection from the pool — failing
 //! there is `Unavailable` — and only then sends its statement; a broken
 //! connection after that point is `OutcomeUnknown` for anything that writes.
+//!
+//! Public so a lease or lock written outside this crate maps sqlx's errors
+//! the same way (its port then reports unknown outcomes as the harness
+//! expects): `unavailable` for a failure to get a connection, `after_send`
+//! for a statement that writes, `without_effect` for one that cannot have
+//! taken effect (a read, or inside a transaction that died with it).
 
 use leaseproof_protocol::LeaseError;
 
 /// Failure to obtain a connection: the statement was never sent.
-pub(crate) fn unavailable(error: sqlx::Error) -> LeaseError {
+pub fn unavailable(error: sqlx::Error) -> LeaseError {
     LeaseError::Unavailable {
         source: Box::new(error),
     }
 }
 
 /// Failure of a statement that was (possibly) sent on a connection we held.
-pub(crate) fn after_send(operation: &'static str, error: sqlx::Error) -> LeaseError {
+pub fn after_send(operation: &'static str, error: sqlx::Error) -> LeaseError {
     if connection_lost(&error) {
         LeaseError::OutcomeUnknown {
             operation,
@@ -33,7 +39,7 @@ pub(crate) fn after_send(operation: &'static str, error: sqlx::Error) -> LeaseEr
 /// statement inside a transaction that dies with its connection. A broken
 /// connection is then `Unavailable` (the outcome is known: nothing happened),
 /// never `OutcomeUnknown`.
-pub(crate) fn without_effect(error: sqlx::Error) -> LeaseError {
+pub fn without_effect(error: sqlx::Error) -> LeaseError {
     if connection_lost(&error) {
         unavailable(error)
     } else {
@@ -52,7 +58,7 @@ pub(crate) fn without_effect(error: sqlx::Error) -> LeaseError {
 /// Not the rest of class 57: `57014` query_canceled (a `statement_timeout` or
 /// a cancel request) leaves the session alive and the statement certainly
 /// not committed — a definite failure.
-pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
+pub fn connection_lost(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(database) => database.code().is_some_and(|code| {
@@ -63,7 +69,7 @@ pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
 }
 
 /// SQLSTATE of a database error, if it is one.
-pub(crate) fn sqlstate(error: &sqlx::Error) -> Option<String> {
+pub fn sqlstate(error: &sqlx::Error) -> Option<String> {
     match error {
         sqlx::Error::Database(database) => database.code().map(|code| code.into_owned()),
         _ => None,

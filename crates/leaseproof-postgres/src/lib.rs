@@ -58,7 +58,7 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
-mod errors;
+pub mod errors;
 mod guard;
 mod guarded_write;
 pub mod keep_alive;

@@ -9,6 +9,7 @@
 //! Invariant: it pauses at most once per worker, so a run still ends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use leaseproof_protocol::{CycleFault, CyclePoint};
@@ -26,7 +27,10 @@ enum Place {
 pub struct PauseOnce {
     place: Option<Place>,
     pause: Duration,
-    fired: AtomicBool,
+    /// The place came and the pause was claimed (it may not have begun).
+    drawn: AtomicBool,
+    /// The pause was slept to its end (a dropped cycle never finishes it).
+    slept: Arc<AtomicBool>,
 }
 
 impl PauseOnce {
@@ -50,17 +54,25 @@ impl PauseOnce {
         PauseOnce {
             place,
             pause,
-            fired: AtomicBool::new(false),
+            drawn: AtomicBool::new(false),
+            slept: Arc::new(AtomicBool::new(false)),
         }
     }
 
     fn fires_at(&self, place: Place) -> bool {
-        self.place == Some(place) && !self.fired.swap(true, Ordering::SeqCst)
+        self.place == Some(place) && !self.drawn.swap(true, Ordering::SeqCst)
     }
 
-    /// True once the pause has happened.
+    /// True once the pause has been slept to its end: the worker really
+    /// stalled that long (a cycle dropped mid-pause does not count).
     pub fn fired(&self) -> bool {
-        self.fired.load(Ordering::SeqCst)
+        self.slept.load(Ordering::SeqCst)
+    }
+
+    /// True once the worker reached the place and claimed the pause, whether
+    /// or not the pause then ran to its end.
+    pub fn drawn(&self) -> bool {
+        self.drawn.load(Ordering::SeqCst)
     }
 }
 
@@ -68,15 +80,41 @@ impl Hooks for PauseOnce {
     async fn before(&self, step: Step) {
         if self.fires_at(Place::Loop(step)) {
             tokio::time::sleep(self.pause).await;
+            self.slept.store(true, Ordering::SeqCst);
         }
     }
 
     fn inside_cycle(&self, point: CyclePoint) -> CycleFault {
         let pause = self.fires_at(Place::Cycle(point)).then_some(self.pause);
+        let slept = Arc::clone(&self.slept);
         Box::pin(async move {
             if let Some(pause) = pause {
                 tokio::time::sleep(pause).await;
+                slept.store(true, Ordering::SeqCst);
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn fired_means_slept_to_the_end_not_drawn() {
+        let hooks = PauseOnce::inside_cycle(CyclePoint::Written, Duration::from_secs(5));
+        let fault = hooks.inside_cycle(CyclePoint::Written);
+        assert!(hooks.drawn() && !hooks.fired());
+        // The cycle is dropped mid-pause (its transaction died): no stall.
+        drop(fault);
+        assert!(!hooks.fired());
+        // Drawn once only: the next cycle runs without a pause.
+        let started = tokio::time::Instant::now();
+        hooks.inside_cycle(CyclePoint::Written).await;
+        assert_eq!(started.elapsed(), Duration::ZERO);
+
+        let hooks = PauseOnce::at(Step::Commit, Duration::from_secs(5));
+        hooks.before(Step::Commit).await;
+        assert!(hooks.drawn() && hooks.fired());
     }
 }
