@@ -295,7 +295,7 @@ impl PostgresLeases {
             .bind(scope.as_str())
             .fetch_optional(&mut *connection)
             .await
-            .map_err(|error| after_send("holder", error))?;
+            .map_err(without_effect)?;
         self.park(connection);
         row.map(|(owner, token, expires_at_us)| {
             Ok(Holder {
@@ -704,7 +704,7 @@ impl PostgresLeases {
             .bind(lease.token.0)
             .fetch_one(&mut *connection)
             .await
-            .map_err(|error| after_send("holds", error))?;
+            .map_err(without_effect)?;
         self.park(connection);
         Ok(held)
     }
@@ -716,7 +716,7 @@ impl PostgresLeases {
             .bind(scope.as_str())
             .fetch_optional(&mut *connection)
             .await
-            .map_err(|error| after_send("row", error))?;
+            .map_err(without_effect)?;
         self.park(connection);
         row.map(|(owner, token, granted_at_us, expires_at_us)| {
             Ok(LeaseRow {

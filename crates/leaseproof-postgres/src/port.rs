@@ -8,7 +8,7 @@ use leaseproof_protocol::{
 };
 use sqlx::PgConnection;
 
-use crate::errors::{after_send, connection_lost, unavailable};
+use crate::errors::{connection_lost, unavailable, without_effect};
 use crate::{sql, CycleError, GuardedInsert, PostgresLeases};
 
 /// [`PostgresLeases`] plus the harness's guarded table (`leaseproof_guarded`),
@@ -57,7 +57,7 @@ impl HarnessPort {
         let rows: Vec<GuardedRecord> = sqlx::query_as(sql::SELECT_GUARDED)
             .fetch_all(&mut *connection)
             .await
-            .map_err(|error| after_send("guarded_rows", error))?;
+            .map_err(without_effect)?;
         self.leases.park(connection);
         rows.into_iter()
             .map(
