@@ -25,7 +25,7 @@ use std::time::Duration;
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::{FencingToken, Owner, Scope};
 use rand::Rng as _;
-use redis::aio::MultiplexedConnection;
+use redis::aio::ConnectionManager;
 use tokio::sync::watch;
 
 use leaseproof_postgres::keep_alive::{self, Extension, Schedule};
@@ -96,7 +96,7 @@ impl Default for RedisLockOptions {
 /// Locks as Redis keys with a TTL, and a fencing token per acquisition.
 #[derive(Clone)]
 pub struct RedisDistributedLockManager {
-    connection: MultiplexedConnection,
+    connection: ConnectionManager,
     prefix: String,
     options: RedisLockOptions,
 }
@@ -145,10 +145,10 @@ impl RedisDistributedLockManager {
             ));
         }
         let client = redis::Client::open(url).map_err(unavailable)?;
-        let connection = client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(unavailable)?;
+        // Reconnects by itself after the server restarts or drops the
+        // connection: the command that met the dead connection fails (and
+        // is reported), the next one runs on a new connection.
+        let connection = ConnectionManager::new(client).await.map_err(unavailable)?;
         Ok(RedisDistributedLockManager {
             connection,
             prefix: prefix.into(),
@@ -242,7 +242,7 @@ impl RedisDistributedLockManager {
 
 /// Extends the key by compare-and-pexpire through the shared keep-alive rule.
 async fn keep_alive(
-    connection: MultiplexedConnection,
+    connection: ConnectionManager,
     key: String,
     value: String,
     ttl: Duration,
@@ -270,7 +270,7 @@ async fn keep_alive(
 }
 
 struct RedisReleaser {
-    connection: MultiplexedConnection,
+    connection: ConnectionManager,
     key: String,
     value: String,
     scope: Scope,

@@ -309,3 +309,46 @@ async fn lost_fires_at_the_ttl_while_a_stopped_server_leaves_the_extension_hangi
         "at the TTL, not never: {at:?}"
     );
 }
+
+#[tokio::test]
+async fn the_manager_reconnects_after_its_server_restarts() {
+    // A scheduler holds one manager for its whole life: after Redis restarts
+    // (its connection dropped), the manager must work again, not fail every
+    // tick until the process is restarted too.
+    if leaseproof_redis_server::test_redis_url().is_none() {
+        return;
+    }
+    let mut server = match leaseproof_redis_server::RedisServer::start_throwaway() {
+        Ok(server) => server,
+        Err(error) if !leaseproof_redis_server::require_redis() => {
+            eprintln!("LEASEPROOF SKIP: no throwaway redis-server ({error})");
+            return;
+        }
+        Err(error) => panic!("{error}"),
+    };
+    let locks = manager(&server.url, 60_000, false).await;
+    let maintained = table("reconnect");
+    locks
+        .acquire_lock(&maintained)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    server.restart().unwrap();
+    // The first command may meet the dead connection; within a few seconds
+    // the manager must be back.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let guard = loop {
+        match locks.acquire_lock(&maintained).await {
+            Ok(guard) => break guard,
+            Err(error) if std::time::Instant::now() < deadline => {
+                eprintln!("after the restart: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("the manager never came back: {error}"),
+        }
+    };
+    assert!(locks.is_locked(&maintained).await.unwrap());
+    guard.release().await.unwrap();
+}
