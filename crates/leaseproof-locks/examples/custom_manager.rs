@@ -11,8 +11,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use leaseproof_locks::{BoxFuture, LockError, LockGuard, LockManager, TableName};
-use tokio::sync::watch;
+use leaseproof_locks::{watch, BoxFuture, LockError, LockGuard, LockManager, TableName};
 
 /// Locks held by this process, one per table.
 #[derive(Debug, Default)]
