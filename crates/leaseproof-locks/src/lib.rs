@@ -38,7 +38,6 @@ use leaseproof_protocol::{BackendError, FencingToken, InvalidInput, Lease, Scope
 /// The channel of a guard's *lost* signal ([`LockGuard::custom`] takes its
 /// receiver): a manager written elsewhere needs nothing else from tokio.
 pub use tokio::sync::watch;
-use tokio::sync::watch;
 
 pub use advisory::{advisory_key, PostgresAdvisoryLockManager};
 pub use lease::LeaseLockManager;
