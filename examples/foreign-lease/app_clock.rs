@@ -22,17 +22,14 @@ use leaseproof_protocol::{
     CommitReceipt, CycleFaults, CyclePoint, FencingToken, GuardedCycle, Lease, LeaseError,
     LeasePort, Owner, Scope, ServerTime, Ttl,
 };
-use leaseproof_races::clock::{unix_now_us, ClockSkew, RunClock, SkewedClock};
+use leaseproof_races::clock::{ClockSkew, RunClock, SkewedClock};
 use leaseproof_races::race::RaceSubject;
-use leaseproof_worker::Clocks as _;
 use sqlx::PgPool;
 
 /// The lock over one pool, reading time from one client's clock.
 #[derive(Clone, Debug)]
 pub struct AppClockLock {
     pool: PgPool,
-    /// The Unix time (µs) at which the run's clock reads zero.
-    base_unix_us: i64,
     clock: SkewedClock,
 }
 
@@ -61,7 +58,6 @@ impl AppClockLock {
     pub fn new(pool: PgPool) -> AppClockLock {
         AppClockLock {
             pool,
-            base_unix_us: unix_now_us(),
             clock: SkewedClock {
                 run: RunClock::start(),
                 skew: ClockSkew::default(),
@@ -71,7 +67,7 @@ impl AppClockLock {
 
     /// The application's clock: what ShedLock's `ClockProvider` returns.
     fn now_us(&self) -> i64 {
-        self.base_unix_us + self.clock.local_now_us()
+        self.clock.local_unix_us()
     }
 
     fn lease(scope: &Scope, owner: &Owner, token: i64, now_us: i64, ttl: Ttl) -> Lease {

@@ -18,6 +18,8 @@ use leaseproof_worker::Clocks;
 #[derive(Clone, Copy, Debug)]
 pub struct RunClock {
     start: Instant,
+    /// The system clock's reading at `start`, µs since the Unix epoch.
+    start_unix_us: i64,
 }
 
 impl RunClock {
@@ -25,12 +27,19 @@ impl RunClock {
     pub fn start() -> RunClock {
         RunClock {
             start: Instant::now(),
+            start_unix_us: unix_now_us(),
         }
     }
 
     /// µs since the run started.
     pub fn elapsed_us(&self) -> i64 {
         i64::try_from(self.start.elapsed().as_micros()).expect("a run lasts less than 292k years")
+    }
+
+    /// The system clock's reading when the run started, µs since the Unix
+    /// epoch: the base of a wall-clock reading taken on this clock.
+    pub fn start_unix_us(&self) -> i64 {
+        self.start_unix_us
     }
 }
 
@@ -73,6 +82,16 @@ pub struct SkewedClock {
     pub run: RunClock,
     /// This worker's skew.
     pub skew: ClockSkew,
+}
+
+impl SkewedClock {
+    /// This worker's clock as a wall clock, µs since the Unix epoch: the
+    /// run's start on the system clock plus the worker's skewed reading — what
+    /// an application that takes time from its host would read (a lock on the
+    /// application's clock stamps this).
+    pub fn local_unix_us(&self) -> i64 {
+        self.run.start_unix_us() + self.local_now_us()
+    }
 }
 
 impl Clocks for SkewedClock {
