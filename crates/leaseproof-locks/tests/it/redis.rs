@@ -352,3 +352,28 @@ async fn the_manager_reconnects_after_its_server_restarts() {
     assert!(locks.is_locked(&maintained).await.unwrap());
     guard.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_managers_debug_names_its_prefix_and_options_never_its_url() {
+    // A scheduler logs its lock manager: the log must say which one it is
+    // and must not carry the password the URL holds.
+    let Some(url) = leaseproof_redis_server::test_redis_url() else {
+        return;
+    };
+    let locks = manager(&url, 1_500, true).await;
+    let shown = format!("{locks:?}");
+    assert!(shown.starts_with("RedisDistributedLockManager"), "{shown}");
+    assert!(
+        shown.contains("redis-test") && shown.contains("1.5s"),
+        "{shown}"
+    );
+    if let Some(password) = url
+        .split('@')
+        .next()
+        .and_then(|auth| auth.rsplit(':').next())
+    {
+        if !password.is_empty() && !password.starts_with("//") {
+            assert!(!shown.contains(password), "the password leaked: {shown}");
+        }
+    }
+}
