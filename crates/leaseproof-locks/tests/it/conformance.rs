@@ -47,7 +47,10 @@ async fn lease() -> Option<(TestDatabase, Arc<dyn LockManager>)> {
 }
 
 /// The whole suite through its one entry point, as a user's manager runs it.
+/// `test` is also the name the manager must report: every sentence the suite
+/// fails with, and every line `verify` prints, names the manager by it.
 async fn whole_suite(manager: Arc<dyn LockManager>, test: &str, lifetime_min: Option<Duration>) {
+    assert_eq!(manager.name(), test);
     let prefix = format!("{test}_{}", rand_suffix());
     let report =
         leaseproof_locks::conformance::run_suite(Arc::clone(&manager), &prefix, lifetime_min)
