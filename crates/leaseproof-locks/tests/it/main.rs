@@ -23,3 +23,18 @@ use leaseproof_locks::TableName;
 pub fn table(test: &str) -> TableName {
     TableName::new("public", format!("{test}_{}", std::process::id()))
 }
+
+/// A dedicated throwaway Redis (a test that restarts or stops one uses its
+/// own), or `None` after the skip line; a failure under
+/// `LEASEPROOF_REQUIRE_REDIS=1`.
+pub fn throwaway_redis() -> Option<leaseproof_redis_server::RedisServer> {
+    leaseproof_redis_server::test_redis_url()?;
+    match leaseproof_redis_server::RedisServer::start_throwaway() {
+        Ok(server) => Some(server),
+        Err(error) if !leaseproof_redis_server::require_redis() => {
+            eprintln!("LEASEPROOF SKIP: no throwaway redis-server ({error})");
+            None
+        }
+        Err(error) => panic!("{error}"),
+    }
+}

@@ -222,16 +222,8 @@ async fn a_restart_without_persistence_forgets_the_lock_and_restarts_the_tokens(
     // Redis without persistence loses every key on restart: a rival takes the
     // lock at once, and the INCR counter restarts, so the rival's token is no
     // greater than the holder's — a token fence cannot tell them apart.
-    if leaseproof_redis_server::test_redis_url().is_none() {
+    let Some(mut server) = crate::throwaway_redis() else {
         return;
-    }
-    let mut server = match leaseproof_redis_server::RedisServer::start_throwaway() {
-        Ok(server) => server,
-        Err(error) if !leaseproof_redis_server::require_redis() => {
-            eprintln!("LEASEPROOF SKIP: no throwaway redis-server ({error})");
-            return;
-        }
-        Err(error) => panic!("{error}"),
     };
     let maintained = table("restarted");
     let holder = {
@@ -261,16 +253,8 @@ async fn lost_fires_at_the_ttl_while_a_stopped_server_leaves_the_extension_hangi
     // The server is stopped (SIGSTOP), not gone: the extension is sent and no
     // reply comes. The keep-alive must stop believing at `sent + ttl` of the
     // last confirmation — not when (if ever) the extension fails.
-    if leaseproof_redis_server::test_redis_url().is_none() {
+    let Some(server) = crate::throwaway_redis() else {
         return;
-    }
-    let server = match leaseproof_redis_server::RedisServer::start_throwaway() {
-        Ok(server) => server,
-        Err(error) if !leaseproof_redis_server::require_redis() => {
-            eprintln!("LEASEPROOF SKIP: no throwaway redis-server ({error})");
-            return;
-        }
-        Err(error) => panic!("{error}"),
     };
     let locks = manager(&server.url, 600, true).await;
     let client = redis::Client::open(server.url.as_str()).unwrap();
@@ -315,16 +299,8 @@ async fn the_manager_reconnects_after_its_server_restarts() {
     // A scheduler holds one manager for its whole life: after Redis restarts
     // (its connection dropped), the manager must work again, not fail every
     // tick until the process is restarted too.
-    if leaseproof_redis_server::test_redis_url().is_none() {
+    let Some(mut server) = crate::throwaway_redis() else {
         return;
-    }
-    let mut server = match leaseproof_redis_server::RedisServer::start_throwaway() {
-        Ok(server) => server,
-        Err(error) if !leaseproof_redis_server::require_redis() => {
-            eprintln!("LEASEPROOF SKIP: no throwaway redis-server ({error})");
-            return;
-        }
-        Err(error) => panic!("{error}"),
     };
     let locks = manager(&server.url, 60_000, false).await;
     let maintained = table("reconnect");

@@ -185,16 +185,8 @@ async fn a_redis_holder_paused_past_its_ttl_releases_nothing_of_its_rivals() {
 
 #[tokio::test]
 async fn after_a_redis_restart_forgot_the_key_the_holder_is_told_and_never_frees_the_rivals() {
-    if leaseproof_redis_server::test_redis_url().is_none() {
+    let Some(mut server) = crate::throwaway_redis() else {
         return;
-    }
-    let mut server = match leaseproof_redis_server::RedisServer::start_throwaway() {
-        Ok(server) => server,
-        Err(error) if !leaseproof_redis_server::require_redis() => {
-            eprintln!("LEASEPROOF SKIP: no throwaway redis-server ({error})");
-            return;
-        }
-        Err(error) => panic!("{error}"),
     };
     let holder_locks = redis_manager(&server.url, 900, true).await;
     let maintained = table("redis_restarted");
