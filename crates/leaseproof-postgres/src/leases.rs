@@ -197,7 +197,7 @@ impl PostgresLeases {
         PostgresLeases {
             pool,
             fence_mode: FenceMode::Exclusive,
-            holder_reports: false,
+            holder_reports: true,
             read_first: ReadFirst::default(),
             refused: Arc::new(RefusedScopes::default()),
             parked: Some(Arc::new(Parked::new(crate::reuse::KEEP_FOR_DEFAULT))),
@@ -277,13 +277,21 @@ impl PostgresLeases {
     }
 
     /// The same leases, whose refused acquisitions say who holds the scope:
-    /// `Err(Held { holder: Some(…) })`, at the cost of one read-only round
-    /// trip after each refusal by the acquisition statement ([`Self::holder`]).
-    /// A refusal by the read-first check ([`Self::with_read_first`]) names the
-    /// holder anyway, for free. Off by default, so a loser costs one
-    /// statement; the holder of a statement's refusal is then `None`.
+    /// `Err(Held { holder: Some(…) })`. The default. A refusal by the
+    /// read-first check ([`Self::with_read_first`]) names the holder for
+    /// free; a refusal by the acquisition statement costs one read-only round
+    /// trip ([`Self::holder`]) — with read-first after a refusal (the
+    /// default), only the first refusal of a scope is refused by the
+    /// statement, so a polling loser pays that read once per losing streak.
     pub fn with_holder_reports(mut self) -> PostgresLeases {
         self.holder_reports = true;
+        self
+    }
+
+    /// The same leases, whose refusals by the acquisition statement do not
+    /// name the holder (`holder: None`): a loser costs exactly one statement.
+    pub fn without_holder_reports(mut self) -> PostgresLeases {
+        self.holder_reports = false;
         self
     }
 
@@ -637,8 +645,11 @@ impl PostgresLeases {
     /// ([`Self::with_holder_reports`]). The read may find nobody: the grant
     /// can have ended in between.
     async fn held(&self, scope: &Scope) -> Result<LeaseError, LeaseError> {
+        // The refusal is certain; the report is a courtesy: a report that
+        // fails (a dropped connection, an owner that does not decode) leaves
+        // the holder unnamed, never turns the refusal into an error.
         let holder = if self.holder_reports {
-            self.holder(scope).await?
+            self.holder(scope).await.ok().flatten()
         } else {
             None
         };

@@ -39,10 +39,17 @@ async fn a_refused_scope_is_read_first_until_won_and_the_read_names_the_holder()
     let (a, b) = (Owner::generate(), Owner::generate());
     let held = leases.acquire_lease(&scope, &a, ttl_ms(300)).await.unwrap();
 
-    // First attempt: the statement refuses, naming nobody (no holder reports).
+    // First attempt: the statement refuses; the holder is named by the
+    // report's extra read (the default), and by nobody without reports.
+    let quiet = leases.clone().without_holder_reports();
     assert_eq!(
-        holder_named(leases.acquire_lease(&scope, &b, ttl_ms(300)).await),
+        holder_named(quiet.acquire_lease(&scope, &b, ttl_ms(300)).await),
         None
+    );
+    assert_eq!(
+        holder_named(leases.acquire_lease(&scope, &b, ttl_ms(300)).await)
+            .map(|holder| holder.owner),
+        Some(a.clone())
     );
     assert_eq!(leases.scopes_read_first(), 1);
     // From now on the read refuses, and names the holder for free.
