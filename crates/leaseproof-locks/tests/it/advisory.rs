@@ -159,3 +159,80 @@ fn the_key_is_a_stable_hash_of_the_scope() {
     let other = leaseproof_protocol::Scope::new("myapp:public.events2").unwrap();
     assert_ne!(advisory_key(&scope), advisory_key(&other));
 }
+
+/// The backend pid holding `table`'s advisory lock, read by `admin`.
+async fn lock_holder_pid(admin: &mut PgConnection, table: &leaseproof_locks::TableName) -> i32 {
+    let key = advisory_key(&table.scope("advisory").unwrap());
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted \
+         AND classid = (($1 >> 32) & 4294967295)::oid AND objid = ($1 & 4294967295)::oid",
+    )
+    .bind(key)
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+/// Client backends of `database` other than `admin`'s own.
+async fn client_backends(admin: &mut PgConnection, database: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 \
+         AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+    )
+    .bind(database)
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_released_lock_connection_serves_the_next_lock_and_at_most_eight_are_kept() {
+    // A scheduler takes a table's lock every tick: each must not cost a new
+    // connection (a TLS handshake, a backend fork), and a burst of locks must
+    // not leave a pile of idle connections behind.
+    let Some((database, locks)) = manager().await else {
+        return;
+    };
+    let mut admin = database.connect().await.unwrap();
+    let maintained = table("idle_reuse");
+    let first = locks.acquire_lock(&maintained).await.unwrap();
+    let pid = lock_holder_pid(&mut admin, &maintained).await;
+    first.release().await.unwrap();
+    let second = locks.acquire_lock(&maintained).await.unwrap();
+    assert_eq!(
+        lock_holder_pid(&mut admin, &maintained).await,
+        pid,
+        "the released lock's connection took the next lock"
+    );
+    second.release().await.unwrap();
+
+    // Ten at once, then all released: eight connections stay, two close.
+    let mut held = Vec::new();
+    for index in 0..10 {
+        held.push(
+            locks
+                .acquire_lock(&table(&format!("idle_burst_{index}")))
+                .await
+                .unwrap(),
+        );
+    }
+    assert!(client_backends(&mut admin, &database.name).await >= 10);
+    for guard in held {
+        guard.release().await.unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let backends = client_backends(&mut admin, &database.name).await;
+        if backends == 8 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{backends} client backends left: eight idle connections are kept"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And they stay eight (none closed that should be kept).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(client_backends(&mut admin, &database.name).await, 8);
+}
