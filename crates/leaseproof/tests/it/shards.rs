@@ -15,11 +15,11 @@ use leaseproof_sim::shards::ShardReport;
 
 use super::repository;
 
-/// The binary, run in `dir`: a failing seed writes its timeline into the
-/// working directory, which must be the test's own.
+/// The binary, run in `dir` with `dir` as its temp dir: a failing seed
+/// writes its timeline under the temp dir, which must be the test's own.
 fn leaseproof(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_leaseproof"));
-    command.args(args).current_dir(dir);
+    command.args(args).current_dir(dir).env("TMPDIR", dir);
     command
 }
 
