@@ -53,7 +53,7 @@ pub const DB_PORT: u16 = 5432;
 pub enum SchemaState {
     /// Not created yet.
     Absent,
-    /// A `CREATE TABLE` is in flight in this session of this server incarnation.
+    /// A `CREATE TABLE` is in flight in this database session of this server incarnation.
     Creating {
         /// The creating session.
         session: u64,

@@ -29,7 +29,7 @@ pub struct ClientsArgs {
     #[arg(long, conflicts_with = "seeds")]
     pub seed: Option<u64>,
     /// A range of seeds, `A..B` or `A..=B`, one run each.
-    #[arg(long, value_parser = parse_seeds)]
+    #[arg(long, value_parser = leaseproof_sim::cli::parse_seeds)]
     pub seeds: Option<Range<u64>>,
     /// How long workers keep acquiring, in ms.
     #[arg(long, default_value_t = 12_000, value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
@@ -75,10 +75,6 @@ fn parse_faults(text: &str) -> Result<FaultList, String> {
     }
 }
 
-fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
-    leaseproof_sim::cli::parse_seeds(text)
-}
-
 impl ClientsArgs {
     fn config(&self, seed: u64) -> ClientRunConfig {
         let mut config = ClientRunConfig::new(self.client.clone(), seed);
@@ -100,17 +96,13 @@ impl ClientsArgs {
         };
         format!(
             "{} clients --client '{}' --clients {} --duration-ms {} --ttl-ms {}{faults} --seed {seed}",
-            invoked_as(),
+            leaseproof_sim::invocation(),
             self.client.replace('\'', "'\\''"),
             self.clients,
             self.duration_ms,
             self.ttl_ms,
         )
     }
-}
-
-fn invoked_as() -> String {
-    leaseproof_sim::invocation()
 }
 
 /// Runs `leaseproof clients`.
@@ -293,6 +285,7 @@ fn print_outcome(outcome: &ClientRunReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use leaseproof_sim::cli::parse_seeds;
 
     #[test]
     fn seeds_and_faults_parse_with_clear_errors() {

@@ -62,16 +62,28 @@ fn written() -> Outcome {
 /// Both rows of `worker`'s write `cycle_id`, committed at `committed_at_us`.
 fn rows(builder: &mut Builder, worker: &str, cycle_id: u64, committed_at_us: i64) {
     for item in 0..2 {
-        let seq = builder.history.work_rows.len() as u64 + 1;
-        builder.history.work_rows.push(WorkRow {
-            seq,
-            scope: SCOPE.to_string(),
-            owner: worker.to_string(),
-            cycle_id,
-            item,
-            committed_at_us: Some(committed_at_us),
-        });
+        push_row(builder, worker, cycle_id, item, SCOPE, committed_at_us);
     }
+}
+
+/// One work row, the next `seq`.
+fn push_row(
+    builder: &mut Builder,
+    worker: &str,
+    cycle_id: u64,
+    item: u32,
+    scope: &str,
+    committed_at_us: i64,
+) {
+    let seq = builder.history.work_rows.len() as u64 + 1;
+    builder.history.work_rows.push(WorkRow {
+        seq,
+        scope: scope.to_string(),
+        owner: worker.to_string(),
+        cycle_id,
+        item,
+        committed_at_us: Some(committed_at_us),
+    });
 }
 
 #[test]
@@ -328,15 +340,8 @@ fn a_write_in_flight_while_its_writer_acquired_again_is_not_judged_by_commit_ord
 
 /// One work row of `worker`'s write `cycle_id`, item `item`, in `scope`.
 fn row(builder: &mut Builder, worker: &str, cycle_id: u64, item: u32, scope: &str) {
-    let seq = builder.history.work_rows.len() as u64 + 1;
-    builder.history.work_rows.push(WorkRow {
-        seq,
-        scope: scope.to_string(),
-        owner: worker.to_string(),
-        cycle_id,
-        item,
-        committed_at_us: Some(5_000 + seq as i64),
-    });
+    let committed_at_us = 5_001 + builder.history.work_rows.len() as i64;
+    push_row(builder, worker, cycle_id, item, scope, committed_at_us);
 }
 
 #[test]
