@@ -10,7 +10,8 @@
 //! are outlined in red on the events and rows that prove them and listed
 //! with links to them; hovering any mark shows its full record.
 //! Method: plain string building — no template engine, no script from the
-//! network, a few lines of inline JavaScript for highlighting. Worker events
+//! network; inline JavaScript (`timeline.js`) highlights the evidence and
+//! zooms and pans the time axis, the view kept in the address. Worker events
 //! sit on the common true-time axis; server times are placed on it with one
 //! offset, the median of `invoke/complete midpoint − granted_at` over the ok
 //! acquisitions (said in the picture: server and worker clocks differ).
@@ -87,6 +88,7 @@ pub fn timeline_html(
         format_us(picture.end_us - picture.start_us),
         format_signed_us(-picture.server_to_true_us),
     );
+    html.push_str(ZOOM_CONTROLS);
     html.push_str(&picture.svg());
     html.push_str(&violations_list(report));
     html.push_str("<script>");
@@ -350,11 +352,16 @@ impl<'h> Picture<'h> {
         let _ = writeln!(
             svg,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" \
-             viewBox=\"0 0 {width:.0} {height:.0}\" id=\"timeline\">\n<defs><pattern id=\"hatch\" \
+             viewBox=\"0 0 {width:.0} {height:.0}\" id=\"timeline\" data-axis-x=\"{LABEL_WIDTH:.0}\" \
+             data-axis-width=\"{AXIS_WIDTH:.0}\" data-span-us=\"{span_us}\">\n<defs><pattern id=\"hatch\" \
              width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" \
              patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#e1bee7\"/>\
              <line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#6a1b9a\" stroke-width=\"3\"/>\
-             </pattern></defs>"
+             </pattern><clipPath id=\"plot-clip\"><rect x=\"{LABEL_WIDTH:.0}\" y=\"0\" \
+             width=\"{clip_width:.0}\" height=\"{height:.0}\"/></clipPath></defs>",
+            span_us = (self.end_us - self.start_us).max(1),
+            // The bars' minimum widths may reach a little past the axis.
+            clip_width = AXIS_WIDTH + 20.0,
         );
         self.axis(&mut svg, height);
         let mut y = AXIS_HEIGHT;
@@ -406,6 +413,8 @@ impl<'h> Picture<'h> {
         .find(|step| span_us / step <= 12)
         .unwrap_or(3_600_000_000_i64);
         // Round steps from the first event: the labels read +0.5 s, +1 s, …
+        // The page's script redraws them in this group when zoomed.
+        svg.push_str("<g id=\"ticks\">");
         let mut tick = self.start_us + step_us;
         while tick <= self.end_us {
             let x = self.x(tick);
@@ -421,6 +430,7 @@ impl<'h> Picture<'h> {
             );
             tick += step_us;
         }
+        svg.push_str("</g>\n");
     }
 
     fn worker_lane(&self, svg: &mut String, lane: &Lane<'_>, y: f64) {
@@ -433,6 +443,7 @@ impl<'h> Picture<'h> {
             worker = escape(lane.worker),
             incarnation = lane.incarnation,
         );
+        svg.push_str(PLOT_OPEN);
         for bar in &lane.ops {
             self.op_bar(svg, bar, y + 4.0);
         }
@@ -478,6 +489,7 @@ impl<'h> Picture<'h> {
                 title = escape(&format!("{} {}", format_us(note.true_time_us), note.text)),
             );
         }
+        svg.push_str("</g>\n");
     }
 
     fn op_bar(&self, svg: &mut String, bar: &OpBar<'_>, y: f64) {
@@ -559,6 +571,7 @@ impl<'h> Picture<'h> {
             ly2 = y + 36.0,
             scope = escape(scope),
         );
+        svg.push_str(PLOT_OPEN);
         for (token, grant) in grants {
             let x1 = self.x(grant.granted_at_us + self.server_to_true_us);
             let x2 = self.x(grant.end_us + self.server_to_true_us).max(x1 + 2.0);
@@ -618,6 +631,7 @@ impl<'h> Picture<'h> {
                 title = escape(&serde_json::to_string(row).unwrap_or_default()),
             );
         }
+        svg.push_str("</g>\n");
     }
 }
 
@@ -750,7 +764,9 @@ svg{border:1px solid #ddd;background:#fff}\
 .fault{fill:#d81b60}\
 .violation rect,.row.violation,.grant.violation rect,.belief-mark.violation rect{stroke:#d50000;stroke-width:2.5}\
 .hl rect,rect.hl{stroke:#00b0ff!important;stroke-width:4!important}\
-.violation-item{margin:3px 0}.violation-item:hover{background:#fff3e0}";
+.violation-item{margin:3px 0;cursor:zoom-in}.violation-item:hover{background:#fff3e0}\
+.zoom{margin:6px 0;color:#616161}.zoom button{font:inherit;margin-right:4px;min-width:28px}\
+#zoom-window{margin:0 6px;color:#212121}svg#timeline{cursor:grab;user-select:none}";
 
 const LEGEND: &str = "<p class=\"legend\">\
 <span><i style=\"background:#81c784\"></i>ok</span>\
@@ -764,13 +780,22 @@ const LEGEND: &str = "<p class=\"legend\">\
 <span><i style=\"border:2px solid #d50000\"></i>evidence of a violation</span>\
 A acquire, R renew, X release, C commit; tN token N.</p>\n";
 
-/// Hovering a violation highlights the events and rows that prove it.
-const SCRIPT: &str = "document.querySelectorAll('.violation-item').forEach(function(item){\
-var ids=(item.getAttribute('data-targets')||'').split(' ').filter(function(id){return id.length>0;});\
-function mark(on){ids.forEach(function(id){var element=document.getElementById(id);\
-if(element){element.classList.toggle('hl',on);}});}\
-item.addEventListener('mouseenter',function(){mark(true);});\
-item.addEventListener('mouseleave',function(){mark(false);});});";
+/// The marks on the time axis of one lane: what the page's script zooms and
+/// pans, clipped to the axis so a zoomed mark never covers the labels.
+const PLOT_OPEN: &str = "<g class=\"plot\" clip-path=\"url(#plot-clip)\">";
+
+/// The zoom buttons above the picture (the page's script gives them life).
+const ZOOM_CONTROLS: &str =
+    "<p class=\"zoom\"><button data-zoom=\"in\" title=\"zoom in (+)\">+</button>\
+<button data-zoom=\"out\" title=\"zoom out (-)\">−</button>\
+<button data-zoom=\"left\" title=\"earlier (←)\">←</button>\
+<button data-zoom=\"right\" title=\"later (→)\">→</button>\
+<button data-zoom=\"reset\" title=\"the whole run (0)\">whole run</button>\
+<span id=\"zoom-window\">the whole run</span> — wheel to zoom, drag to pan, \
+click a violation to zoom to its evidence</p>\n";
+
+/// Highlighting, zoom and pan: see the file's own comment.
+const SCRIPT: &str = include_str!("timeline.js");
 
 #[cfg(test)]
 mod tests {

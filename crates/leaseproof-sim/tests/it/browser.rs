@@ -52,11 +52,16 @@ pub fn headless(chromium: &Path) -> Command {
 
 /// The page's DOM after its scripts ran, and the console lines Chromium logged.
 pub fn open(chromium: &Path, page: &Path) -> (String, Vec<String>) {
+    open_at(chromium, page, "")
+}
+
+/// As [`open`], with `fragment` (`#…`) appended to the page's address.
+pub fn open_at(chromium: &Path, page: &Path, fragment: &str) -> (String, Vec<String>) {
     let profile = tempfile::tempdir().unwrap();
     let output = headless(chromium)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg("--dump-dom")
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
         .output()
         .expect("run chromium");
     assert!(output.status.success(), "chromium failed: {output:?}");
