@@ -32,6 +32,7 @@ fi
 status=0
 for package in ${packages}; do
     echo "== cargo mutants -p ${package}"
+    mkdir -p "target/mutants/${package}"
     cargo mutants -p "${package}" -j "${jobs}" --timeout 300 \
         "${workspace_flag[@]}" "${file_flag[@]}" -o "target/mutants/${package}" || status=$?
     echo "survivors of ${package}:"

@@ -16,7 +16,7 @@
 //! them in real time instead of comparing timestamps from different clocks.
 
 use leaseproof_postgres::errors::after_send;
-use leaseproof_postgres::{sql, HarnessPort, PostgresLeases};
+use leaseproof_postgres::GuardedTable;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
     CommitReceipt, CycleFaults, CyclePoint, FencingToken, GuardedCycle, Lease, LeaseError,
@@ -87,17 +87,16 @@ impl LeasePort for AppClockLock {
     }
 
     async fn ensure_schema(&self) -> Result<(), LeaseError> {
-        for statement in [CREATE, sql::CREATE_GUARDED] {
-            if sqlx::query(statement).execute(&self.pool).await.is_err() {
-                sqlx::query(statement)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(|error| LeaseError::Schema {
-                        source: Box::new(error),
-                    })?;
-            }
+        // Workers start together: retry once after a concurrent creation.
+        if sqlx::query(CREATE).execute(&self.pool).await.is_err() {
+            sqlx::query(CREATE)
+                .execute(&self.pool)
+                .await
+                .map_err(|error| LeaseError::Schema {
+                    source: Box::new(error),
+                })?;
         }
-        Ok(())
+        GuardedTable::new(self.pool.clone()).ensure().await
     }
 
     async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {
@@ -228,13 +227,7 @@ impl LeasePort for AppClockLock {
         };
         let mut transaction = self.pool.begin().await.map_err(rolled_back)?;
         faults.at(CyclePoint::Fenced).await;
-        let seqs: Vec<i64> = sqlx::query_scalar(sql::INSERT_GUARDED)
-            .bind(lease.scope.as_str())
-            .bind(lease.owner.as_str())
-            .bind(lease.token.0)
-            .bind(cycle.cycle_id)
-            .bind(i32::try_from(cycle.items).unwrap_or(i32::MAX))
-            .fetch_all(&mut *transaction)
+        let seq_first = GuardedTable::insert(&mut transaction, lease, cycle)
             .await
             .map_err(rolled_back)?;
         faults.at(CyclePoint::Written).await;
@@ -243,7 +236,7 @@ impl LeasePort for AppClockLock {
             .await
             .map_err(|error| after_send("commit", error))?;
         Ok(CommitReceipt {
-            seq_first: seqs.first().copied().unwrap_or(0),
+            seq_first,
             // Its only clock is the application's: no server fence time.
             fenced_at: None,
         })
@@ -252,9 +245,7 @@ impl LeasePort for AppClockLock {
 
 impl RaceSubject for AppClockLock {
     async fn guarded_rows(&self) -> Result<Vec<GuardedRow>, LeaseError> {
-        HarnessPort::new(PostgresLeases::new(self.pool.clone()))
-            .guarded_rows()
-            .await
+        GuardedTable::new(self.pool.clone()).rows().await
     }
 
     fn for_worker(&self, clock: SkewedClock) -> Self {

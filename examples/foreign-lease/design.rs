@@ -11,7 +11,7 @@
 //! nothing at `COMMIT`.
 
 use leaseproof_postgres::errors::{after_send, unavailable};
-use leaseproof_postgres::{sql, HarnessPort, PostgresLeases};
+use leaseproof_postgres::GuardedTable;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
     CommitReceipt, CycleFaults, CyclePoint, FencingToken, GuardedCycle, Lease, LeaseError,
@@ -70,18 +70,16 @@ impl ForeignLease {
 
 impl LeasePort for ForeignLease {
     async fn ensure_schema(&self) -> Result<(), LeaseError> {
-        for statement in [CREATE, sql::CREATE_GUARDED] {
-            // Workers start together: retry once after a concurrent creation.
-            if sqlx::query(statement).execute(&self.pool).await.is_err() {
-                sqlx::query(statement)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(|error| LeaseError::Schema {
-                        source: Box::new(error),
-                    })?;
-            }
+        // Workers start together: retry once after a concurrent creation.
+        if sqlx::query(CREATE).execute(&self.pool).await.is_err() {
+            sqlx::query(CREATE)
+                .execute(&self.pool)
+                .await
+                .map_err(|error| LeaseError::Schema {
+                    source: Box::new(error),
+                })?;
         }
-        Ok(())
+        GuardedTable::new(self.pool.clone()).ensure().await
     }
 
     async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {
@@ -261,13 +259,7 @@ impl ForeignLease {
             fenced_at = ServerTime::from_micros(at_us);
         }
         faults.at(CyclePoint::Fenced).await;
-        let seqs: Vec<i64> = sqlx::query_scalar(sql::INSERT_GUARDED)
-            .bind(lease.scope.as_str())
-            .bind(lease.owner.as_str())
-            .bind(lease.token.0)
-            .bind(cycle.cycle_id)
-            .bind(i32::try_from(cycle.items).unwrap_or(i32::MAX))
-            .fetch_all(&mut *transaction)
+        let seq_first = GuardedTable::insert(&mut transaction, lease, cycle)
             .await
             .map_err(rolled_back)?;
         faults.at(CyclePoint::Written).await;
@@ -276,7 +268,7 @@ impl ForeignLease {
             .await
             .map_err(|error| after_send("commit", error))?;
         Ok(CommitReceipt {
-            seq_first: seqs.first().copied().unwrap_or(0),
+            seq_first,
             fenced_at: Some(fenced_at),
         })
     }
@@ -285,8 +277,6 @@ impl ForeignLease {
 impl RaceSubject for ForeignLease {
     async fn guarded_rows(&self) -> Result<Vec<GuardedRow>, LeaseError> {
         // The guarded table is the harness's; read it as the harness does.
-        HarnessPort::new(PostgresLeases::new(self.pool.clone()))
-            .guarded_rows()
-            .await
+        GuardedTable::new(self.pool.clone()).rows().await
     }
 }

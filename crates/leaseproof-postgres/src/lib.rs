@@ -71,5 +71,5 @@ pub mod sql;
 pub use guard::LeaseGuard;
 pub use guarded_write::{GuardedInsert, GuardedWrite};
 pub use leases::{CycleError, FenceMode, LeaseTransaction, PostgresLeases, SchemaMismatch};
-pub use port::{CommitPath, HarnessPort};
+pub use port::{CommitPath, GuardedTable, HarnessPort};
 pub use read_first::ReadFirst;

@@ -53,6 +53,58 @@ impl HarnessPort {
     /// The guarded table's rows in commit (`seq`) order: the ground truth the
     /// checker compares reported commits with.
     pub async fn guarded_rows(&self) -> Result<Vec<GuardedRow>, LeaseError> {
+        GuardedTable::over(self.leases.clone()).rows().await
+    }
+}
+
+/// The harness's guarded table (`leaseproof_guarded`) on a pool of your own:
+/// what a port for a foreign design needs to create it, write its rows under
+/// the design's own lock, and read them back as the checker's ground truth —
+/// without a lease table or a [`HarnessPort`].
+#[derive(Clone, Debug)]
+pub struct GuardedTable {
+    // Only for its pool handling and its schema creation with retry: no
+    // lease table is created or read.
+    leases: PostgresLeases,
+}
+
+impl GuardedTable {
+    /// The guarded table on `pool`.
+    pub fn new(pool: sqlx::PgPool) -> GuardedTable {
+        GuardedTable::over(PostgresLeases::new(pool))
+    }
+
+    fn over(leases: PostgresLeases) -> GuardedTable {
+        GuardedTable { leases }
+    }
+
+    /// Creates the table if it does not exist — safe when many workers start
+    /// at once (a concurrent creation is retried once) — and checks its
+    /// columns.
+    pub async fn ensure(&self) -> Result<(), LeaseError> {
+        self.leases
+            .ensure_table(
+                sql::CREATE_GUARDED,
+                "leaseproof_guarded",
+                sql::GUARDED_COLUMNS,
+            )
+            .await
+    }
+
+    /// Writes `cycle.items` rows for `lease` on `connection` — inside the
+    /// caller's transaction, after the design's fence — and returns the
+    /// first row's `seq`.
+    pub async fn insert(
+        connection: &mut PgConnection,
+        lease: &Lease,
+        cycle: GuardedCycle,
+    ) -> Result<i64, sqlx::Error> {
+        insert_guarded(connection, lease.clone(), cycle).await
+    }
+
+    /// The rows in commit (`seq`) order, with their commit times where the
+    /// server tracks them.
+    pub async fn rows(&self) -> Result<Vec<GuardedRow>, LeaseError> {
         let mut connection = self.leases.connection().await?;
         let rows: Vec<GuardedRecord> = sqlx::query_as(sql::SELECT_GUARDED)
             .fetch_all(&mut *connection)
@@ -103,13 +155,7 @@ fn insert_guarded(
 impl LeasePort for HarnessPort {
     async fn ensure_schema(&self) -> Result<(), LeaseError> {
         self.leases.ensure_schema().await?;
-        self.leases
-            .ensure_table(
-                sql::CREATE_GUARDED,
-                "leaseproof_guarded",
-                sql::GUARDED_COLUMNS,
-            )
-            .await
+        GuardedTable::over(self.leases.clone()).ensure().await
     }
 
     async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {

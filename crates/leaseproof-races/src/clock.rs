@@ -55,7 +55,7 @@ impl Clocks for RunClock {
 
 /// How one worker's local clock departs from the run's: `local = true +
 /// offset_us + true * drift_ppm / 10^6` (the simulation's rule).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClockSkew {
     /// Constant offset, µs.
     pub offset_us: i64,

@@ -29,6 +29,7 @@ pub mod lock_matrix;
 pub mod process;
 pub mod proxy;
 pub mod race;
+pub mod scenes;
 
 pub use cli::{run_race, run_race_with, verify_race, LockRaceDocument, RaceArgs};
 pub use process::{process_race, run_worker_process, WorkerLauncher, WORKER_CONFIG_ENV};

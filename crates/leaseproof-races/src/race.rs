@@ -103,6 +103,11 @@ pub struct RaceConfig {
     /// And drift by up to this rate, alternating slow and fast (0: none).
     #[serde(default)]
     pub clock_drift_ppm_max: i64,
+    /// Each worker's clock, given one by one (worker `i` gets entry `i`):
+    /// when not empty it replaces the spread of `clock_offset_ms_max` and
+    /// `clock_drift_ppm_max`, and must name every worker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clock_skews: Vec<ClockSkew>,
     /// Which of the library's fences the guarded writes commit under.
     #[serde(default)]
     pub fence: RaceFence,
@@ -167,6 +172,7 @@ impl Default for RaceConfig {
             unfenced: false,
             clock_offset_ms_max: 0,
             clock_drift_ppm_max: 0,
+            clock_skews: Vec::new(),
             fence: RaceFence::ForUpdate,
             read_first: RaceReadFirst::AfterRefusal,
         }
@@ -174,10 +180,14 @@ impl Default for RaceConfig {
 }
 
 impl RaceConfig {
-    /// Worker `index`'s clock skew: offsets spread evenly over
-    /// `[-max, max]`, drifts alternating slow and fast — deterministic, so a
-    /// failing race can be rerun with the same clocks.
+    /// Worker `index`'s clock skew: its entry of `clock_skews` when given;
+    /// otherwise offsets spread evenly over `[-max, max]`, drifts
+    /// alternating slow and fast — deterministic, so a failing race can be
+    /// rerun with the same clocks.
     pub fn clock_skew(&self, index: usize) -> ClockSkew {
+        if !self.clock_skews.is_empty() {
+            return self.clock_skews.get(index).copied().unwrap_or_default();
+        }
         let spread = |max: i64| -> i64 {
             if self.workers <= 1 || max == 0 {
                 return 0;
@@ -270,6 +280,9 @@ pub enum RaceError {
     /// A worker process failed or its history was unreadable.
     #[error("worker process: {0}")]
     Process(String),
+    /// The configuration cannot describe a race (said before anything runs).
+    #[error("race configuration: {0}")]
+    Config(String),
     /// The race ran and the checker found violations, or it was vacuous.
     #[error("race failed:\n{0}")]
     Failed(Box<Summary>),
@@ -639,6 +652,13 @@ pub async fn task_race_on<S: RaceSubject, H: Hooks + 'static>(
     hooks_for: impl Fn(usize) -> H,
 ) -> Result<RaceOutcome, RaceError> {
     assert!(config.workers >= 1);
+    if !config.clock_skews.is_empty() && config.clock_skews.len() != config.workers {
+        return Err(RaceError::Config(format!(
+            "{} clock skews given for {} workers: give one per worker, or none",
+            config.clock_skews.len(),
+            config.workers
+        )));
+    }
     port.ensure_schema().await?;
     let scope_name = unique_scope("race");
     let scope = Scope::new(scope_name.clone()).map_err(LeaseError::from)?;
@@ -678,4 +698,54 @@ pub async fn task_race_on<S: RaceSubject, H: Hooks + 'static>(
         summaries,
         elapsed_ms,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_clock_skews_replace_the_spread_one_per_worker() {
+        let behind = ClockSkew {
+            offset_us: -1_000_000,
+            drift_ppm: 0,
+        };
+        let fast = ClockSkew {
+            offset_us: 0,
+            drift_ppm: 50_000,
+        };
+        let config = RaceConfig {
+            workers: 2,
+            clock_offset_ms_max: 500,
+            clock_skews: vec![behind, fast],
+            ..RaceConfig::default()
+        };
+        assert_eq!(config.clock_skew(0), behind);
+        assert_eq!(config.clock_skew(1), fast);
+        let spread = RaceConfig {
+            clock_skews: Vec::new(),
+            ..config
+        };
+        assert_eq!(spread.clock_skew(0).offset_us, -500_000);
+        assert_eq!(spread.clock_skew(1).offset_us, 500_000);
+    }
+
+    #[tokio::test]
+    async fn clock_skews_that_do_not_name_every_worker_are_refused_before_any_work() {
+        // The pool never connects: the refusal comes first, with no server.
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .connect_lazy("postgres://nobody@127.0.0.1:1/nothing")
+            .unwrap();
+        let port = HarnessPort::new(leaseproof_postgres::PostgresLeases::new(pool));
+        let config = RaceConfig {
+            workers: 3,
+            clock_skews: vec![ClockSkew::default(); 2],
+            ..RaceConfig::default()
+        };
+        let refused = task_race_on(&port, &config, |_| NoHooks).await.unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "race configuration: 2 clock skews given for 3 workers: give one per worker, or none"
+        );
+    }
 }

@@ -113,15 +113,29 @@ async fn a_killed_lock_connection_frees_the_lock_at_once_but_the_holder_learns_l
         !guard.is_lost(),
         "the holder has not noticed yet: two holders"
     );
+    let rival_pid = lock_holder_pid(&mut admin, &maintained).await;
+    assert_ne!(rival_pid, pid, "the rival holds it on a session of its own");
     tokio::time::timeout(Duration::from_secs(10), guard.lost())
         .await
         .expect("the probe fires lost");
     assert!(matches!(guard.release().await, Err(LockError::Lost { .. })));
+    // The old holder's release and probe left the rival's lock where it was:
+    // on the rival's session, and only there.
     assert!(
         manager.is_locked(&maintained).await.unwrap(),
         "the rival's lock stands"
     );
+    assert_eq!(lock_holder_pid(&mut admin, &maintained).await, rival_pid);
+    assert!(
+        matches!(
+            manager.acquire_lock(&maintained).await,
+            Err(LockError::Held { .. })
+        ),
+        "no session of the manager (a reused one included) takes the rival's lock"
+    );
     rival.release().await.unwrap();
+    let next = manager.acquire_lock(&maintained).await.unwrap();
+    next.release().await.unwrap();
 }
 
 #[tokio::test]

@@ -18,8 +18,10 @@ use std::time::Duration;
 use design::{Fence, ForeignLease};
 use leaseproof_history::Invariant;
 use leaseproof_protocol::CyclePoint;
+use leaseproof_races::clock::ClockSkew;
 use leaseproof_races::hooks::PauseOnce;
 use leaseproof_races::race::{connect_pool, task_race_on, RaceOutcome};
+use leaseproof_races::scenes::{pause_takeover, PauseTakeover};
 use leaseproof_races::RaceConfig;
 use leaseproof_worker::Step;
 
@@ -335,4 +337,69 @@ async fn a_redis_lock_released_by_plain_del_is_caught_and_compare_and_delete_pas
     assert_eq!(plain.violations.len(), 1, "{plain}");
     let correct = paused_releaser_scene(&url, true).await;
     assert!(correct.is_ok(), "{correct}");
+}
+
+/// The library's pause-takeover scene stages the classic failure on the
+/// foreign design, each racer on its own clock (the holder a minute behind,
+/// the rival 10 % fast): the locking fence refuses the paused holder's
+/// stale commit; the fence that only checks lets it land — paused after its
+/// writes, inside its transaction — and the checker convicts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pause_takeover_scene_judges_a_foreign_design_on_skewed_clocks() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let config = RaceConfig::default();
+    let pool = pool_for(&database.url, &config).await;
+    let skews = [
+        ClockSkew {
+            offset_us: -60_000_000,
+            drift_ppm: 0,
+        },
+        ClockSkew {
+            offset_us: 0,
+            drift_ppm: 100_000,
+        },
+    ];
+    let scene = |holder_pause| PauseTakeover {
+        holder_pause,
+        skews,
+        ..PauseTakeover::default()
+    };
+    let fenced = pause_takeover(
+        &ForeignLease::new(pool.clone(), Fence::ForUpdate),
+        scene(PauseOnce::at(Step::Commit, Duration::from_millis(450))),
+    )
+    .await
+    .unwrap();
+    assert!(fenced.holder_paused);
+    assert!(fenced.report.is_ok(), "{}", fenced.report);
+    assert_eq!(
+        fenced.holder.commits_refused, 1,
+        "the stale commit is refused"
+    );
+    assert!(fenced.report.stats.takeovers >= 1);
+
+    let check_only = pause_takeover(
+        &ForeignLease::new(pool, Fence::CheckOnly),
+        scene(PauseOnce::inside_cycle(
+            CyclePoint::Written,
+            Duration::from_millis(450),
+        )),
+    )
+    .await
+    .unwrap();
+    assert!(check_only.holder_paused);
+    assert_eq!(
+        check_only.holder.commits, 1,
+        "nothing stopped the stale commit"
+    );
+    assert!(
+        !check_only
+            .report
+            .violations_of(Invariant::FencedWrites)
+            .is_empty(),
+        "{}",
+        check_only.report
+    );
 }

@@ -1,8 +1,9 @@
 //! Takeover under a pause: the holder stalls past expiry, a rival takes over.
 //!
 //! Goal: show the fence is what keeps a stalled holder's writes out, and that
-//! the checker catches the damage when it is missing. Method: the shared worker
-//! loop with a 150 ms TTL; the holder pauses 450 ms between its belief check
+//! the checker catches the damage when it is missing. Method: the library's
+//! scene (`leaseproof_races::scenes::pause_takeover`, the shared worker loop)
+//! with a 150 ms TTL; the holder pauses 450 ms between its belief check
 //! and its commit (the GC pause), the rival starts 100 ms late, waits out the
 //! expiry and commits. Fenced, the stale commit is refused; through the
 //! test-only unfenced path (`commit_unfenced`) the same scene writes the stale
@@ -12,23 +13,22 @@
 //! tokens never go backwards in the table) and I4 (refused writes are absent).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
-use leaseproof_history::{FailReason, Invariant, Outcome, Recorder};
+use leaseproof_history::{FailReason, Invariant, Outcome};
 use leaseproof_postgres::{sql, HarnessPort};
-use leaseproof_protocol::{CyclePoint, GuardedCycle, LeasePort as _, NoCycleFaults, Owner, Scope};
-use leaseproof_races::clock::RunClock;
+use leaseproof_protocol::{CyclePoint, GuardedCycle, LeasePort as _, NoCycleFaults};
 use leaseproof_races::hooks::PauseOnce;
-use leaseproof_races::race::{harness_port, judge, run_racers, unique_scope, Racer};
+use leaseproof_races::race::{harness_port, judge};
+use leaseproof_races::scenes::{pause_takeover, PauseTakeover};
 use leaseproof_races::RaceConfig;
 use leaseproof_worker::Step;
 
 use crate::support::{commit_op, HeldScene, SceneWorker};
 
+/// The scene's TTL (`PauseTakeover::default()`'s) and the holder's pause.
 const TTL_MS: i64 = 150;
 const HOLDER_PAUSE_MS: u64 = 450;
-const RIVAL_DELAY_MS: u64 = 100;
 
 struct Scene {
     report: leaseproof_history::CheckReport,
@@ -43,60 +43,28 @@ async fn paused_holder_scene(port: &HarnessPort, unfenced: bool) -> Scene {
     holder_scene(port, unfenced, pause).await
 }
 
-/// The holder pauses per `holder_pause`; the rival starts late and takes over.
+/// The library's pause-takeover scene (the rival starts late and takes
+/// over), the holder paused per `holder_pause`.
 async fn holder_scene(port: &HarnessPort, unfenced: bool, holder_pause: PauseOnce) -> Scene {
-    let scope_name = unique_scope("pause");
-    let scope = Scope::new(scope_name.clone()).unwrap();
-    let race = RaceConfig {
-        ttl_ms: TTL_MS,
-        ..RaceConfig::default()
-    };
-    let holder_owner = Owner::generate();
-    let mut holder = race
-        .worker_config(
-            "holder".into(),
-            holder_owner.clone(),
-            scope.clone(),
-            5_000_000,
-        )
-        .unwrap();
-    holder.cycles = 1;
-    holder.cycles_per_grant = 1;
-    holder.unfenced = unfenced;
-    let mut rival = race
-        .worker_config("rival".into(), Owner::generate(), scope, 5_000_000)
-        .unwrap();
-    rival.cycles = 2;
-    let holder_hooks = Arc::new(holder_pause);
-    let racers = vec![
-        Racer::new(holder, Arc::clone(&holder_hooks)),
-        Racer::new(
-            rival,
-            Arc::new(PauseOnce::at(
-                Step::Acquire,
-                Duration::from_millis(RIVAL_DELAY_MS),
-            )),
-        ),
-    ];
-    let recorder = Recorder::new();
-    let summaries = run_racers(port, racers, RunClock::start(), &recorder).await;
-    assert!(holder_hooks.fired(), "the holder was paused");
-    let unfenced_workers: BTreeSet<String> = if unfenced {
-        ["holder".to_string()].into()
-    } else {
-        BTreeSet::new()
-    };
-    let (history, report) = judge(port, &scope_name, &recorder, unfenced_workers)
-        .await
-        .unwrap();
-    eprint!("{report}");
-    let holder_summary = &summaries[0].1;
+    let outcome = pause_takeover(
+        port,
+        PauseTakeover {
+            ttl_ms: TTL_MS,
+            holder_pause,
+            holder_unfenced: unfenced,
+            ..PauseTakeover::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(outcome.holder_paused, "the holder was paused");
+    eprint!("{}", outcome.report);
     Scene {
-        report,
-        history,
-        holder_owner: holder_owner.to_string(),
-        holder_refused: holder_summary.commits_refused,
-        holder_commits: holder_summary.commits,
+        report: outcome.report,
+        history: outcome.history,
+        holder_owner: outcome.holder_owner.to_string(),
+        holder_refused: outcome.holder.commits_refused,
+        holder_commits: outcome.holder.commits,
     }
 }
 
