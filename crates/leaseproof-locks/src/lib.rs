@@ -22,6 +22,54 @@
 //! closes the connection (the server frees the lock with the session anyway);
 //! the Redis and lease managers stop their keep-alive and the lock expires at
 //! its TTL. Nothing is released twice, and no other holder's lock is touched.
+//!
+//! # Choosing a lock manager
+//!
+//! The README's sample, run as a doc-test against throwaway servers (the
+//! hidden lines start them; a test keeps the README's copy identical to the
+//! visible lines):
+//!
+//! ```rust
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let Some(database) = leaseproof_pgcluster::test_database().await else { return Ok(()) };
+//! # let Some(redis_url) = leaseproof_redis_server::test_redis_url() else { return Ok(()) };
+//! # let database_url = database.url.clone();
+//! # use leaseproof_postgres::PostgresLeases;
+//! # use leaseproof_protocol::Ttl;
+//! # let leases = PostgresLeases::connect(&database_url, 8).await?;
+//! # leases.ensure_schema().await?;
+//! # sqlx::query("CREATE TABLE IF NOT EXISTS results (job text)").execute(leases.pool()).await?;
+//! use std::sync::Arc;
+//! use leaseproof_locks::{LeaseLockManager, LockError, LockManager, PostgresAdvisoryLockManager};
+//! use leaseproof_locks::{RedisDistributedLockManager, RedisLockOptions, TableName};
+//!
+//! let ttl = Ttl::from_millis(30_000)?;
+//! let managers: [Arc<dyn LockManager>; 3] = [
+//!     Arc::new(LeaseLockManager::new(leases.clone(), "myapp", ttl, true)), // the lease, kept alive
+//!     Arc::new(PostgresAdvisoryLockManager::new(&database_url, "myapp")?), // a dedicated lock connection
+//!     Arc::new(RedisDistributedLockManager::connect(&redis_url, "myapp", RedisLockOptions::default()).await?),
+//! ];
+//! for locks in managers {
+//!     match locks.acquire_lock(&TableName::new("public", "events")).await {
+//!         Ok(guard) => {
+//!             match guard.lease() {
+//!                 Some(lease) => leases.commit_cycle(lease, |connection| Box::pin(async move {
+//!                     sqlx::query("INSERT INTO results (job) VALUES ('events')").execute(connection).await
+//!                 })).await.map(drop)?,                   // under the lease's fence
+//!                 None => { /* advisory, Redis: no fence; race the work against guard.lost() */ }
+//!             }
+//!             guard.release().await?;
+//!         }
+//!         Err(LockError::Held { holder, .. }) => println!("held by {holder:?}: skip this tick"),
+//!         Err(error) => return Err(error.into()),
+//!     }
+//! }
+//! # let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM results").fetch_one(leases.pool()).await?;
+//! # assert_eq!(rows, 1);
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
 
 mod advisory;

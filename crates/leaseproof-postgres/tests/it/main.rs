@@ -18,7 +18,6 @@ mod input;
 mod late_statements;
 mod operations;
 mod read_first;
-mod readme;
 mod reuse;
 mod schema;
 mod schema_failures;

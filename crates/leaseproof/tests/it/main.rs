@@ -10,6 +10,7 @@ mod malformed;
 mod misuse;
 mod output;
 mod python_recorder;
+mod readme;
 mod shards;
 mod tidy;
 mod timeline;
