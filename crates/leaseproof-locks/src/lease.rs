@@ -42,8 +42,9 @@ fn lock_error(error: LeaseError) -> LockError {
 impl LeaseLockManager {
     /// Locks as leases of `ttl` on `leases` (whose schema must exist:
     /// `PostgresLeases::ensure_schema`), renewed while held when `keep_alive`.
-    /// A refusal names the holder (`LockError::Held { holder }`): at most one
-    /// read-only round trip on the skip path (`with_holder_reports`).
+    /// A refusal names the holder (`LockError::Held { holder }`) as `leases`
+    /// are configured to: by default, at most one read-only round trip on
+    /// the skip path; `leases.without_holder_reports()` saves it.
     pub fn new(
         leases: PostgresLeases,
         prefix: impl Into<String>,
@@ -51,7 +52,7 @@ impl LeaseLockManager {
         keep_alive: bool,
     ) -> Self {
         LeaseLockManager {
-            leases: leases.with_holder_reports(),
+            leases,
             prefix: prefix.into(),
             ttl,
             keep_alive,

@@ -101,8 +101,24 @@ class Recorder:
         return {"op": "acquire", "scope": scope, "owner": owner, "ttl_us": ttl_us}
 
     @staticmethod
+    def renew(scope, owner, token, ttl_us):
+        return {"op": "renew", "scope": scope, "owner": owner, "token": token, "ttl_us": ttl_us}
+
+    @staticmethod
     def release(scope, owner, token=0):
         return {"op": "release", "scope": scope, "owner": owner, "token": token}
+
+    @staticmethod
+    def commit(scope, owner, token, cycle_id, items):
+        """A guarded write under a lease's fence (its rows are `guarded_row`s)."""
+        return {
+            "op": "commit",
+            "scope": scope,
+            "owner": owner,
+            "token": token,
+            "cycle_id": cycle_id,
+            "items": items,
+        }
 
     @staticmethod
     def write(scope, owner, cycle_id, items):
@@ -126,6 +142,31 @@ class Recorder:
             result["lifetime_us"] = lifetime_us
         return result
 
+    @staticmethod
+    def lease(token, owner, granted_at_us, expires_at_us):
+        """A grant (acquire, renew) of a lease that reports its server
+        times: microseconds on the store's clock."""
+        return {
+            "result": "lease",
+            "token": token,
+            "owner": owner,
+            "granted_at_us": granted_at_us,
+            "expires_at_us": expires_at_us,
+        }
+
+    @staticmethod
+    def released(released_at_us):
+        """A lease's release, at this server time."""
+        return {"result": "released", "released_at_us": released_at_us}
+
+    @staticmethod
+    def committed(committed_at_us=None):
+        """A fenced commit; the fence's server time where the design has one."""
+        result = {"result": "committed"}
+        if committed_at_us is not None:
+            result["committed_at_us"] = committed_at_us
+        return result
+
     UNLOCKED = {"result": "unlocked"}
     WRITTEN = {"result": "written"}
 
@@ -146,11 +187,35 @@ class Recorder:
         with self._mutex:
             self._rows.append(row)
 
+    def guarded_row(
+        self, seq, scope, owner, token, cycle_id, item, written_at_us, committed_at_us=None
+    ):
+        """A row a `commit` left in the guarded table, read back after the
+        run (server times in microseconds; on PostgreSQL the commit time is
+        `pg_xact_commit_timestamp(xmin)`)."""
+        row = {
+            "record": "guarded_row",
+            "seq": seq,
+            "scope": scope,
+            "owner": owner,
+            "token": token,
+            "cycle_id": cycle_id,
+            "item": item,
+            "written_at_us": written_at_us,
+        }
+        if committed_at_us is not None:
+            row["committed_at_us"] = committed_at_us
+        with self._mutex:
+            self._rows.append(row)
+
     # -- the file -------------------------------------------------------
 
     def save(self, path):
         with self._mutex:
-            records = list(self._events) + sorted(self._rows, key=lambda row: row["seq"])
+            # Guarded rows, then work rows, each in `seq` order.
+            records = list(self._events) + sorted(
+                self._rows, key=lambda row: (row["record"] != "guarded_row", row["seq"])
+            )
             design = self._design
         with open(path, "w", encoding="utf-8") as out:
             if design is not None:

@@ -89,7 +89,12 @@ impl<'h> Checker<'h> {
                             format!("token {token} granted to both {} and {owner}", grant.owner),
                         ));
                     }
-                    if grant.granted_at_us != *granted_at_us {
+                    // A renewal extends its grant: whether it reports the
+                    // grant's start or its own time as `granted_at` is the
+                    // design's choice (both are seen), never a second grant.
+                    // A second *acquisition* with the token and a new start
+                    // is one: the increment was forgotten.
+                    if renewed_token.is_none() && grant.granted_at_us != *granted_at_us {
                         violations.push((
                             Invariant::TokenOrder,
                             scope.clone(),

@@ -53,6 +53,17 @@ fn one_token_granted_twice_is_a_violation() {
 }
 
 #[test]
+fn a_renewal_reporting_its_own_time_as_granted_at_is_no_second_grant() {
+    // Designs differ on what a renewal reports as `granted_at`: the grant's
+    // start (the reference) or the renewal's time. Neither is a violation.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.renew_ok("a", "s", 1, 1_200, 1_200 + 1_000_000);
+    let report = assert_passes(&builder.build());
+    assert_eq!(report.stats.renewals, 1);
+}
+
+#[test]
 fn renewal_returning_another_token_is_a_violation() {
     let mut builder = Builder::new();
     builder.acquire_ok("a", "s", 1, 1_000);

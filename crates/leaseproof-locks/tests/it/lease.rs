@@ -173,3 +173,28 @@ async fn a_keep_alive_on_a_one_connection_pool_is_refused_before_any_sql() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_manager_over_leases_without_holder_reports_keeps_that_choice() {
+    // The manager takes the leases as configured: a user who opted out of
+    // the holder read (a loser costs exactly one statement) keeps it off.
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let leases = PostgresLeases::connect(&database.url, 8).await.unwrap();
+    leases.ensure_schema().await.unwrap();
+    let quiet = leases
+        .clone()
+        .without_holder_reports()
+        .with_read_first(leaseproof_postgres::ReadFirst::Never);
+    let ttl = Ttl::from_millis(20_000).unwrap();
+    let holder_locks = LeaseLockManager::new(leases, "quiet", ttl, false);
+    let quiet_locks = LeaseLockManager::new(quiet, "quiet", ttl, false);
+    let maintained = table("quiet");
+    let holder = holder_locks.acquire_lock(&maintained).await.unwrap();
+    match quiet_locks.acquire_lock(&maintained).await {
+        Err(LockError::Held { holder: None, .. }) => {}
+        other => panic!("expected Held without a holder read, got {other:?}"),
+    }
+    holder.release().await.unwrap();
+}

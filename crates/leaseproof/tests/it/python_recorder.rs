@@ -110,3 +110,64 @@ fn a_history_recorded_in_python_is_judged() {
         .collect();
     assert!(lanes.windows(2).all(|pair| pair[0] < pair[1]), "{lanes:?}");
 }
+
+/// A lease's history in Python: grants with server times, fenced commits and
+/// the guarded table read back. Written by every helper the recorder has
+/// for leases (acquire, renew, commit, release; lease, committed, released;
+/// guarded_row). The holder's commit and rows land inside its grant: clean.
+/// With `stale`, the holder's rows commit after a rival's under a larger
+/// token — a stale write the checker must convict (I3) from the rows alone.
+const LEASE_HISTORY: &str = r#"
+import sys
+sys.path.insert(0, sys.argv[1])
+from leaseproof_history import Recorder as R
+
+stale = sys.argv[3] == "stale"
+h = R(design={"grant_stamps": "decision"})
+S = 1_000_000_000  # server clock, µs
+op = h.invoke("a", R.acquire("job", "a", 1_000_000))
+h.ok("a", op, R.lease(1, "a", S, S + 1_000_000))
+op = h.invoke("a", R.renew("job", "a", 1, 1_000_000))
+h.ok("a", op, R.lease(1, "a", S + 100, S + 1_000_100))
+op = h.invoke("a", R.commit("job", "a", 1, 1, 1))
+h.ok("a", op, R.committed(S + 200))
+op = h.invoke("a", R.release("job", "a", 1))
+h.ok("a", op, R.released(S + 300))
+op = h.invoke("b", R.acquire("job", "b", 1_000_000))
+h.ok("b", op, R.lease(2, "b", S + 400, S + 1_000_400))
+op = h.invoke("b", R.commit("job", "b", 2, 2, 1))
+h.ok("b", op, R.committed(S + 500))
+h.guarded_row(1, "job", "a", 1, 1, 0, S + 210, S + (900 if stale else 220))
+h.guarded_row(2, "job", "b", 2, 2, 0, S + 510, S + 520)
+h.save(sys.argv[2])
+"#;
+
+#[test]
+fn a_lease_history_recorded_in_python_with_guarded_rows_is_judged() {
+    let Some(python) = python3() else {
+        return;
+    };
+    let directory = tempfile::tempdir().unwrap();
+    for (variant, expected) in [("clean", 0), ("stale", 1)] {
+        let file = directory.path().join(format!("{variant}.jsonl"));
+        let output = Command::new(python)
+            .arg("-c")
+            .arg(LEASE_HISTORY)
+            .arg(repository().join("examples/recorders/python"))
+            .arg(&file)
+            .arg(variant)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let (code, said) = check(&file);
+        assert_eq!(code, expected, "{variant}: {said}");
+        if expected == 1 {
+            assert!(said.contains("I3"), "{said}");
+            assert!(!said.contains("I1"), "grants never overlapped: {said}");
+        }
+    }
+}
