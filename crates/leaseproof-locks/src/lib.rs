@@ -14,8 +14,8 @@
 //! and a *lost* signal that fires when the manager learns the lock is gone.
 //! Scopes are `{prefix}:{schema}.{table}` ([`Scope::for_table`]), so tables are
 //! maintained in parallel. The trait is object-safe: a scheduler holds an
-//! `Arc<dyn LockManager>`. [`conformance`] is the suite any implementation
-//! (yours too) runs from its own tests.
+//! `Arc<dyn LockManager>`. `conformance` (feature `conformance`) is the suite
+//! any implementation (yours too) runs from its own tests.
 //!
 //! **Dropping a guard without `release`** (there is no async drop in Rust):
 //! the advisory manager's connection task sees the guard gone, unlocks and
@@ -73,6 +73,7 @@
 #![deny(missing_docs)]
 
 mod advisory;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 mod lease;
 mod redis_lock;

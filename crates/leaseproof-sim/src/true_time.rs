@@ -312,6 +312,41 @@ mod tests {
     }
 
     #[test]
+    fn a_takeover_inside_a_renewed_grants_extension_is_caught() {
+        // Token 1 runs to true 2 ms, renewed at true 1 ms to true 3 ms; a
+        // server whose clock jumped hands token 2 out at true 2.5 ms: before
+        // the renewed end, after the original one. Only the renewal's
+        // extension shows the overlap.
+        let mut monitor = TrueTimeMonitor::default();
+        let now = ServerTime::from_micros;
+        monitor.granted(&lease(1, 0, 2_000), GrantKind::First, 0, now(0));
+        monitor.extended(&lease(1, 0, 3_000), 1_000, now(1_000));
+        monitor.granted(
+            &lease(2, 9_000, 11_000),
+            GrantKind::Takeover,
+            2_500,
+            now(9_000),
+        );
+        assert_eq!(monitor.violations.len(), 1, "{:?}", monitor.violations);
+        assert!(
+            monitor.violations[0].contains("ran to true 0.003000s"),
+            "{}",
+            monitor.violations[0]
+        );
+        // A renewal of another token (a stale renewal) extends nothing.
+        let mut monitor = TrueTimeMonitor::default();
+        monitor.granted(&lease(1, 0, 2_000), GrantKind::First, 0, now(0));
+        monitor.extended(&lease(7, 0, 3_000), 1_000, now(1_000));
+        monitor.granted(
+            &lease(2, 2_500, 4_500),
+            GrantKind::Takeover,
+            2_500,
+            now(2_500),
+        );
+        assert_eq!(monitor.violations, Vec::<String>::new());
+    }
+
+    #[test]
     fn a_released_grant_may_be_taken_at_once() {
         let mut monitor = TrueTimeMonitor::default();
         let now = ServerTime::from_micros;

@@ -6,6 +6,7 @@
 
 mod interrupts;
 mod json;
+mod layering;
 mod malformed;
 mod misuse;
 mod output;

@@ -1,0 +1,84 @@
+//! The product builds no harness.
+//!
+//! Goal: a team that depends on the lease or the lock managers compiles the
+//! lease and the managers — not the checker, the simulator, the races, the
+//! model checker or the test servers. Method: `cargo tree` of each product
+//! crate's normal dependencies, with its default features, as a user's
+//! build resolves them. Invariant: no harness crate (nor turmoil,
+//! stateright, clap, indicatif) in a product crate's tree; the conformance
+//! suite, which judges with the checker, is behind a feature.
+
+use std::process::Command;
+
+use super::repository;
+
+const PRODUCT: [&str; 3] = [
+    "leaseproof-protocol",
+    "leaseproof-postgres",
+    "leaseproof-locks",
+];
+
+const HARNESS: [&str; 12] = [
+    "leaseproof-history",
+    "leaseproof-worker",
+    "leaseproof-sim",
+    "leaseproof-races",
+    "leaseproof-models",
+    "leaseproof-benches",
+    "leaseproof-pgcluster",
+    "leaseproof-redis-server",
+    "turmoil",
+    "stateright",
+    "clap",
+    "indicatif",
+];
+
+/// The packages in `package`'s normal dependency tree (with `features`).
+fn tree(package: &str, features: &[&str]) -> Vec<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let mut command = Command::new(cargo);
+    command
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
+        .args(["--format", "{p}", "-p", package])
+        .current_dir(repository());
+    if !features.is_empty() {
+        command.args(["--features", &features.join(",")]);
+    }
+    let output = command.output().expect("run cargo tree");
+    assert!(
+        output.status.success(),
+        "cargo tree -p {package}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn no_product_crate_pulls_in_the_harness() {
+    for package in PRODUCT {
+        let packages = tree(package, &[]);
+        assert!(packages.len() > 3, "{package}: {packages:?}");
+        for harness in HARNESS {
+            assert!(
+                !packages.iter().any(|found| found == harness),
+                "{package} depends on {harness}"
+            );
+        }
+    }
+    // The negative control: the suite's feature does bring in the checker,
+    // so the scan above can see a harness crate when there is one.
+    let with_suite = tree("leaseproof-locks", &["conformance"]);
+    assert!(with_suite.iter().any(|found| found == "leaseproof-history"));
+}
