@@ -64,7 +64,13 @@ impl LeaseLockManager {
         &self.leases
     }
 
-    async fn acquire(&self, table: &TableName) -> Result<LockGuard, LockError> {
+    /// Takes the lock now, or within `wait` (the lease's waiting form: woken
+    /// by the holder's release, polling as the floor).
+    async fn acquire(
+        &self,
+        table: &TableName,
+        wait: Option<std::time::Duration>,
+    ) -> Result<LockGuard, LockError> {
         let scope = table.scope(&self.prefix)?;
         // The keep-alive renews on a pool connection while the work's guarded
         // transaction holds another: with one connection the renewal would
@@ -77,11 +83,15 @@ impl LeaseLockManager {
             }));
         }
         let owner = Owner::generate();
-        let guard = self
-            .leases
-            .acquire(&scope, &owner, self.ttl)
-            .await
-            .map_err(lock_error)?;
+        let guard = match wait {
+            None => self.leases.acquire(&scope, &owner, self.ttl).await,
+            Some(timeout) => {
+                self.leases
+                    .acquire_wait(&scope, &owner, self.ttl, timeout)
+                    .await
+            }
+        }
+        .map_err(lock_error)?;
         let guard = if self.keep_alive {
             guard.with_keep_alive()
         } else {
@@ -138,7 +148,17 @@ impl LockManager for LeaseLockManager {
         &'a self,
         table: &'a TableName,
     ) -> BoxFuture<'a, Result<LockGuard, LockError>> {
-        Box::pin(self.acquire(table))
+        Box::pin(self.acquire(table, None))
+    }
+
+    /// [`PostgresLeases::acquire_wait`]: woken the moment the holder
+    /// releases, polling (a read) as the floor.
+    fn acquire_lock_wait<'a>(
+        &'a self,
+        table: &'a TableName,
+        timeout: std::time::Duration,
+    ) -> BoxFuture<'a, Result<LockGuard, LockError>> {
+        Box::pin(self.acquire(table, Some(timeout)))
     }
 
     fn is_locked<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<bool, LockError>> {

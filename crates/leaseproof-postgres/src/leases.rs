@@ -15,6 +15,7 @@ use crate::errors::{after_send, connection_lost, sqlstate, unavailable, without_
 use crate::read_first::{ReadFirst, RefusedScopes};
 use crate::reuse::{Checkout, Parked};
 use crate::sql;
+use crate::wake::Releases;
 use crate::LeaseGuard;
 
 /// Leases on one PostgreSQL pool: its database holds the lease table, and its
@@ -505,12 +506,16 @@ impl PostgresLeases {
     /// Waits up to `timeout` for the lease of `scope`, then holds it as
     /// [`Self::acquire`] does: for a job that must run, not skip its tick.
     ///
-    /// It tries at once; refused, it tries again after a jittered pause of
+    /// It tries at once; refused, it listens for releases of the scope (a
+    /// `LISTEN` on a connection of its own: [`sql::RELEASE`] notifies) and
+    /// tries again the moment one is released, or after a jittered pause of
     /// about an eighth of the TTL (10 ms to 500 ms, ±50 %, so waiters do not
     /// march in step), until granted or the deadline. A waiter that was
     /// refused reads first ([`ReadFirst::AfterRefusal`]): polling costs a
     /// primary-key read, never a write or a row lock. A holder that releases
-    /// or dies is followed within one pause of its release or expiry. An
+    /// is followed at once; one that dies, within one pause of its expiry
+    /// (an expiry notifies nobody). Without the listener (it could not
+    /// connect) the pauses alone pace the wait. An
     /// acquisition whose outcome is unknown (a lost reply) is retried too:
     /// acquiring is idempotent for one owner, so the retry finds the grant
     /// if the first attempt made it. At the deadline it returns the last
@@ -530,6 +535,10 @@ impl PostgresLeases {
     ) -> Result<LeaseGuard, LeaseError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let pause = wait_pause(ttl);
+        // Listening starts after the first refusal (most acquisitions are
+        // granted at once), then the scope is asked again at once: a release
+        // between the refusal and the LISTEN notified nobody.
+        let mut releases: Option<Option<Releases>> = None;
         loop {
             let error = match self.acquire(scope, owner, ttl).await {
                 Ok(guard) => return Ok(guard),
@@ -544,7 +553,17 @@ impl PostgresLeases {
             if now >= deadline {
                 return Err(error);
             }
-            tokio::time::sleep(jittered(pause).min(deadline - now)).await;
+            let pause = jittered(pause).min(deadline - now);
+            match &mut releases {
+                None => releases = Some(Releases::listen(self.pool()).await),
+                Some(Some(listening)) => {
+                    tokio::select! {
+                        () = listening.released(scope) => {}
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                }
+                Some(None) => tokio::time::sleep(pause).await,
+            }
         }
     }
 

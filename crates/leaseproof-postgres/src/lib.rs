@@ -67,6 +67,7 @@ mod port;
 pub mod read_first;
 pub mod reuse;
 pub mod sql;
+mod wake;
 
 pub use guard::LeaseGuard;
 pub use guarded_write::{GuardedInsert, GuardedWrite};

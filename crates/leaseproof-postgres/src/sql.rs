@@ -134,11 +134,22 @@ RETURNING (extract(epoch FROM granted_at) * 1000000)::int8,
           (extract(epoch FROM expires_at) * 1000000)::int8";
 
 /// Release: expire the row now. Never `DELETE`: the token must not restart.
+/// A release that took effect also notifies [`RELEASED_CHANNEL`] with the
+/// scope, delivered when it commits, so waiters wake at once instead of at
+/// their next poll (`pg_notify` runs once per released row, in the lateral
+/// subquery: the statement still returns one column).
 pub const RELEASE: &str = "\
-UPDATE leaseproof_leases
-SET expires_at = now()
-WHERE scope = $1 AND owner = $2 AND token = $3 AND expires_at > now()
-RETURNING (extract(epoch FROM expires_at) * 1000000)::int8";
+WITH released AS (
+    UPDATE leaseproof_leases
+    SET expires_at = now()
+    WHERE scope = $1 AND owner = $2 AND token = $3 AND expires_at > now()
+    RETURNING scope, expires_at
+)
+SELECT (extract(epoch FROM released.expires_at) * 1000000)::int8
+FROM released, LATERAL (SELECT pg_notify('leaseproof_released', released.scope)) AS woken";
+
+/// The channel a release notifies, its payload the scope (see [`RELEASE`]).
+pub const RELEASED_CHANNEL: &str = "leaseproof_released";
 
 /// The read-only check. Past tense: true when it was read.
 pub const HOLDS: &str = "\
