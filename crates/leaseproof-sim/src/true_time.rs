@@ -210,6 +210,14 @@ mod tests {
     /// An acquire invoked at true 1 ms, answered at true 1.5 ms, decided at
     /// true 1.2 ms by a server whose clock reads true + `server_minus_true_us`.
     fn acquire_history(server_minus_true_us: i64) -> leaseproof_history::History {
+        acquire_history_decided_at(1_200, server_minus_true_us)
+    }
+
+    /// The same acquire, decided at true `decided_true_us`.
+    fn acquire_history_decided_at(
+        decided_true_us: i64,
+        server_minus_true_us: i64,
+    ) -> leaseproof_history::History {
         use leaseproof_history::{Op, OpResult, Outcome, Recorder, Stamp};
         let recorder = Recorder::new();
         let at = |true_time_us| Stamp {
@@ -224,7 +232,7 @@ mod tests {
             ttl_us: 2_000,
         };
         let op_id = recorder.invoke(at(1_000), acquire);
-        let now_us = 1_200 + server_minus_true_us;
+        let now_us = decided_true_us + server_minus_true_us;
         let lease = OpResult::Lease {
             token: 1,
             owner: "w-0".into(),
@@ -258,6 +266,30 @@ mod tests {
         let ahead = stamps_off_the_server_clock(&acquire_history(offset_us + 10_000), offset_us);
         assert_eq!(ahead.len(), 1, "{ahead:?}");
         assert!(ahead[0].contains("after its reply"), "{}", ahead[0]);
+    }
+
+    #[test]
+    fn a_statement_decided_at_its_invoke_or_its_reply_is_on_the_clock_and_a_microsecond_out_is_not()
+    {
+        let offset_us = 3_600_000_000;
+        let off = |decided_true_us| {
+            stamps_off_the_server_clock(
+                &acquire_history_decided_at(decided_true_us, offset_us),
+                offset_us,
+            )
+        };
+        assert_eq!(off(1_000), Vec::<String>::new(), "decided as it was sent");
+        assert_eq!(off(1_500), Vec::<String>::new(), "decided as it replied");
+        let early = off(999);
+        assert_eq!(early.len(), 1, "{early:?}");
+        assert!(
+            early[0].contains("before its statement could run"),
+            "{}",
+            early[0]
+        );
+        let late = off(1_501);
+        assert_eq!(late.len(), 1, "{late:?}");
+        assert!(late[0].contains("after its reply"), "{}", late[0]);
     }
 
     #[test]
