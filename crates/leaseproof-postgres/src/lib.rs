@@ -58,6 +58,7 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
+mod election;
 pub mod errors;
 mod guard;
 mod guarded_write;
@@ -69,6 +70,7 @@ pub mod reuse;
 pub mod sql;
 mod wake;
 
+pub use election::{Election, Leadership};
 pub use guard::LeaseGuard;
 pub use guarded_write::{GuardedInsert, GuardedWrite};
 pub use leases::{CycleError, FenceMode, LeaseTransaction, PostgresLeases, SchemaMismatch};

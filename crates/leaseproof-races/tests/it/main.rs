@@ -6,6 +6,7 @@
 
 mod cli;
 mod clients;
+mod election;
 mod faults;
 mod foreign_lease;
 mod lock_matrix;
