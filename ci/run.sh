@@ -21,6 +21,8 @@ export LEASEPROOF_REQUIRE_REDIS=1
 export LEASEPROOF_REQUIRE_CHROMIUM=1
 # The client-protocol tests (Python and Node.js clients) must run, not skip.
 export LEASEPROOF_REQUIRE_CLIENTS=1
+# The connection-pooler tests run a throwaway PgBouncer.
+export LEASEPROOF_REQUIRE_PGBOUNCER=1
 export RUSTFLAGS="${RUSTFLAGS:-} -D warnings"
 export CARGO_TERM_COLOR=never
 

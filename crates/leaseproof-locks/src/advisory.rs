@@ -19,6 +19,14 @@
 //! There is no fence: the maintenance writes on other connections, and
 //! nothing there checks the lock. A holder whose lock connection died keeps
 //! working until its probe notices — the finding the harness reports.
+//!
+//! Behind a connection pooler in transaction mode (PgBouncer's `pool_mode =
+//! transaction`) a session lock stays with a server connection the client
+//! does not keep: the next client handed that server connection holds the
+//! lock too. The manager refuses to work there: its first connection sets a
+//! mark on its session and a second connection looks for it; seeing it
+//! means sessions are shared, and every acquisition fails with
+//! [`TransactionPooling`] instead of silently double-granting.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,7 +60,20 @@ pub struct PostgresAdvisoryLockManager {
     prefix: String,
     probe_interval: Duration,
     idle: IdleConnections,
+    /// Whether sessions were found private (checked once, on the first
+    /// connection; `Some(false)`: a transaction pooler shares them).
+    sessions_private: Arc<tokio::sync::OnceCell<bool>>,
 }
+
+/// The advisory manager's refusal to run behind a transaction pooler.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the connection goes through a pooler in transaction mode (one connection's session \
+     state reached another): an advisory lock lives with its session and would be handed \
+     to whichever client gets that server connection next; connect directly, or through \
+     session pooling"
+)]
+pub struct TransactionPooling;
 
 /// Connections holding no lock, ready for the next attempt.
 #[derive(Clone, Debug, Default)]
@@ -95,6 +116,7 @@ impl PostgresAdvisoryLockManager {
             prefix: prefix.into(),
             probe_interval: Duration::from_secs(1),
             idle: IdleConnections::default(),
+            sessions_private: Arc::new(tokio::sync::OnceCell::new()),
         })
     }
 
@@ -107,12 +129,21 @@ impl PostgresAdvisoryLockManager {
     }
 
     async fn connect(&self) -> Result<PgConnection, LockError> {
-        self.options
-            .connect()
+        let unavailable = |error: sqlx::Error| LockError::Unavailable {
+            source: Box::new(error),
+        };
+        let mut connection = self.options.connect().await.map_err(unavailable)?;
+        let private = self
+            .sessions_private
+            .get_or_try_init(|| sessions_are_private(&mut connection, &self.options))
             .await
-            .map_err(|error| LockError::Unavailable {
-                source: Box::new(error),
-            })
+            .map_err(unavailable)?;
+        if !private {
+            return Err(LockError::Backend {
+                source: Box::new(TransactionPooling),
+            });
+        }
+        Ok(connection)
     }
 
     /// Runs `statement` (one `bool` column, `$1` the key) on a cached
@@ -194,6 +225,34 @@ fn backend(error: sqlx::Error) -> LockError {
     LockError::Backend {
         source: Box::new(error),
     }
+}
+
+/// Whether a session's state stays its own: `connection` marks its session
+/// and a second connection looks for the mark. Behind a pooler in
+/// transaction mode the second is handed the server connection the first
+/// just left (PgBouncer hands out the most recently used one) and sees it.
+/// Simple-protocol statements only (`raw_sql`): they pass any pooler.
+async fn sessions_are_private(
+    connection: &mut PgConnection,
+    options: &PgConnectOptions,
+) -> Result<bool, sqlx::Error> {
+    use rand::Rng as _;
+    use sqlx::{Executor as _, Row as _};
+    let mark = format!("{:016x}", rand::thread_rng().gen::<u64>());
+    let set = format!("SET leaseproof.session_mark = '{mark}'");
+    connection.execute(sqlx::raw_sql(&set)).await?;
+    let mut other = options.connect().await?;
+    let row = other
+        .fetch_one(sqlx::raw_sql(
+            "SELECT current_setting('leaseproof.session_mark', true)",
+        ))
+        .await?;
+    let seen: Option<String> = row.try_get(0)?;
+    let _ = other.close().await;
+    connection
+        .execute(sqlx::raw_sql("RESET leaseproof.session_mark"))
+        .await?;
+    Ok(seen.as_deref() != Some(mark.as_str()))
 }
 
 type ReleaseReply = oneshot::Sender<Result<(), LockError>>;

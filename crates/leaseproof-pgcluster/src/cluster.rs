@@ -25,7 +25,7 @@ use crate::source::{effective_uid, program_on_path, user_ids, user_switch_availa
 use crate::Error;
 
 /// User the server runs as when this process is root.
-const SERVER_USER_WHEN_ROOT: &str = "postgres";
+pub(crate) const SERVER_USER_WHEN_ROOT: &str = "postgres";
 /// How long `pg_ctl start`/`restart` may wait for the server.
 const START_TIMEOUT_S: u64 = 60;
 /// How long we poll with a real connection after `pg_ctl` says it is up.
@@ -505,7 +505,7 @@ fn write_private_file(path: &Path, text: &str, owner_ids: Option<(u32, u32)>) ->
 }
 
 /// Binds 127.0.0.1:0, reads the port the kernel chose and releases it.
-fn free_port() -> Result<u16, Error> {
+pub(crate) fn free_port() -> Result<u16, Error> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| Error::io("finding a free port", e))?;
     let port = listener
@@ -517,7 +517,7 @@ fn free_port() -> Result<u16, Error> {
 }
 
 /// The system temp dir, or `/tmp` when the server user could not traverse it.
-fn base_temp_dir(server_runs_as_other_user: bool) -> PathBuf {
+pub(crate) fn base_temp_dir(server_runs_as_other_user: bool) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let temp_dir = std::env::temp_dir();
     if !server_runs_as_other_user {
@@ -535,7 +535,7 @@ fn base_temp_dir(server_runs_as_other_user: bool) -> PathBuf {
     }
 }
 
-fn create_unique_dir(base: &Path) -> Result<PathBuf, Error> {
+pub(crate) fn create_unique_dir(base: &Path) -> Result<PathBuf, Error> {
     for _ in 0..100 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -558,7 +558,7 @@ fn create_unique_dir(base: &Path) -> Result<PathBuf, Error> {
     ))
 }
 
-fn runuser_path() -> Option<PathBuf> {
+pub(crate) fn runuser_path() -> Option<PathBuf> {
     program_on_path("runuser", &["/usr/sbin", "/sbin"])
 }
 

@@ -25,6 +25,7 @@
 mod cluster;
 #[cfg(feature = "testcontainers")]
 mod container;
+mod pgbouncer;
 mod serve;
 mod source;
 mod url;
@@ -37,6 +38,7 @@ use sqlx::{Connection as _, PgConnection};
 use crate::cluster::Cluster;
 use crate::source::Plan;
 
+pub use crate::pgbouncer::{pgbouncer_binary, require_pgbouncer, PgBouncer, PoolMode};
 pub use crate::serve::serve_throwaway_until_stdin_closes;
 
 /// Environment variable that turns a skip into a panic (CI sets it to `1`).

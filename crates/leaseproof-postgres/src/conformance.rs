@@ -13,7 +13,8 @@ use leaseproof_protocol::{FencingToken, Lease, LeaseError, Owner, Scope, ServerT
 use rand::{Rng, SeedableRng};
 use sqlx::{Connection, PgConnection};
 
-use crate::{sql, PostgresLeases};
+use crate::statements::Arg;
+use crate::{sql, PostgresLeases, Statements};
 
 /// A check could not run (connection, setup) or observed a disagreement.
 #[derive(Debug)]
@@ -125,7 +126,18 @@ pub async fn differential(
     seed: u64,
     steps: u32,
 ) -> Result<DifferentialReport, ConformanceError> {
-    let leases = leases_on(url, 1).await?;
+    differential_with(url, seed, steps, Statements::Prepared).await
+}
+
+/// [`differential`] with the library's statements sent as `statements`
+/// says: the inline form must decide every case as the prepared one does.
+pub async fn differential_with(
+    url: &str,
+    seed: u64,
+    steps: u32,
+    statements: Statements,
+) -> Result<DifferentialReport, ConformanceError> {
+    let leases = leases_on(url, 1).await?.with_statements(statements);
     leases
         .ensure_schema()
         .await
@@ -159,15 +171,17 @@ pub async fn differential(
         let context =
             format!("step {step} (seed {seed}), choice {choice}, {scope}, {owner}, now {now}");
         if choice < 5 || leases_seen.is_empty() {
-            let rival = crate::leases::rival_row(&mut transaction, scope, owner)
-                .await
-                .map_err(setup("read first"))?;
+            let rival =
+                crate::leases::rival_row(&mut transaction, leases.statements(), scope, owner)
+                    .await
+                    .map_err(setup("read first"))?;
             sqlx::query("SAVEPOINT unguarded")
                 .execute(&mut *transaction)
                 .await
                 .map_err(setup("savepoint"))?;
             let unguarded = crate::leases::acquire_row(
                 &mut transaction,
+                leases.statements(),
                 sql::ACQUIRE_UNGUARDED,
                 scope,
                 owner,
@@ -179,10 +193,16 @@ pub async fn differential(
                 .execute(&mut *transaction)
                 .await
                 .map_err(setup("rollback"))?;
-            let guarded =
-                crate::leases::acquire_row(&mut transaction, sql::ACQUIRE, scope, owner, ttl)
-                    .await
-                    .map_err(setup("acquire"))?;
+            let guarded = crate::leases::acquire_row(
+                &mut transaction,
+                leases.statements(),
+                sql::ACQUIRE,
+                scope,
+                owner,
+                ttl,
+            )
+            .await
+            .map_err(setup("acquire"))?;
             let token_before = model.row(scope).map(|row| row.token);
             let expected = model.acquire(scope, owner, ttl, now);
             agree(guarded, model_times(&expected), "guarded acquire", &context)?;
@@ -221,46 +241,40 @@ pub async fn differential(
             }
         } else {
             let lease = leases_seen[rng.gen_range(0..leases_seen.len())].clone();
-            let bind = |statement: &'static str| {
-                sqlx::query(statement)
-                    .bind(lease.scope.as_str())
-                    .bind(lease.owner.as_str())
-                    .bind(lease.token.0)
-            };
-            use sqlx::Row;
+            // As the library sends them (prepared or inline).
+            let statements = leases.statements();
+            let args = [
+                Arg::Text(lease.scope.as_str()),
+                Arg::Text(lease.owner.as_str()),
+                Arg::Int8(lease.token.0),
+                Arg::Int8(ttl.as_micros()),
+            ];
             match choice {
                 5 | 6 => {
-                    let row = bind(sql::RENEW)
-                        .bind(ttl.as_micros())
-                        .fetch_optional(&mut *transaction)
+                    let renewed: Option<(i64, i64)> = statements
+                        .fetch_optional(&mut transaction, sql::RENEW, &args)
                         .await
                         .map_err(setup("statement"))?;
-                    let renewed = row.map(|row| (row.get::<i64, _>(0), row.get::<i64, _>(1)));
                     let expected = model
                         .renew(&lease, ttl, now)
                         .map(|l| (l.granted_at.micros, l.expires_at.micros));
                     agree(renewed, expected, "renew", &context)?;
                 }
                 7 => {
-                    let row = bind(sql::RELEASE)
-                        .fetch_optional(&mut *transaction)
+                    let released: Option<(i64,)> = statements
+                        .fetch_optional(&mut transaction, sql::RELEASE, &args[..3])
                         .await
                         .map_err(setup("statement"))?;
-                    let released = row.map(|row| row.get::<i64, _>(0));
+                    let released = released.map(|(at_us,)| at_us);
                     let expected = model.release(&lease, now).map(|l| l.expires_at.micros);
                     agree(released, expected, "release", &context)?;
                 }
                 _ => {
-                    let row = bind(sql::HOLDS)
-                        .fetch_one(&mut *transaction)
+                    let (held,): (bool,) = statements
+                        .fetch_one(&mut transaction, sql::HOLDS, &args[..3])
                         .await
                         .map_err(setup("statement"))?;
-                    agree(
-                        row.get::<bool, _>(0),
-                        model.holds(&lease, now),
-                        "holds",
-                        &context,
-                    )?;
+                    agree(held, model.holds(&lease, now), "holds", &context)?;
                 }
             }
         }

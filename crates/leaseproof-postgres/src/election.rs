@@ -115,7 +115,7 @@ impl Election {
         let (sender, receiver) = watch::channel(None);
         let election = self.clone();
         tokio::spawn(async move {
-            let mut releases = Releases::listen(election.leases.pool()).await;
+            let mut releases = Releases::listen(&election.leases).await;
             loop {
                 if let Ok(leader) = election.leader().await {
                     // Only a new term (or its end) is a change: a renewal

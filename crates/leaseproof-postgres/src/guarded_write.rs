@@ -90,6 +90,11 @@ impl PostgresLeases {
     ///
     /// Cancel-safe as a statement is: dropped mid-flight, it commits or not
     /// on the server, and the connection is not leaked.
+    ///
+    /// With [`Statements::Inline`](crate::Statements::Inline) (behind a
+    /// transaction pooler) your bound values still travel as parameters,
+    /// which takes two round trips that must reach one server connection:
+    /// the statement then runs inside `BEGIN` … `COMMIT`, unnamed.
     pub async fn guarded_insert<'q, F>(
         &self,
         lease: &Lease,
@@ -99,8 +104,16 @@ impl PostgresLeases {
     where
         F: FnOnce(Bound<'q>) -> Bound<'q>,
     {
+        if self.statements() == crate::Statements::Inline {
+            let mut transaction = self.begin().await?;
+            let written = self
+                .guarded_insert_in(&mut transaction, lease, insert, bind)
+                .await?;
+            transaction.commit().await?;
+            return Ok(written);
+        }
         let mut connection = self.connection().await?;
-        let written = run(&mut connection, lease, insert, bind, true).await?;
+        let written = run(&mut connection, lease, insert, bind, true, true).await?;
         self.park(connection);
         Ok(written)
     }
@@ -123,7 +136,18 @@ impl PostgresLeases {
                 reason: "the transaction was begun on another lease pool; the fence and the writes would not commit together",
             });
         }
-        run(transaction.connection(), lease, insert, bind, false).await
+        // Inside a transaction a pooler keeps the server connection; an
+        // unnamed statement leaves nothing behind on it for another client.
+        let persistent = self.statements() == crate::Statements::Prepared;
+        run(
+            transaction.connection(),
+            lease,
+            insert,
+            bind,
+            false,
+            persistent,
+        )
+        .await
     }
 }
 
@@ -133,11 +157,13 @@ async fn run<'q, F>(
     insert: &'q GuardedInsert,
     bind: F,
     commits: bool,
+    persistent: bool,
 ) -> Result<GuardedWrite, LeaseError>
 where
     F: FnOnce(Bound<'q>) -> Bound<'q>,
 {
     let query = sqlx::query(insert.sql())
+        .persistent(persistent)
         .bind(lease.scope.as_str().to_owned())
         .bind(lease.owner.as_str().to_owned())
         .bind(lease.token.0);

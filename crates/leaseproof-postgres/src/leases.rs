@@ -15,6 +15,7 @@ use crate::errors::{after_send, connection_lost, sqlstate, unavailable, without_
 use crate::read_first::{ReadFirst, RefusedScopes};
 use crate::reuse::{Checkout, Parked};
 use crate::sql;
+use crate::statements::{Arg, Statements};
 use crate::wake::Releases;
 use crate::LeaseGuard;
 
@@ -34,6 +35,8 @@ pub struct PostgresLeases {
     /// Connections whose statement completed, kept for the next statement
     /// (`None`: every statement goes back through the pool). See [`crate::reuse`].
     parked: Option<Arc<Parked>>,
+    /// Prepared, or inline for a pooler in transaction mode.
+    statements: Statements,
     /// Identity of this value's transaction domain: a [`LeaseTransaction`]
     /// remembers the domain that began it, and the fence refuses another's.
     pub(crate) domain: Arc<Domain>,
@@ -202,8 +205,27 @@ impl PostgresLeases {
             read_first: ReadFirst::default(),
             refused: Arc::new(RefusedScopes::default()),
             parked: Some(Arc::new(Parked::new(crate::reuse::KEEP_FOR_DEFAULT))),
+            statements: Statements::Prepared,
             domain: Arc::new(Domain),
         }
+    }
+
+    /// The same leases sending their statements as `statements` says:
+    /// [`Statements::Inline`] behind a connection pooler in transaction mode
+    /// (PgBouncer's `pool_mode = transaction`), where prepared statements do
+    /// not survive from one message to the next. The statements are the
+    /// same; only how their values travel changes. Waiting then polls only
+    /// (a `LISTEN` does not follow the client through such a pooler), and
+    /// your own statements inside [`Self::commit_cycle`] must not be named
+    /// prepared statements either (`.persistent(false)` in sqlx).
+    pub fn with_statements(mut self, statements: Statements) -> PostgresLeases {
+        self.statements = statements;
+        self
+    }
+
+    /// How the statements are sent.
+    pub fn statements(&self) -> Statements {
+        self.statements
     }
 
     /// The same leases keeping finished connections for the next statement
@@ -300,9 +322,10 @@ impl PostgresLeases {
     /// round trip, on the server's clock); `None` when nobody holds it.
     pub async fn holder(&self, scope: &Scope) -> Result<Option<Holder>, LeaseError> {
         let mut connection = self.connection().await?;
-        let row: Option<(String, i64, i64)> = sqlx::query_as(sql::SELECT_HOLDER)
-            .bind(scope.as_str())
-            .fetch_optional(&mut *connection)
+        let args = [Arg::Text(scope.as_str())];
+        let row: Option<(String, i64, i64)> = self
+            .statements
+            .fetch_optional(&mut connection, sql::SELECT_HOLDER, &args)
             .await
             .map_err(without_effect)?;
         self.park(connection);
@@ -422,8 +445,8 @@ impl PostgresLeases {
 
     async fn create_table_once(&self, ddl: &'static str) -> Result<(), LeaseError> {
         let mut connection = self.connection().await?;
-        sqlx::query(ddl)
-            .execute(&mut *connection)
+        self.statements
+            .execute(&mut connection, ddl, &[])
             .await
             .map_err(|error| LeaseError::Schema {
                 source: Box::new(error),
@@ -439,9 +462,10 @@ impl PostgresLeases {
         expected: &[(&str, &str)],
     ) -> Result<(), LeaseError> {
         let mut connection = self.connection().await?;
-        let found: Vec<(String, String)> = sqlx::query_as(sql::TABLE_COLUMNS)
-            .bind(table)
-            .fetch_all(&mut *connection)
+        let args = [Arg::Text(table)];
+        let found: Vec<(String, String)> = self
+            .statements
+            .fetch_all(&mut connection, sql::TABLE_COLUMNS, &args)
             .await
             .map_err(|error| LeaseError::Schema {
                 source: Box::new(error),
@@ -555,7 +579,7 @@ impl PostgresLeases {
             }
             let pause = jittered(pause).min(deadline - now);
             match &mut releases {
-                None => releases = Some(Releases::listen(self.pool()).await),
+                None => releases = Some(Releases::listen(self).await),
                 Some(Some(listening)) => {
                     tokio::select! {
                         () = listening.released(scope) => {}
@@ -578,7 +602,15 @@ impl PostgresLeases {
     ) -> Result<Lease, LeaseError> {
         let read_first = self.refused.reads_first(self.read_first, scope);
         let mut connection = self.connection().await?;
-        let decision = acquire_decision(&mut connection, read_first, scope, owner, ttl).await?;
+        let decision = acquire_decision(
+            &mut connection,
+            self.statements,
+            read_first,
+            scope,
+            owner,
+            ttl,
+        )
+        .await?;
         // Parked before the refusal's holder read, which then reuses it.
         self.park(connection);
         self.concluded(scope, owner, decision).await
@@ -626,9 +658,16 @@ impl PostgresLeases {
         ttl: Ttl,
     ) -> Result<Lease, LeaseError> {
         let mut connection = self.connection().await?;
-        let row = acquire_row(&mut connection, statement, scope, owner, ttl)
-            .await
-            .map_err(|error| after_send("acquire", error))?;
+        let row = acquire_row(
+            &mut connection,
+            self.statements,
+            statement,
+            scope,
+            owner,
+            ttl,
+        )
+        .await
+        .map_err(|error| after_send("acquire", error))?;
         // Parked before the refusal's holder read, which then reuses it.
         self.park(connection);
         match row {
@@ -656,7 +695,8 @@ impl PostgresLeases {
             });
         }
         let read_first = self.refused.reads_first(self.read_first, scope);
-        let decision = acquire_decision(connection, read_first, scope, owner, ttl).await?;
+        let decision =
+            acquire_decision(connection, self.statements, read_first, scope, owner, ttl).await?;
         self.concluded(scope, owner, decision).await
     }
 
@@ -683,12 +723,15 @@ impl PostgresLeases {
     /// the lease expired, was released, or was taken over.
     pub async fn renew(&self, lease: &Lease, ttl: Ttl) -> Result<Lease, LeaseError> {
         let mut connection = self.connection().await?;
-        let row: Option<(i64, i64)> = sqlx::query_as(sql::RENEW)
-            .bind(lease.scope.as_str())
-            .bind(lease.owner.as_str())
-            .bind(lease.token.0)
-            .bind(ttl.as_micros())
-            .fetch_optional(&mut *connection)
+        let args = [
+            Arg::Text(lease.scope.as_str()),
+            Arg::Text(lease.owner.as_str()),
+            Arg::Int8(lease.token.0),
+            Arg::Int8(ttl.as_micros()),
+        ];
+        let row: Option<(i64, i64)> = self
+            .statements
+            .fetch_optional(&mut connection, sql::RENEW, &args)
             .await
             .map_err(|error| after_send("renew", error))?;
         self.park(connection);
@@ -713,11 +756,14 @@ impl PostgresLeases {
     /// no longer held (released before, expired, or taken over).
     pub async fn release(&self, lease: &Lease) -> Result<Option<ServerTime>, LeaseError> {
         let mut connection = self.connection().await?;
-        let row: Option<(i64,)> = sqlx::query_as(sql::RELEASE)
-            .bind(lease.scope.as_str())
-            .bind(lease.owner.as_str())
-            .bind(lease.token.0)
-            .fetch_optional(&mut *connection)
+        let args = [
+            Arg::Text(lease.scope.as_str()),
+            Arg::Text(lease.owner.as_str()),
+            Arg::Int8(lease.token.0),
+        ];
+        let row: Option<(i64,)> = self
+            .statements
+            .fetch_optional(&mut connection, sql::RELEASE, &args)
             .await
             .map_err(|error| after_send("release", error))?;
         self.park(connection);
@@ -728,11 +774,14 @@ impl PostgresLeases {
     /// act on the answer, use the fence inside the transaction that acts.
     pub async fn holds(&self, lease: &Lease) -> Result<bool, LeaseError> {
         let mut connection = self.connection().await?;
-        let held = sqlx::query_scalar(sql::HOLDS)
-            .bind(lease.scope.as_str())
-            .bind(lease.owner.as_str())
-            .bind(lease.token.0)
-            .fetch_one(&mut *connection)
+        let args = [
+            Arg::Text(lease.scope.as_str()),
+            Arg::Text(lease.owner.as_str()),
+            Arg::Int8(lease.token.0),
+        ];
+        let (held,): (bool,) = self
+            .statements
+            .fetch_one(&mut connection, sql::HOLDS, &args)
             .await
             .map_err(without_effect)?;
         self.park(connection);
@@ -742,9 +791,10 @@ impl PostgresLeases {
     /// The scope's row as it is now, if the scope was ever granted.
     pub async fn row(&self, scope: &Scope) -> Result<Option<LeaseRow>, LeaseError> {
         let mut connection = self.connection().await?;
-        let row: Option<(String, i64, i64, i64)> = sqlx::query_as(sql::SELECT_ROW)
-            .bind(scope.as_str())
-            .fetch_optional(&mut *connection)
+        let args = [Arg::Text(scope.as_str())];
+        let row: Option<(String, i64, i64, i64)> = self
+            .statements
+            .fetch_optional(&mut connection, sql::SELECT_ROW, &args)
             .await
             .map_err(without_effect)?;
         self.park(connection);
@@ -764,13 +814,14 @@ impl PostgresLeases {
     /// The token is untouched, so the next grant still gets a greater one.
     pub async fn force_expire(&self, scope: &Scope) -> Result<bool, LeaseError> {
         let mut connection = self.connection().await?;
-        let result = sqlx::query(sql::FORCE_EXPIRE)
-            .bind(scope.as_str())
-            .execute(&mut *connection)
+        let args = [Arg::Text(scope.as_str())];
+        let result = self
+            .statements
+            .execute(&mut connection, sql::FORCE_EXPIRE, &args)
             .await
             .map_err(|error| after_send("force_expire", error))?;
         self.park(connection);
-        Ok(result.rows_affected() == 1)
+        Ok(result == 1)
     }
 
     /// Begins a transaction on the lease pool: the domain in which the fence
@@ -821,7 +872,13 @@ impl PostgresLeases {
                 reason: "the transaction was begun on another lease pool; the fence and the writes would not commit together",
             });
         }
-        fence_on(transaction.connection(), lease, self.fence_mode).await
+        fence_on(
+            transaction.connection(),
+            self.statements,
+            lease,
+            self.fence_mode,
+        )
+        .await
     }
 
     /// The fence on a caller's own connection, for code that manages its own
@@ -841,18 +898,20 @@ impl PostgresLeases {
                 reason: "not inside a transaction: the row lock would end with the statement",
             });
         }
-        let theirs = server_identity(connection).await?;
+        let theirs = server_identity(connection, self.statements).await?;
         let mut ours_on = self.connection().await?;
-        let ours = server_identity(&mut ours_on).await?;
+        let ours = server_identity(&mut ours_on, self.statements).await?;
         self.park(ours_on);
         if theirs != ours {
             return Err(LeaseError::TransactionDomain {
                 reason: "the transaction is in another database than the lease table's pool",
             });
         }
-        Ok(fence_on(connection, lease, self.fence_mode)
-            .await?
-            .is_some())
+        Ok(
+            fence_on(connection, self.statements, lease, self.fence_mode)
+                .await?
+                .is_some(),
+        )
     }
 
     /// The fenced commit cycle: begins a transaction on the lease pool, fences,
@@ -917,8 +976,9 @@ impl PostgresLeases {
         // aborted, and PostgreSQL answers its COMMIT with ROLLBACK and no error:
         // a cycle reported committed would be missing (I4). One cheap probe
         // tells an aborted transaction (25P02) from a live one.
-        if let Err(error) = sqlx::query(sql::TRANSACTION_PROBE)
-            .execute(transaction.connection())
+        if let Err(error) = self
+            .statements
+            .execute(transaction.connection(), sql::TRANSACTION_PROBE, &[])
             .await
         {
             let _ = transaction.rollback().await;
@@ -952,6 +1012,7 @@ enum Decision {
 /// statement, which decides.
 async fn acquire_decision(
     connection: &mut PgConnection,
+    statements: Statements,
     read_first: bool,
     scope: &Scope,
     owner: &Owner,
@@ -959,7 +1020,7 @@ async fn acquire_decision(
 ) -> Result<Decision, LeaseError> {
     if read_first {
         // Read-only: a connection lost under it changed nothing.
-        let rival = rival_row(connection, scope, owner)
+        let rival = rival_row(connection, statements, scope, owner)
             .await
             .map_err(without_effect)?;
         if let Some((holder, token, expires_at_us)) = rival {
@@ -970,7 +1031,7 @@ async fn acquire_decision(
             })));
         }
     }
-    let row = acquire_row(connection, sql::ACQUIRE, scope, owner, ttl)
+    let row = acquire_row(connection, statements, sql::ACQUIRE, scope, owner, ttl)
         .await
         .map_err(|error| after_send("acquire", error))?;
     Ok(match row {
@@ -984,13 +1045,13 @@ async fn acquire_decision(
 /// differential's, so the read it holds to the semantics is the library's.
 pub(crate) async fn rival_row(
     connection: &mut PgConnection,
+    statements: Statements,
     scope: &Scope,
     owner: &Owner,
 ) -> Result<Option<(String, i64, i64)>, sqlx::Error> {
-    sqlx::query_as(sql::SELECT_RIVAL)
-        .bind(scope.as_str())
-        .bind(owner.as_str())
-        .fetch_optional(connection)
+    let args = [Arg::Text(scope.as_str()), Arg::Text(owner.as_str())];
+    statements
+        .fetch_optional(connection, sql::SELECT_RIVAL, &args)
         .await
 }
 
@@ -999,16 +1060,19 @@ pub(crate) async fn rival_row(
 /// compares run exactly as the library sends them.
 pub(crate) async fn acquire_row(
     connection: &mut PgConnection,
-    statement: &str,
+    statements: Statements,
+    statement: &'static str,
     scope: &Scope,
     owner: &Owner,
     ttl: Ttl,
 ) -> Result<Option<GrantRow>, sqlx::Error> {
-    sqlx::query_as(statement)
-        .bind(scope.as_str())
-        .bind(owner.as_str())
-        .bind(ttl.as_micros())
-        .fetch_optional(connection)
+    let args = [
+        Arg::Text(scope.as_str()),
+        Arg::Text(owner.as_str()),
+        Arg::Int8(ttl.as_micros()),
+    ];
+    statements
+        .fetch_optional(connection, statement, &args)
         .await
 }
 
@@ -1027,24 +1091,30 @@ fn granted(scope: &Scope, owner: &Owner, (token, granted_at_us, expires_at_us): 
 
 async fn fence_on(
     connection: &mut PgConnection,
+    statements: Statements,
     lease: &Lease,
     mode: FenceMode,
 ) -> Result<Option<ServerTime>, LeaseError> {
-    let fenced_at: Option<i64> = sqlx::query_scalar(mode.statement())
-        .bind(lease.scope.as_str())
-        .bind(lease.owner.as_str())
-        .bind(lease.token.0)
-        .fetch_optional(connection)
+    let args = [
+        Arg::Text(lease.scope.as_str()),
+        Arg::Text(lease.owner.as_str()),
+        Arg::Int8(lease.token.0),
+    ];
+    let fenced_at: Option<(i64,)> = statements
+        .fetch_optional(connection, mode.statement(), &args)
         .await
         // A fence that lost its connection lost its transaction too: nothing
         // can commit, so the outcome is known — no effect.
         .map_err(without_effect)?;
-    Ok(fenced_at.map(ServerTime::from_micros))
+    Ok(fenced_at.map(|(at_us,)| ServerTime::from_micros(at_us)))
 }
 
-async fn server_identity(connection: &mut PgConnection) -> Result<ServerIdentity, LeaseError> {
-    sqlx::query_as(sql::SERVER_IDENTITY)
-        .fetch_one(connection)
+async fn server_identity(
+    connection: &mut PgConnection,
+    statements: Statements,
+) -> Result<ServerIdentity, LeaseError> {
+    statements
+        .fetch_one(connection, sql::SERVER_IDENTITY, &[])
         .await
         .map_err(|error| after_send("hold_for_update", error))
 }

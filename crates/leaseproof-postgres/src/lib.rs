@@ -68,6 +68,7 @@ mod port;
 pub mod read_first;
 pub mod reuse;
 pub mod sql;
+mod statements;
 mod wake;
 
 pub use election::{Election, Leadership};
@@ -76,3 +77,4 @@ pub use guarded_write::{GuardedInsert, GuardedWrite};
 pub use leases::{CycleError, FenceMode, LeaseTransaction, PostgresLeases, SchemaMismatch};
 pub use port::{CommitPath, GuardedTable, HarnessPort};
 pub use read_first::ReadFirst;
+pub use statements::Statements;

@@ -9,6 +9,7 @@ use leaseproof_protocol::{
 use sqlx::PgConnection;
 
 use crate::errors::{connection_lost, unavailable, without_effect};
+use crate::statements::{Arg, Statements};
 use crate::{sql, CycleError, GuardedInsert, PostgresLeases};
 
 /// [`PostgresLeases`] plus the harness's guarded table (`leaseproof_guarded`),
@@ -99,15 +100,17 @@ impl GuardedTable {
         lease: &Lease,
         cycle: GuardedCycle,
     ) -> Result<i64, sqlx::Error> {
-        insert_guarded(connection, lease.clone(), cycle).await
+        insert_guarded(connection, Statements::Prepared, lease.clone(), cycle).await
     }
 
     /// The rows in commit (`seq`) order, with their commit times where the
     /// server tracks them.
     pub async fn rows(&self) -> Result<Vec<GuardedRow>, LeaseError> {
         let mut connection = self.leases.connection().await?;
-        let rows: Vec<GuardedRecord> = sqlx::query_as(sql::SELECT_GUARDED)
-            .fetch_all(&mut *connection)
+        let rows: Vec<GuardedRecord> = self
+            .leases
+            .statements()
+            .fetch_all(&mut connection, sql::SELECT_GUARDED, &[])
             .await
             .map_err(without_effect)?;
         self.leases.park(connection);
@@ -136,19 +139,22 @@ type GuardedRecord = (i64, String, String, i64, i64, i32, i64, Option<i64>);
 
 fn insert_guarded(
     connection: &mut PgConnection,
+    statements: Statements,
     lease: Lease,
     cycle: GuardedCycle,
 ) -> BoxFuture<'_, Result<i64, sqlx::Error>> {
     Box::pin(async move {
-        let seqs: Vec<i64> = sqlx::query_scalar(sql::INSERT_GUARDED)
-            .bind(lease.scope.as_str())
-            .bind(lease.owner.as_str())
-            .bind(lease.token.0)
-            .bind(cycle.cycle_id)
-            .bind(i32::try_from(cycle.items).expect("items per cycle fit i32"))
-            .fetch_all(connection)
+        let args = [
+            Arg::Text(lease.scope.as_str()),
+            Arg::Text(lease.owner.as_str()),
+            Arg::Int8(lease.token.0),
+            Arg::Int8(cycle.cycle_id),
+            Arg::Int4(i32::try_from(cycle.items).expect("items per cycle fit i32")),
+        ];
+        let seqs: Vec<(i64,)> = statements
+            .fetch_all(connection, sql::INSERT_GUARDED, &args)
             .await?;
-        Ok(seqs.first().copied().unwrap_or(0))
+        Ok(seqs.first().map_or(0, |(seq,)| *seq))
     })
 }
 
@@ -190,6 +196,7 @@ impl LeasePort for HarnessPort {
         // and before its probe and COMMIT: exactly the stretch the row lock
         // must cover.
         let guarded = lease.clone();
+        let statements = self.leases.statements();
         let after_fence = faults.at(CyclePoint::Fenced);
         let after_writes = faults.at(CyclePoint::Written);
         let committed = self
@@ -197,7 +204,7 @@ impl LeasePort for HarnessPort {
             .commit_cycle_at(lease, move |connection| {
                 Box::pin(async move {
                     after_fence.await;
-                    let seq_first = insert_guarded(connection, guarded, cycle).await?;
+                    let seq_first = insert_guarded(connection, statements, guarded, cycle).await?;
                     after_writes.await;
                     Ok(seq_first)
                 })
@@ -231,11 +238,16 @@ impl LeasePort for HarnessPort {
     ) -> Result<CommitReceipt, LeaseError> {
         let mut transaction = self.leases.begin().await?;
         faults.at(CyclePoint::Fenced).await;
-        let seq_first = insert_guarded(transaction.connection(), lease.clone(), cycle)
-            .await
-            .map_err(|error| LeaseError::Database {
-                source: Box::new(error),
-            })?;
+        let seq_first = insert_guarded(
+            transaction.connection(),
+            self.leases.statements(),
+            lease.clone(),
+            cycle,
+        )
+        .await
+        .map_err(|error| LeaseError::Database {
+            source: Box::new(error),
+        })?;
         faults.at(CyclePoint::Written).await;
         transaction.commit().await?;
         Ok(CommitReceipt {

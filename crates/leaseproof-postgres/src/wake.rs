@@ -14,9 +14,9 @@
 //! [`PostgresLeases::acquire_wait`]: crate::PostgresLeases::acquire_wait
 
 use leaseproof_protocol::Scope;
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgListener, PgPoolOptions};
 
-use crate::sql;
+use crate::{sql, PostgresLeases, Statements};
 
 /// A waiter's subscription to releases.
 pub(crate) struct Releases {
@@ -24,9 +24,15 @@ pub(crate) struct Releases {
 }
 
 impl Releases {
-    /// Listens for releases on a new connection to `pool`'s server, or
-    /// `None` (the waiter polls) when that connection cannot be made.
-    pub(crate) async fn listen(pool: &PgPool) -> Option<Releases> {
+    /// Listens for releases on a new connection to the leases' server, or
+    /// `None` (the waiter polls) when that connection cannot be made — or
+    /// the leases go through a transaction pooler, where a `LISTEN` stays
+    /// with a server connection the client does not keep.
+    pub(crate) async fn listen(leases: &PostgresLeases) -> Option<Releases> {
+        if leases.statements() == Statements::Inline {
+            return None;
+        }
+        let pool = leases.pool();
         // A pool of one connection of the listener's own: PgListener needs a
         // pool, and borrowing the leases' would take a slot from the
         // acquisitions for the whole wait.

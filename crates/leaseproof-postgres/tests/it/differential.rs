@@ -27,3 +27,26 @@ async fn sql_decides_every_case_like_the_executable_semantics() {
     // the read and the statement's NOT EXISTS are the same condition.
     assert_eq!(report.read_refusals, report.refusals, "{report:?}");
 }
+
+/// The same script with every library statement sent inline (one simple
+/// query, values as literals), as behind a transaction pooler: the inline
+/// form must decide every case as the semantics do.
+#[tokio::test]
+async fn inline_statements_decide_every_case_like_the_executable_semantics() {
+    let Some(database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let report = leaseproof_postgres::conformance::differential_with(
+        &database.url,
+        0x1ea5e,
+        300,
+        leaseproof_postgres::Statements::Inline,
+    )
+    .await
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        report.grants > 20 && report.refusals > 20 && report.takeovers > 10,
+        "{report:?}"
+    );
+    assert_eq!(report.read_refusals, report.refusals, "{report:?}");
+}

@@ -12,6 +12,7 @@ mod foreign_lease;
 mod lock_matrix;
 mod lost_reply;
 mod pause_takeover;
+mod pgbouncer;
 mod processes;
 mod schema;
 mod support;
