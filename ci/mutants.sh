@@ -7,7 +7,7 @@
 #
 #   bash ci/mutants.sh                          # history, protocol, worker
 #   MUTANTS_PACKAGES="leaseproof-history" bash ci/mutants.sh
-#   MUTANTS_PACKAGES=leaseproof-sim MUTANTS_FILE=crates/leaseproof-sim/src/db.rs bash ci/mutants.sh
+#   MUTANTS_PACKAGES=leaseproof-sim MUTANTS_FILE=crates/harness/leaseproof-sim/src/db.rs bash ci/mutants.sh
 #
 # Results land in target/mutants/<package>/mutants.out (missed.txt lists the
 # survivors). Every survivor is either killed by a new behavioural test or

@@ -82,3 +82,70 @@ fn no_product_crate_pulls_in_the_harness() {
     let with_suite = tree("leaseproof-locks", &["conformance"]);
     assert!(with_suite.iter().any(|found| found == "leaseproof-history"));
 }
+
+/// Paths in backticks under the repository's top-level folders, in `text`.
+fn named_paths(text: &str) -> Vec<String> {
+    const ROOTS: [&str; 8] = [
+        "crates/",
+        "models/",
+        "benches/",
+        "scenarios/",
+        "docs/",
+        "examples/",
+        "ci/",
+        ".ci/",
+    ];
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| ROOTS.iter().any(|root| quoted.starts_with(root)))
+        // A path, not a command line or a glob.
+        .filter(|quoted| !quoted.contains(' ') && !quoted.contains('*') && !quoted.contains('<'))
+        .map(|quoted| quoted.trim_end_matches([',', '.', ':', ')']).to_string())
+        .collect()
+}
+
+/// Every path ARCHITECTURE.md, the README and the docs name exists: the
+/// map stays true to the tree.
+#[test]
+fn every_path_the_architecture_and_the_docs_name_exists() {
+    let root = repository();
+    let mut documents = vec![root.join("ARCHITECTURE.md"), root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap().flatten() {
+        if entry
+            .path()
+            .extension()
+            .is_some_and(|extension| extension == "md")
+        {
+            documents.push(entry.path());
+        }
+    }
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for document in &documents {
+        let text = std::fs::read_to_string(document).unwrap();
+        for path in named_paths(&text) {
+            checked += 1;
+            // `file.rs:120` names a line; the file must exist.
+            let file = path.split(':').next().unwrap_or(&path);
+            if !root.join(file).exists() {
+                missing.push(format!("{}: {path}", document.display()));
+            }
+        }
+    }
+    assert!(
+        checked > 40,
+        "only {checked} paths found: the scan is broken"
+    );
+    assert!(
+        missing.is_empty(),
+        "named but missing:\n{}",
+        missing.join("\n")
+    );
+    // The negative control: a made-up path is seen as missing.
+    assert_eq!(
+        named_paths("see `crates/no-such-crate/src/lib.rs`."),
+        ["crates/no-such-crate/src/lib.rs"]
+    );
+    assert!(!root.join("crates/no-such-crate/src/lib.rs").exists());
+}

@@ -53,10 +53,13 @@ fn doc_test_sample(crate_lib: &str, section: &str) -> Vec<String> {
 #[test]
 fn the_readme_samples_are_the_doc_tests_that_run() {
     for (section, crate_lib) in [
-        ("Using the lease", "crates/leaseproof-postgres/src/lib.rs"),
+        (
+            "Using the lease",
+            "crates/product/leaseproof-postgres/src/lib.rs",
+        ),
         (
             "Choosing a lock manager",
-            "crates/leaseproof-locks/src/lib.rs",
+            "crates/product/leaseproof-locks/src/lib.rs",
         ),
     ] {
         let readme = readme_sample(section);

@@ -14,7 +14,7 @@ use leaseproof_history::{CheckDocument, Document as _};
 
 use super::repository;
 
-#[path = "../../../leaseproof-sim/tests/it/browser.rs"]
+#[path = "../../../harness/leaseproof-sim/tests/it/browser.rs"]
 mod browser;
 
 #[test]

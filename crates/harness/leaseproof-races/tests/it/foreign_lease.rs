@@ -9,7 +9,7 @@
 //! checks (no row lock) lets the paused rows commit under a rival's grant,
 //! and the checker convicts it from the rows' commit times (I3).
 
-#[path = "../../../../examples/foreign-lease/design.rs"]
+#[path = "../../../../../examples/foreign-lease/design.rs"]
 #[allow(dead_code, reason = "the example's design, shared with its binary")]
 mod design;
 
@@ -116,7 +116,7 @@ async fn a_foreign_lease_whose_fence_takes_no_lock_is_caught() {
 #[path = "../../../leaseproof-sim/tests/it/browser.rs"]
 mod browser;
 
-#[path = "../../../../examples/foreign-lease/app_clock.rs"]
+#[path = "../../../../../examples/foreign-lease/app_clock.rs"]
 mod app_clock;
 
 /// Eight workers race the app-clock lock (ShedLock style; no fence, so the
@@ -226,7 +226,7 @@ async fn an_app_clock_lock_under_clock_skew_grants_twice_and_is_caught() {
     }
 }
 
-#[path = "../../../../examples/foreign-lease/plain_del.rs"]
+#[path = "../../../../../examples/foreign-lease/plain_del.rs"]
 mod plain_del;
 
 /// The paused-holder scene through the `LockManager` API, recorded as a

@@ -213,30 +213,33 @@ impl std::error::Error for ScenarioError {}
 pub const EMBEDDED: [(&str, &str); 8] = [
     (
         "skewed-clocks",
-        include_str!("../../../scenarios/skewed-clocks.toml"),
+        include_str!("../../../../scenarios/skewed-clocks.toml"),
     ),
     (
         "crash-mid-cycle",
-        include_str!("../../../scenarios/crash-mid-cycle.toml"),
+        include_str!("../../../../scenarios/crash-mid-cycle.toml"),
     ),
-    ("gc-pause", include_str!("../../../scenarios/gc-pause.toml")),
+    (
+        "gc-pause",
+        include_str!("../../../../scenarios/gc-pause.toml"),
+    ),
     (
         "cycle-pause",
-        include_str!("../../../scenarios/cycle-pause.toml"),
+        include_str!("../../../../scenarios/cycle-pause.toml"),
     ),
     (
         "partition",
-        include_str!("../../../scenarios/partition.toml"),
+        include_str!("../../../../scenarios/partition.toml"),
     ),
     (
         "lost-replies",
-        include_str!("../../../scenarios/lost-replies.toml"),
+        include_str!("../../../../scenarios/lost-replies.toml"),
     ),
     (
         "concurrent-schema",
-        include_str!("../../../scenarios/concurrent-schema.toml"),
+        include_str!("../../../../scenarios/concurrent-schema.toml"),
     ),
-    ("chaos", include_str!("../../../scenarios/chaos.toml")),
+    ("chaos", include_str!("../../../../scenarios/chaos.toml")),
 ];
 
 /// Where the key a validation message starts with (`work_ms: min …`) is set
@@ -260,7 +263,7 @@ fn key_position(text: &str, message: &str) -> Option<(usize, usize)> {
 
 /// The workspace's `scenarios/` directory (where `cargo run` finds edited files).
 pub fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../scenarios")
 }
 
 impl Scenario {
