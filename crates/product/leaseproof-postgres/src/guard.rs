@@ -63,6 +63,10 @@ pub struct LeaseGuard {
 struct Shared {
     lost: watch::Sender<bool>,
     known: Mutex<Known>,
+    /// The lease, for what the guard reports about itself.
+    lease: Lease,
+    /// When the grant was sent: its hold time runs from here.
+    granted_sent: Instant,
 }
 
 #[derive(Clone, Copy)]
@@ -87,8 +91,16 @@ impl Shared {
 
     fn mark_lost(&self, reason: LostReason) {
         let mut known = self.known.lock().expect("guard state lock");
+        let first = known.lost_reason.is_none();
         known.lost_reason.get_or_insert(reason);
         drop(known);
+        if first {
+            let reason = match reason {
+                LostReason::Gone => "gone",
+                LostReason::Unconfirmed => "unconfirmed",
+            };
+            crate::observe::lost(&self.lease, reason);
+        }
         self.lost.send_replace(true);
     }
 }
@@ -120,6 +132,7 @@ impl Drop for LeaseGuard {
 
 impl LeaseGuard {
     pub(crate) fn new(leases: PostgresLeases, lease: Lease, ttl: Ttl, sent: Instant) -> LeaseGuard {
+        let reported = lease.clone();
         let (lost, _) = watch::channel(false);
         let known = Known {
             expires_at: lease.expires_at,
@@ -133,6 +146,8 @@ impl LeaseGuard {
             shared: Arc::new(Shared {
                 lost,
                 known: Mutex::new(known),
+                lease: reported,
+                granted_sent: sent,
             }),
             task: Mutex::new(None),
         }
@@ -309,7 +324,11 @@ impl LeaseGuard {
     /// guarded may have overlapped a rival's, and only fenced writes are safe.
     pub async fn release(self) -> Result<Option<ServerTime>, LeaseError> {
         self.stop_task();
-        self.leases.release(&self.lease).await
+        let released = self.leases.release(&self.lease).await;
+        if let Ok(Some(_)) = released {
+            crate::observe::held_for(self.shared.granted_sent.elapsed());
+        }
+        released
     }
 
     /// Stops the keep-alive and gives up the guard, keeping the lease as a

@@ -14,10 +14,10 @@ use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use crate::errors::{after_send, connection_lost, sqlstate, unavailable, without_effect};
 use crate::read_first::{ReadFirst, RefusedScopes};
 use crate::reuse::{Checkout, Parked};
-use crate::sql;
 use crate::statements::{Arg, Statements};
 use crate::wake::Releases;
 use crate::LeaseGuard;
+use crate::{observe, sql};
 
 /// Leases on one PostgreSQL pool: its database holds the lease table, and its
 /// transactions are the only ones the fence will run in.
@@ -557,7 +557,8 @@ impl PostgresLeases {
         ttl: Ttl,
         timeout: std::time::Duration,
     ) -> Result<LeaseGuard, LeaseError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let started = tokio::time::Instant::now();
+        let deadline = started + timeout;
         let pause = wait_pause(ttl);
         // Listening starts after the first refusal (most acquisitions are
         // granted at once), then the scope is asked again at once: a release
@@ -565,7 +566,10 @@ impl PostgresLeases {
         let mut releases: Option<Option<Releases>> = None;
         loop {
             let error = match self.acquire(scope, owner, ttl).await {
-                Ok(guard) => return Ok(guard),
+                Ok(guard) => {
+                    observe::waited(scope, true, started.elapsed());
+                    return Ok(guard);
+                }
                 Err(
                     error @ (LeaseError::Held { .. }
                     | LeaseError::OutcomeUnknown { .. }
@@ -575,6 +579,7 @@ impl PostgresLeases {
             };
             let now = tokio::time::Instant::now();
             if now >= deadline {
+                observe::waited(scope, false, started.elapsed());
                 return Err(error);
             }
             let pause = jittered(pause).min(deadline - now);
@@ -595,6 +600,18 @@ impl PostgresLeases {
     /// callers that renew and release by hand (the harness's port, the worker
     /// loop, which record every statement themselves).
     pub async fn acquire_lease(
+        &self,
+        scope: &Scope,
+        owner: &Owner,
+        ttl: Ttl,
+    ) -> Result<Lease, LeaseError> {
+        let started = std::time::Instant::now();
+        let result = self.acquire_lease_unobserved(scope, owner, ttl).await;
+        observe::acquired(scope, owner, &result, started.elapsed());
+        result
+    }
+
+    async fn acquire_lease_unobserved(
         &self,
         scope: &Scope,
         owner: &Owner,
@@ -694,10 +711,23 @@ impl PostgresLeases {
                 reason: "acquire runs as its own transaction; this connection is inside one",
             });
         }
+        let started = std::time::Instant::now();
         let read_first = self.refused.reads_first(self.read_first, scope);
-        let decision =
-            acquire_decision(connection, self.statements, read_first, scope, owner, ttl).await?;
-        self.concluded(scope, owner, decision).await
+        let result = match acquire_decision(
+            connection,
+            self.statements,
+            read_first,
+            scope,
+            owner,
+            ttl,
+        )
+        .await
+        {
+            Ok(decision) => self.concluded(scope, owner, decision).await,
+            Err(error) => Err(error),
+        };
+        observe::acquired(scope, owner, &result, started.elapsed());
+        result
     }
 
     /// The refusal of `scope`, naming the holder when asked to
@@ -722,6 +752,13 @@ impl PostgresLeases {
     /// landed late keeps the end a newer one set), keeping its token. `Err(Lost)` when
     /// the lease expired, was released, or was taken over.
     pub async fn renew(&self, lease: &Lease, ttl: Ttl) -> Result<Lease, LeaseError> {
+        let started = std::time::Instant::now();
+        let result = self.renew_unobserved(lease, ttl).await;
+        observe::renewed(lease, &result, started.elapsed());
+        result
+    }
+
+    async fn renew_unobserved(&self, lease: &Lease, ttl: Ttl) -> Result<Lease, LeaseError> {
         let mut connection = self.connection().await?;
         let args = [
             Arg::Text(lease.scope.as_str()),
@@ -755,6 +792,14 @@ impl PostgresLeases {
     /// restarts. Returns the server time the grant ended; `Ok(None)` when it was
     /// no longer held (released before, expired, or taken over).
     pub async fn release(&self, lease: &Lease) -> Result<Option<ServerTime>, LeaseError> {
+        let started = std::time::Instant::now();
+        let result = self.release_unobserved(lease).await;
+        let seen = result.as_ref().map(Option::is_some);
+        observe::released(lease, &seen, started.elapsed());
+        result
+    }
+
+    async fn release_unobserved(&self, lease: &Lease) -> Result<Option<ServerTime>, LeaseError> {
         let mut connection = self.connection().await?;
         let args = [
             Arg::Text(lease.scope.as_str()),
@@ -946,6 +991,25 @@ impl PostgresLeases {
     /// The harness's guarded writes go through this, so every race and
     /// conformance check drives the commit path users call.
     pub async fn commit_cycle_at<T, E, F>(
+        &self,
+        lease: &Lease,
+        work: F,
+    ) -> Result<(T, ServerTime), CycleError<E>>
+    where
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    {
+        let started = std::time::Instant::now();
+        let result = self.commit_cycle_unobserved(lease, work).await;
+        let outcome = match &result {
+            Ok(_) => "committed",
+            Err(CycleError::Lease(LeaseError::Lost { .. })) => "lost",
+            Err(_) => "error",
+        };
+        observe::committed(lease, outcome, started.elapsed());
+        result
+    }
+
+    async fn commit_cycle_unobserved<T, E, F>(
         &self,
         lease: &Lease,
         work: F,

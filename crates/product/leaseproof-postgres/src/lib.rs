@@ -64,6 +64,7 @@ mod guard;
 mod guarded_write;
 pub mod keep_alive;
 mod leases;
+mod observe;
 mod port;
 pub mod read_first;
 pub mod reuse;

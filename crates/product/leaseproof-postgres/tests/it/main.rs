@@ -16,6 +16,7 @@ mod fence;
 mod guard;
 mod input;
 mod late_statements;
+mod metrics;
 mod operations;
 mod read_first;
 mod reuse;
