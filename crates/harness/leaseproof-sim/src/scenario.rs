@@ -210,7 +210,7 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// The default scenarios, embedded: (name, TOML text).
-pub const EMBEDDED: [(&str, &str); 8] = [
+pub const EMBEDDED: [(&str, &str); 9] = [
     (
         "skewed-clocks",
         include_str!("../../../../scenarios/skewed-clocks.toml"),
@@ -240,6 +240,10 @@ pub const EMBEDDED: [(&str, &str); 8] = [
         include_str!("../../../../scenarios/concurrent-schema.toml"),
     ),
     ("chaos", include_str!("../../../../scenarios/chaos.toml")),
+    (
+        "leader-churn",
+        include_str!("../../../../scenarios/leader-churn.toml"),
+    ),
 ];
 
 /// Where the key a validation message starts with (`work_ms: min …`) is set

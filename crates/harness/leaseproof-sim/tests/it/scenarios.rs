@@ -19,6 +19,7 @@ fn every_default_scenario_loads_from_file_and_embedded_alike() {
         "lost-replies",
         "concurrent-schema",
         "chaos",
+        "leader-churn",
     ] {
         assert!(names.contains(&required), "{required} missing");
         let from_file = Scenario::load(required).expect("loads");

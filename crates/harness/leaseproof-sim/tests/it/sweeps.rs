@@ -150,6 +150,15 @@ fn partitions_never_produce_two_holders() {
 }
 
 #[test]
+fn leaders_churning_under_pauses_and_partitions_lead_one_at_a_time() {
+    let summary = sweep_reference("leader-churn");
+    if many_seeds("leaders_churning_under_pauses_and_partitions_lead_one_at_a_time") {
+        assert!(summary.takeovers > 0);
+        assert!(summary.refused_stale_commits > 0);
+    }
+}
+
+#[test]
 fn lost_replies_are_unknown_and_resolved_idempotently() {
     let summary = sweep_reference("lost-replies");
     if many_seeds("lost_replies_are_unknown_and_resolved_idempotently") {

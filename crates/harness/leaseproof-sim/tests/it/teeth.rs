@@ -67,6 +67,11 @@ fn unfenced_workers_are_caught_under_skewed_clocks() {
 }
 
 #[test]
+fn unfenced_leaders_are_caught_while_leadership_churns() {
+    assert_caught(&sweep_unfenced("leader-churn", 0..50));
+}
+
+#[test]
 fn unfenced_workers_are_caught_under_chaos() {
     assert_caught(&sweep_unfenced("chaos", 0..30));
 }
