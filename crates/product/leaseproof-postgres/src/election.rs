@@ -1,14 +1,13 @@
 //! Leader election on the lease: one leader at a time, with a fence.
 //!
-//! Goal: what client-go's `leaderelection`, etcd's `Election` and Curator's
-//! `LeaderLatch` give — campaign, lead while renewing, step down when the
-//! leadership is lost, watch who leads — with two things they do not: every
-//! term carries a **fencing token** that the lease's fence checks where the
-//! leader writes (a leader paused past its term has its commit refused, not
-//! landed after its successor's), and every time comparison is made on the
-//! **server's clock** (client-go compares a lease's renew time with the
-//! candidate's own clock, so a candidate whose clock runs ahead takes over a
-//! live leader).
+//! Goal: what client-go's `leaderelection` gives — campaign, lead while
+//! renewing, step down when the leadership is lost, watch who leads — with
+//! two things it does not: every term carries a **fencing token** that the
+//! lease's fence checks where the leader writes (a leader paused past its
+//! term has its commit refused, not landed after its successor's), and every
+//! time comparison is made on the **server's clock** (client-go times a
+//! lease on each candidate's own clock, which its documentation says is not
+//! tolerant to clock rate skew).
 //! Method: a term is a lease of the election's scope. [`Election::campaign`]
 //! waits for it ([`PostgresLeases::acquire_wait`]: woken by the previous
 //! leader's release, polling as the floor) and keeps it alive;
