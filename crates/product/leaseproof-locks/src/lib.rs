@@ -160,6 +160,20 @@ pub enum LockError {
     },
 }
 
+impl LockError {
+    /// Whether making the same call again, unchanged, may succeed: the lock
+    /// was held (a later tick may find it free) or its store could not be
+    /// reached. A lost lock, bad input or an error the store answered (the
+    /// advisory manager's refusal of a transaction pooler among them) will
+    /// fail the same way.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LockError::Held { .. } | LockError::Unavailable { .. } => true,
+            LockError::Invalid(_) | LockError::Backend { .. } | LockError::Lost { .. } => false,
+        }
+    }
+}
+
 /// A lock manager: non-blocking acquisition per table, and a read-only check.
 pub trait LockManager: Send + Sync + fmt::Debug {
     /// Takes the lock of `table`, or fails at once with [`LockError::Held`].

@@ -85,6 +85,26 @@ impl LeaseError {
     pub fn is_outcome_unknown(&self) -> bool {
         matches!(self, LeaseError::OutcomeUnknown { .. })
     }
+
+    /// Whether making the same call again, unchanged, may succeed: the scope
+    /// was held (later it may be free), the database could not be reached,
+    /// or the outcome is unknown (acquiring again with the same owner is
+    /// idempotent: it finds the grant if the first attempt made it). A lost
+    /// lease is not retried — acquire anew, under a new token — and bad
+    /// input, a schema mismatch, a commit outside the lease's transaction
+    /// domain or an error the database answered will fail the same way.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LeaseError::Held { .. }
+            | LeaseError::Unavailable { .. }
+            | LeaseError::OutcomeUnknown { .. } => true,
+            LeaseError::Lost { .. }
+            | LeaseError::Invalid(_)
+            | LeaseError::Schema { .. }
+            | LeaseError::TransactionDomain { .. }
+            | LeaseError::Database { .. } => false,
+        }
+    }
 }
 
 /// Input rejected at construction, before any SQL runs.

@@ -352,3 +352,23 @@ async fn a_correct_wait_passes_and_a_broken_one_is_caught() {
         "granted a held lock",
     );
 }
+
+#[test]
+fn lock_errors_say_whether_the_same_call_may_succeed_again() {
+    use leaseproof_locks::LockError;
+    let scope = leaseproof_protocol::Scope::new("s").unwrap();
+    assert!(LockError::Held {
+        scope: scope.clone(),
+        holder: None
+    }
+    .is_retryable());
+    assert!(LockError::Unavailable {
+        source: "down".into()
+    }
+    .is_retryable());
+    assert!(!LockError::Lost { scope }.is_retryable());
+    assert!(!LockError::Backend {
+        source: Box::new(leaseproof_locks::TransactionPooling)
+    }
+    .is_retryable());
+}

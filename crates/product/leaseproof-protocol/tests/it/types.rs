@@ -124,3 +124,39 @@ fn expire_now_ends_a_live_grant_only() {
     assert_eq!(table.row(&scope).unwrap().expires_at, at(5_000));
     assert!(!table.expire_now(&scope, at(6_000)), "already expired");
 }
+
+#[test]
+fn errors_say_whether_the_same_call_may_succeed_again() {
+    use leaseproof_protocol::{FencingToken, LeaseError, Scope};
+    let scope = Scope::new("s").unwrap();
+    let source = || -> leaseproof_protocol::BackendError { "x".into() };
+    let retryable = [
+        LeaseError::Held {
+            scope: scope.clone(),
+            holder: None,
+        },
+        LeaseError::Unavailable { source: source() },
+        LeaseError::OutcomeUnknown {
+            operation: "acquire",
+            source: source(),
+        },
+    ];
+    for error in &retryable {
+        assert!(error.is_retryable(), "{error}");
+    }
+    let final_ = [
+        LeaseError::Lost {
+            scope,
+            token: FencingToken(1),
+        },
+        LeaseError::Invalid(Scope::new("").unwrap_err()),
+        LeaseError::Schema { source: source() },
+        LeaseError::TransactionDomain {
+            reason: "another pool",
+        },
+        LeaseError::Database { source: source() },
+    ];
+    for error in &final_ {
+        assert!(!error.is_retryable(), "{error}");
+    }
+}
