@@ -122,6 +122,7 @@ impl fmt::Display for TableName {
 }
 
 /// Why a lock operation did not succeed.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Someone else holds the lock: pg_partsmith's `LockAcquisitionError`.

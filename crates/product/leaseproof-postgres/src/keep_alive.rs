@@ -36,6 +36,7 @@ pub enum Extension {
 }
 
 /// Why a keep-alive stopped believing the lock is held.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LostReason {
     /// An extension found the lock expired, released or taken over.

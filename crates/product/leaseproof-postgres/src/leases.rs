@@ -47,6 +47,7 @@ pub(crate) struct Domain;
 /// Which row lock the commit-time fence takes on the lease row. Either way a
 /// rival's takeover (and a renewal) queues behind the fenced transaction's
 /// commit; they differ in how writers under *one* lease meet each other.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FenceMode {
     /// `SELECT … FOR UPDATE` ([`sql::HOLD_FOR_UPDATE`]): writers under one

@@ -34,6 +34,7 @@ use leaseproof_protocol::Scope;
 
 /// When an acquisition reads the scope's row before it sends the acquisition
 /// statement (see the module documentation for why).
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReadFirst {
     /// Always the one statement: one round trip for winners and losers alike.

@@ -23,6 +23,7 @@ use sqlx::query::Query;
 use sqlx::{Executor as _, FromRow, PgConnection};
 
 /// How the lease's statements are sent.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Statements {
     /// Prepared statements with bound parameters (sqlx's default): the

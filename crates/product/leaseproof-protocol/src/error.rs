@@ -14,6 +14,7 @@ pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// `Unavailable` means nothing was sent (retry is safe); `OutcomeUnknown` means
 /// the request may have taken effect (Jepsen's `info`) and only an idempotent
 /// retry with the same owner resolves it.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// Another owner holds an unexpired lease on the scope.
@@ -108,6 +109,7 @@ impl LeaseError {
 }
 
 /// Input rejected at construction, before any SQL runs.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidInput {
     /// The scope is the empty string.
