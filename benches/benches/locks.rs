@@ -58,8 +58,10 @@ fn main() {
             Arc::new(LeaseLockManager::new(
                 leases.clone(),
                 "bench",
-                Ttl::from_millis(600_000).expect("valid"),
-                true,
+                leaseproof_locks::LeaseLockOptions {
+                    ttl: Ttl::from_millis(600_000).expect("valid"),
+                    keep_alive: true,
+                },
             )),
         ];
         (leases.pool().clone(), redis, managers)

@@ -768,8 +768,10 @@ async fn locks_conformance() -> Result<Vec<String>, String> {
             Arc::new(leaseproof_locks::LeaseLockManager::new(
                 leases,
                 "verify",
-                leaseproof_protocol::Ttl::from_millis(30_000).expect("valid"),
-                true,
+                leaseproof_locks::LeaseLockOptions {
+                    ttl: leaseproof_protocol::Ttl::from_millis(30_000).expect("valid"),
+                    keep_alive: true,
+                },
             )),
             Some(lease_ttl),
         ),

@@ -333,7 +333,12 @@ async fn lock_race(args: &RaceArgs, lock: &str) -> Result<LockRaceDocument, Stri
                 .map_err(|error| error.to_string())?;
             (
                 Arc::new(leaseproof_locks::LeaseLockManager::new(
-                    leases, "race", lease_ttl, true,
+                    leases,
+                    "race",
+                    leaseproof_locks::LeaseLockOptions {
+                        ttl: lease_ttl,
+                        keep_alive: true,
+                    },
                 )),
                 Some(ttl),
             )

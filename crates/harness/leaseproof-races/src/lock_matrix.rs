@@ -783,8 +783,10 @@ async fn stage(
             Box::new(LeaseLockManager::new(
                 library,
                 format!("matrix-{}", lock.name()),
-                Ttl::from_millis(ttl.as_millis() as i64).expect("valid"),
-                false,
+                leaseproof_locks::LeaseLockOptions {
+                    ttl: Ttl::from_millis(ttl.as_millis() as i64).expect("valid"),
+                    keep_alive: false,
+                },
             ))
         }
     };

@@ -39,23 +39,42 @@ fn lock_error(error: LeaseError) -> LockError {
     }
 }
 
+/// How a [`LeaseLockManager`] holds its locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseLockOptions {
+    /// Each lock's lease TTL.
+    pub ttl: Ttl,
+    /// Renew the lease every `ttl / 3` while the guard lives. Without it the
+    /// guard's *lost* fires when the TTL runs out.
+    pub keep_alive: bool,
+}
+
+impl Default for LeaseLockOptions {
+    /// A 30 s lease, kept alive.
+    fn default() -> Self {
+        LeaseLockOptions {
+            ttl: Ttl::from_millis(30_000).expect("30 s is a valid TTL"),
+            keep_alive: true,
+        }
+    }
+}
+
 impl LeaseLockManager {
-    /// Locks as leases of `ttl` on `leases` (whose schema must exist:
-    /// `PostgresLeases::ensure_schema`), renewed while held when `keep_alive`.
-    /// A refusal names the holder (`LockError::Held { holder }`) as `leases`
-    /// are configured to: by default, at most one read-only round trip on
-    /// the skip path; `leases.without_holder_reports()` saves it.
+    /// Locks as leases on `leases` (whose schema must exist:
+    /// `PostgresLeases::ensure_schema`), held as `options` say. A refusal
+    /// names the holder (`LockError::Held { holder }`) as `leases` are
+    /// configured to: by default, at most one read-only round trip on the
+    /// skip path; `leases.without_holder_reports()` saves it.
     pub fn new(
         leases: PostgresLeases,
         prefix: impl Into<String>,
-        ttl: Ttl,
-        keep_alive: bool,
+        options: LeaseLockOptions,
     ) -> Self {
         LeaseLockManager {
             leases,
             prefix: prefix.into(),
-            ttl,
-            keep_alive,
+            ttl: options.ttl,
+            keep_alive: options.keep_alive,
         }
     }
 

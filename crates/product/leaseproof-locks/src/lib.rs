@@ -41,12 +41,12 @@
 //! # leases.ensure_schema().await?;
 //! # sqlx::query("CREATE TABLE IF NOT EXISTS results (job text)").execute(leases.pool()).await?;
 //! use std::sync::Arc;
-//! use leaseproof_locks::{LeaseLockManager, LockError, LockManager, PostgresAdvisoryLockManager};
-//! use leaseproof_locks::{RedisDistributedLockManager, RedisLockOptions, TableName};
+//! use leaseproof_locks::{LeaseLockManager, LeaseLockOptions, LockError, LockManager};
+//! use leaseproof_locks::{PostgresAdvisoryLockManager, RedisDistributedLockManager, RedisLockOptions, TableName};
 //!
 //! let ttl = Ttl::from_millis(30_000)?;
 //! let managers: [Arc<dyn LockManager>; 3] = [
-//!     Arc::new(LeaseLockManager::new(leases.clone(), "myapp", ttl, true)), // the lease, kept alive
+//!     Arc::new(LeaseLockManager::new(leases.clone(), "myapp", LeaseLockOptions { ttl, keep_alive: true })), // the lease, kept alive
 //!     Arc::new(PostgresAdvisoryLockManager::new(&database_url, "myapp")?), // a dedicated lock connection
 //!     Arc::new(RedisDistributedLockManager::connect(&redis_url, "myapp", RedisLockOptions::default()).await?),
 //! ];
@@ -89,7 +89,7 @@ use leaseproof_protocol::{BackendError, FencingToken, InvalidInput, Lease, Scope
 pub use tokio::sync::watch;
 
 pub use advisory::{advisory_key, PostgresAdvisoryLockManager, TransactionPooling};
-pub use lease::LeaseLockManager;
+pub use lease::{LeaseLockManager, LeaseLockOptions};
 pub use redis_lock::{RedisDistributedLockManager, RedisLockOptions};
 
 /// A table to maintain: `schema.table`, validated before any IO.

@@ -40,8 +40,10 @@ async fn lease() -> Option<(TestDatabase, Arc<dyn LockManager>)> {
     let manager = LeaseLockManager::new(
         leases,
         "conformance",
-        Ttl::from_millis(LEASE_TTL_MS).unwrap(),
-        true,
+        leaseproof_locks::LeaseLockOptions {
+            ttl: Ttl::from_millis(LEASE_TTL_MS).unwrap(),
+            keep_alive: true,
+        },
     );
     Some((database, Arc::new(manager)))
 }

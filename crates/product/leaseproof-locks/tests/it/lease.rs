@@ -23,8 +23,10 @@ async fn manager(
     let manager = LeaseLockManager::new(
         leases,
         "lease-test",
-        Ttl::from_millis(ttl_ms).unwrap(),
-        keep_alive,
+        leaseproof_locks::LeaseLockOptions {
+            ttl: Ttl::from_millis(ttl_ms).unwrap(),
+            keep_alive,
+        },
     );
     Some((database, manager))
 }
@@ -143,7 +145,14 @@ async fn a_keep_alive_on_a_one_connection_pool_is_refused_before_any_sql() {
     let leases = PostgresLeases::connect(&database.url, 1).await.unwrap();
     leases.ensure_schema().await.unwrap();
     let ttl = Ttl::from_millis(1_000).unwrap();
-    let kept = LeaseLockManager::new(leases.clone(), "small", ttl, true);
+    let kept = LeaseLockManager::new(
+        leases.clone(),
+        "small",
+        leaseproof_locks::LeaseLockOptions {
+            ttl,
+            keep_alive: true,
+        },
+    );
     assert!(matches!(
         kept.acquire_lock(&table("small")).await,
         Err(LockError::Invalid(
@@ -158,14 +167,28 @@ async fn a_keep_alive_on_a_one_connection_pool_is_refused_before_any_sql() {
         .await
         .unwrap();
     assert_eq!(rows, 0, "nothing was written");
-    let unkept = LeaseLockManager::new(leases, "small", ttl, false);
+    let unkept = LeaseLockManager::new(
+        leases,
+        "small",
+        leaseproof_locks::LeaseLockOptions {
+            ttl,
+            keep_alive: false,
+        },
+    );
     unkept
         .acquire_lock(&table("small"))
         .await
         .expect("without a keep-alive one connection is enough");
     // Two connections are enough for the keep-alive: the boundary is taken.
     let two = PostgresLeases::connect(&database.url, 2).await.unwrap();
-    let kept = LeaseLockManager::new(two, "two", ttl, true);
+    let kept = LeaseLockManager::new(
+        two,
+        "two",
+        leaseproof_locks::LeaseLockOptions {
+            ttl,
+            keep_alive: true,
+        },
+    );
     kept.acquire_lock(&table("two"))
         .await
         .expect("a keep-alive on two connections")
@@ -188,8 +211,22 @@ async fn a_manager_over_leases_without_holder_reports_keeps_that_choice() {
         .without_holder_reports()
         .with_read_first(leaseproof_postgres::ReadFirst::Never);
     let ttl = Ttl::from_millis(20_000).unwrap();
-    let holder_locks = LeaseLockManager::new(leases, "quiet", ttl, false);
-    let quiet_locks = LeaseLockManager::new(quiet, "quiet", ttl, false);
+    let holder_locks = LeaseLockManager::new(
+        leases,
+        "quiet",
+        leaseproof_locks::LeaseLockOptions {
+            ttl,
+            keep_alive: false,
+        },
+    );
+    let quiet_locks = LeaseLockManager::new(
+        quiet,
+        "quiet",
+        leaseproof_locks::LeaseLockOptions {
+            ttl,
+            keep_alive: false,
+        },
+    );
     let maintained = table("quiet");
     let holder = holder_locks.acquire_lock(&maintained).await.unwrap();
     match quiet_locks.acquire_lock(&maintained).await {

@@ -226,8 +226,10 @@ async fn lease_manager(leases: &PostgresLeases, ttl_ms: i64, keep_alive: bool) -
     LeaseLockManager::new(
         leases.clone(),
         "rival-test",
-        Ttl::from_millis(ttl_ms).unwrap(),
-        keep_alive,
+        leaseproof_locks::LeaseLockOptions {
+            ttl: Ttl::from_millis(ttl_ms).unwrap(),
+            keep_alive,
+        },
     )
 }
 
