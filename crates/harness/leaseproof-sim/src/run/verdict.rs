@@ -247,3 +247,88 @@ pub(super) fn commits_after_crashed_holder(history: &History) -> u64 {
         })
         .count() as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use leaseproof_history::{Op, OpResult, Outcome, Recorder, Stamp};
+
+    use super::commits_after_crashed_holder;
+
+    /// `a` takes token 1 and, when `a_releases`, releases it; then `a`
+    /// crashes (its next incarnation appears) and `b` takes token 2 and
+    /// commits. Only a holder that crashed *holding* its grant makes `b`'s
+    /// commit one "after a crashed holder".
+    fn history(a_releases: bool) -> leaseproof_history::History {
+        let recorder = Recorder::new();
+        let at = |worker, incarnation, true_time_us| Stamp {
+            worker,
+            incarnation,
+            true_time_us,
+            local_time_us: true_time_us,
+        };
+        let ok = |result| Outcome::Ok { result };
+        let acquire = |owner: &str| Op::Acquire {
+            scope: "s".into(),
+            owner: owner.into(),
+            ttl_us: 1_000,
+        };
+        let lease = |token, owner: &str, granted_at_us| OpResult::Lease {
+            token,
+            owner: owner.into(),
+            granted_at_us,
+            expires_at_us: granted_at_us + 1_000,
+        };
+        let op = recorder.invoke(at("a", 0, 10), acquire("a-0"));
+        recorder.complete(at("a", 0, 20), op, ok(lease(1, "a-0", 15)));
+        if a_releases {
+            let op = recorder.invoke(
+                at("a", 0, 30),
+                Op::Release {
+                    scope: "s".into(),
+                    owner: "a-0".into(),
+                    token: 1,
+                },
+            );
+            recorder.complete(
+                at("a", 0, 40),
+                op,
+                ok(OpResult::Released { released_at_us: 35 }),
+            );
+        }
+        // `a` restarts: a new incarnation, long after.
+        let op = recorder.invoke(at("a", 1, 5_000), acquire("a-1"));
+        recorder.complete(
+            at("a", 1, 5_010),
+            op,
+            Outcome::Fail {
+                reason: leaseproof_history::FailReason::Held,
+            },
+        );
+        let op = recorder.invoke(at("b", 0, 2_000), acquire("b-0"));
+        recorder.complete(at("b", 0, 2_010), op, ok(lease(2, "b-0", 2_005)));
+        let op = recorder.invoke(
+            at("b", 0, 2_100),
+            Op::Commit {
+                scope: "s".into(),
+                owner: "b-0".into(),
+                token: 2,
+                cycle_id: 1,
+                items: 1,
+            },
+        );
+        recorder.complete(
+            at("b", 0, 2_200),
+            op,
+            ok(OpResult::Committed {
+                committed_at_us: Some(2_150),
+            }),
+        );
+        recorder.snapshot()
+    }
+
+    #[test]
+    fn a_commit_after_a_holder_that_crashed_holding_counts_and_after_one_that_released_does_not() {
+        assert_eq!(commits_after_crashed_holder(&history(false)), 1);
+        assert_eq!(commits_after_crashed_holder(&history(true)), 0);
+    }
+}
