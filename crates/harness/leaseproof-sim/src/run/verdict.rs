@@ -254,11 +254,12 @@ mod tests {
 
     use super::commits_after_crashed_holder;
 
-    /// `a` takes token 1 and, when `a_releases`, releases it; then `a`
-    /// crashes (its next incarnation appears) and `b` takes token 2 and
-    /// commits. Only a holder that crashed *holding* its grant makes `b`'s
-    /// commit one "after a crashed holder".
-    fn history(a_releases: bool) -> leaseproof_history::History {
+    /// `a` takes token 1 and, when `a_releases`, releases it; then, when
+    /// `a_restarts`, `a` crashes (its next incarnation appears); `b` takes
+    /// token 2 after `a`'s last event and commits. Only a holder that
+    /// crashed *holding* its grant makes `b`'s commit one "after a crashed
+    /// holder": one that merely went quiet did not crash.
+    fn history(a_releases: bool, a_restarts: bool) -> leaseproof_history::History {
         let recorder = Recorder::new();
         let at = |worker, incarnation, true_time_us| Stamp {
             worker,
@@ -295,15 +296,17 @@ mod tests {
                 ok(OpResult::Released { released_at_us: 35 }),
             );
         }
-        // `a` restarts: a new incarnation, long after.
-        let op = recorder.invoke(at("a", 1, 5_000), acquire("a-1"));
-        recorder.complete(
-            at("a", 1, 5_010),
-            op,
-            Outcome::Fail {
-                reason: leaseproof_history::FailReason::Held,
-            },
-        );
+        if a_restarts {
+            // A new incarnation, long after.
+            let op = recorder.invoke(at("a", 1, 5_000), acquire("a-1"));
+            recorder.complete(
+                at("a", 1, 5_010),
+                op,
+                Outcome::Fail {
+                    reason: leaseproof_history::FailReason::Held,
+                },
+            );
+        }
         let op = recorder.invoke(at("b", 0, 2_000), acquire("b-0"));
         recorder.complete(at("b", 0, 2_010), op, ok(lease(2, "b-0", 2_005)));
         let op = recorder.invoke(
@@ -328,7 +331,8 @@ mod tests {
 
     #[test]
     fn a_commit_after_a_holder_that_crashed_holding_counts_and_after_one_that_released_does_not() {
-        assert_eq!(commits_after_crashed_holder(&history(false)), 1);
-        assert_eq!(commits_after_crashed_holder(&history(true)), 0);
+        assert_eq!(commits_after_crashed_holder(&history(false, true)), 1);
+        assert_eq!(commits_after_crashed_holder(&history(true, true)), 0);
+        assert_eq!(commits_after_crashed_holder(&history(false, false)), 0);
     }
 }
