@@ -8,6 +8,7 @@ impl<'h> Checker<'h> {
     /// I3: every guarded row, grouped by cycle, against the grants and `seq` order.
     pub(super) fn check_guarded_rows(&mut self) {
         let mut violations: Vec<PendingViolation> = Vec::new();
+        let mut possible: Vec<PendingViolation> = Vec::new();
         let commits = self.commits_by_cycle();
         let cycles = cycles_of(&self.history.guarded_rows);
         let bounds: BTreeMap<&str, GrantBounds<'_>> = self
@@ -164,7 +165,9 @@ impl<'h> Checker<'h> {
                     let after_end: Vec<&GuardedRow> = rows
                         .iter()
                         .copied()
-                        .filter(|row| row.written_at_us >= end_us)
+                        // Strictly after: two stamps in one microsecond
+                        // prove no order between their statements.
+                        .filter(|row| row.written_at_us > end_us)
                         .collect();
                     if !extendable && !after_end.is_empty() {
                         let mut events = events.clone();
@@ -239,21 +242,41 @@ impl<'h> Checker<'h> {
                 let late: Vec<&GuardedRow> = rows
                     .iter()
                     .copied()
-                    .filter(|row| row.written_at_us >= upper.granted_at_us)
+                    .filter(|row| row.written_at_us > upper.granted_at_us)
                     .collect();
+                // A grant stamped with its statement's start may have been
+                // decided long after its stamp (queued behind a row lock):
+                // only real time proves the write came after it — the rival's
+                // grant acknowledged before this commit was even sent.
+                let commit_invoked_us = commit.map_or(i64::MIN, |record| record.invoke_true_us);
+                let proven = match self.config.grant_stamps {
+                    GrantStamps::Decision => true,
+                    GrantStamps::StatementStart => upper.reported_by_true_us < commit_invoked_us,
+                };
                 if !late.is_empty() {
                     let mut events = events.clone();
                     events.push(upper.first_event);
-                    violations.push((
-                        Invariant::FencedWrites,
-                        scope.clone(),
-                        events,
-                        seqs(&late),
-                        format!(
-                            "stale write: {owner} wrote cycle {cycle_id} under token {token} at {}, after {} got token {} at {} (server us)",
-                            late[0].written_at_us, upper.owner, upper.token, upper.granted_at_us
-                        ),
-                    ));
+                    let message = format!(
+                        "stale write: {owner} wrote cycle {cycle_id} under token {token} at {}, after {} got token {} at {} (server us)",
+                        late[0].written_at_us, upper.owner, upper.token, upper.granted_at_us
+                    );
+                    if proven {
+                        violations.push((
+                            Invariant::FencedWrites,
+                            scope.clone(),
+                            events,
+                            seqs(&late),
+                            message,
+                        ));
+                    } else {
+                        possible.push((
+                            Invariant::FencedWrites,
+                            scope.clone(),
+                            events,
+                            seqs(&late),
+                            format!("{message}; stamps are statement starts and real-time order does not prove it"),
+                        ));
+                    }
                 }
             }
         }
@@ -326,6 +349,15 @@ impl<'h> Checker<'h> {
         }
         for (invariant, scope, events, rows, message) in violations {
             self.violation(invariant, &scope, events, rows, message);
+        }
+        for (invariant, scope, events, rows, message) in possible {
+            self.report.possible.push(Violation {
+                invariant,
+                scope,
+                events: sorted(events),
+                rows: sorted(rows),
+                message,
+            });
         }
     }
 }

@@ -36,20 +36,46 @@ impl<'h> Checker<'h> {
                         self.report.stats.takeovers += 1;
                     }
                     if grant.token < previous.token {
-                        violations.push((
-                            Invariant::TokenOrder,
-                            scope.clone(),
-                            vec![previous.first_event, grant.first_event],
-                            format!(
-                                "token went backwards: {} got token {} at {}, then {} got token {} at {} (server us)",
-                                previous.owner,
-                                previous.token,
-                                previous.granted_at_us,
-                                grant.owner,
-                                grant.token,
-                                grant.granted_at_us
-                            ),
-                        ));
+                        let message = format!(
+                            "token went backwards: {} got token {} at {}, then {} got token {} at {} (server us)",
+                            previous.owner,
+                            previous.token,
+                            previous.granted_at_us,
+                            grant.owner,
+                            grant.token,
+                            grant.granted_at_us
+                        );
+                        let events = vec![previous.first_event, grant.first_event];
+                        // Statement-start stamps order the statements, not the
+                        // decisions: the smaller token may have been decided
+                        // first, its statement having queued longer. Real time
+                        // proves the order when the larger token was
+                        // acknowledged before the other owner asked at all.
+                        let proven = match self.config.grant_stamps {
+                            GrantStamps::Decision => true,
+                            GrantStamps::StatementStart => {
+                                let later_invoked_us = acquire_invoked_min
+                                    .get(&(scope.as_str(), grant.owner.as_str()))
+                                    .copied()
+                                    .unwrap_or(i64::MIN);
+                                previous.reported_by_true_us < later_invoked_us
+                            }
+                        };
+                        if proven {
+                            violations.push((
+                                Invariant::TokenOrder,
+                                scope.clone(),
+                                events,
+                                message,
+                            ));
+                        } else {
+                            possible.push((
+                                Invariant::TokenOrder,
+                                scope.clone(),
+                                events,
+                                format!("{message}; stamps are statement starts and real-time order does not prove it"),
+                            ));
+                        }
                     }
                 }
                 // Earlier grants that may still be live for this one: the one

@@ -9,7 +9,11 @@ impl<'h> Checker<'h> {
     pub(super) fn collect_grants(&mut self) {
         let mut violations = Vec::new();
         let mut renewals = 0;
-        for record in self.ops.values() {
+        // In the order the outcomes arrived, not by op id: a file's op ids
+        // need only be unique, and grants are built first come, first kept.
+        let mut records: Vec<&OpRecord<'h>> = self.ops.values().collect();
+        records.sort_by_key(|record| record.completion.map_or(u64::MAX, |(event, _)| event));
+        for record in records {
             let Some((complete_event, Outcome::Ok { result })) = record.completion else {
                 continue;
             };
@@ -94,7 +98,8 @@ impl<'h> Checker<'h> {
                     // design's choice (both are seen), never a second grant.
                     // A second *acquisition* with the token and a new start
                     // is one: the increment was forgotten.
-                    if renewed_token.is_none() && grant.granted_at_us != *granted_at_us {
+                    let extends = renewed_token.is_some();
+                    if !extends && grant.granted_at_us != *granted_at_us {
                         violations.push((
                             Invariant::TokenOrder,
                             scope.clone(),

@@ -63,6 +63,14 @@ impl Builder {
         (self.push(worker, EventKind::Invoke { op_id, op }), op_id)
     }
 
+    /// An invocation under a chosen op id (a file's op ids need only be
+    /// unique); returns the op id.
+    pub fn invoke_as(&mut self, op_id: u64, worker: &str, op: Op) -> u64 {
+        self.op_id_next = self.op_id_next.max(op_id + 1);
+        self.push(worker, EventKind::Invoke { op_id, op });
+        op_id
+    }
+
     pub fn complete(&mut self, worker: &str, op_id: u64, outcome: Outcome) -> u64 {
         self.push(worker, EventKind::Complete { op_id, outcome })
     }

@@ -682,3 +682,213 @@ fn the_earliest_invoked_unknown_release_counts_whatever_the_op_ids_say() {
     let report = check(&history, &CheckConfig::default());
     assert!(report.is_ok(), "{report}");
 }
+
+// Histories of correct designs that the checker once convicted, found by
+// writing histories outside the project: each must pass (or be at most
+// *possible*), and the same story with the order proven must still fail.
+
+fn statement_start() -> CheckConfig {
+    CheckConfig {
+        grant_stamps: leaseproof_history::GrantStamps::StatementStart,
+        ..CheckConfig::default()
+    }
+}
+
+#[test]
+fn a_write_before_a_queued_rivals_statement_start_stamp_is_no_stale_write_under_statement_start() {
+    // b's acquisition is sent at 30 and queues behind a's row lock; a
+    // commits (its row stamped 95), releases at 100, and b's grant comes
+    // back stamped 90 — its statement's start, not its decision.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 0);
+    builder.at(30);
+    let (_, b_acquire) = builder.invoke(
+        "b",
+        Op::Acquire {
+            scope: "s".into(),
+            owner: "b".into(),
+            ttl_us: 100,
+        },
+    );
+    builder.at(32);
+    builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 95);
+    builder
+        .rows("a", "s", 1, 1, 0..1, 1, 95)
+        .committed_at(1..2, 95);
+    builder.at(40);
+    builder.release_ok("a", "s", 1, 100);
+    builder.at(60);
+    builder.complete(
+        "b",
+        b_acquire,
+        Outcome::Ok {
+            result: OpResult::Lease {
+                token: 2,
+                owner: "b".into(),
+                granted_at_us: 90,
+                expires_at_us: 190,
+            },
+        },
+    );
+    let history = builder.build();
+    let report = check(&history, &statement_start());
+    assert!(report.is_ok(), "{report}");
+    assert!(
+        report
+            .possible
+            .iter()
+            .any(|possible| possible.message.contains("stale write")),
+        "reported as possible: {report}"
+    );
+    // Decision stamps say b decided at 90, before a's write at 95: proven.
+    assert!(!check(&history, &CheckConfig::default())
+        .violations_of(Invariant::FencedWrites)
+        .is_empty());
+}
+
+#[test]
+fn a_smaller_token_stamped_later_is_no_backwards_token_under_statement_start() {
+    // c asked first (25) and queued longest: its grant, decided last, got
+    // token 3, stamped with its statement's start (80) — before b's stamp
+    // (90) of token 2.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 0);
+    builder.at(25);
+    let (_, c_acquire) = builder.invoke(
+        "c",
+        Op::Acquire {
+            scope: "s".into(),
+            owner: "c".into(),
+            ttl_us: 100,
+        },
+    );
+    builder.at(30);
+    let (_, b_acquire) = builder.invoke(
+        "b",
+        Op::Acquire {
+            scope: "s".into(),
+            owner: "b".into(),
+            ttl_us: 100,
+        },
+    );
+    builder.at(40);
+    builder.release_ok("a", "s", 1, 100);
+    let lease = |token, owner: &str, granted_at_us| Outcome::Ok {
+        result: OpResult::Lease {
+            token,
+            owner: owner.into(),
+            granted_at_us,
+            expires_at_us: granted_at_us + 100,
+        },
+    };
+    builder.at(60);
+    builder.complete("b", b_acquire, lease(2, "b", 90));
+    builder.at(70);
+    builder.release_ok("b", "s", 2, 110);
+    builder.at(90);
+    builder.complete("c", c_acquire, lease(3, "c", 80));
+    let report = check(&builder.build(), &statement_start());
+    assert!(
+        report.violations_of(Invariant::TokenOrder).is_empty(),
+        "{report}"
+    );
+    assert!(
+        report
+            .possible
+            .iter()
+            .any(|possible| possible.message.contains("token went backwards")),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_write_stamped_in_the_microsecond_of_the_release_and_the_takeover_is_not_stale() {
+    // Real time proves the commit finished (38) before the release was
+    // sent (40); the three stamps share one microsecond, which orders
+    // nothing.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 0);
+    builder.at(30);
+    builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 60);
+    builder
+        .rows("a", "s", 1, 1, 0..1, 1, 60)
+        .committed_at(1..2, 60);
+    builder.at(40);
+    builder.release_ok("a", "s", 1, 60);
+    builder.at(60);
+    builder.acquire_ok("b", "s", 2, 60);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(report.is_ok(), "{report}");
+    // One microsecond later is proof.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 0);
+    builder.at(30);
+    builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 61);
+    builder
+        .rows("a", "s", 1, 1, 0..1, 1, 61)
+        .committed_at(1..2, 61);
+    builder.at(40);
+    builder.release_ok("a", "s", 1, 60);
+    builder.at(60);
+    builder.acquire_ok("b", "s", 2, 60);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        !report.violations_of(Invariant::FencedWrites).is_empty(),
+        "{report}"
+    );
+}
+
+#[test]
+fn op_ids_need_only_be_unique_not_increasing() {
+    // A renewal with a smaller op id than its acquisition: grants are built
+    // in the order the outcomes arrived.
+    let mut builder = Builder::new();
+    let acquire = builder.invoke_as(
+        9,
+        "a",
+        Op::Acquire {
+            scope: "s".into(),
+            owner: "a".into(),
+            ttl_us: 100,
+        },
+    );
+    builder.complete(
+        "a",
+        acquire,
+        Outcome::Ok {
+            result: OpResult::Lease {
+                token: 1,
+                owner: "a".into(),
+                granted_at_us: 0,
+                expires_at_us: 100,
+            },
+        },
+    );
+    let renew = builder.invoke_as(
+        3,
+        "a",
+        Op::Renew {
+            scope: "s".into(),
+            owner: "a".into(),
+            token: 1,
+            ttl_us: 100,
+        },
+    );
+    builder.complete(
+        "a",
+        renew,
+        Outcome::Ok {
+            result: OpResult::Lease {
+                token: 1,
+                owner: "a".into(),
+                granted_at_us: 50,
+                expires_at_us: 150,
+            },
+        },
+    );
+    builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 10);
+    builder.rows("a", "s", 1, 1, 0..1, 1, 10);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.grants, 1);
+}
