@@ -45,6 +45,14 @@ pub(super) struct Hold<'h> {
     pub(super) events: Vec<u64>,
 }
 
+impl Hold<'_> {
+    /// Nothing of it is certain: acknowledged, then at once no longer
+    /// counted on (or its promise already spent).
+    pub(super) fn is_empty(&self) -> bool {
+        self.from_true_us >= self.until_true_us
+    }
+}
+
 /// An incarnation: (worker, incarnation).
 type Incarnation<'h> = (&'h str, u64);
 
@@ -56,8 +64,9 @@ pub(super) fn exercised<'h>(
     let mut holders = std::collections::BTreeSet::new();
     let mut takeovers = 0;
     for scope_holds in holds.values() {
-        holders.extend(scope_holds.iter().map(|hold| hold.owner));
-        takeovers += scope_holds
+        let certain: Vec<&Hold<'h>> = scope_holds.iter().filter(|hold| !hold.is_empty()).collect();
+        holders.extend(certain.iter().map(|hold| hold.owner));
+        takeovers += certain
             .windows(2)
             .filter(|pair| pair[0].owner != pair[1].owner)
             .count() as u64;
@@ -75,7 +84,9 @@ pub(super) fn violations(holds: &BTreeMap<&str, Vec<Hold<'_>>>) -> Vec<PendingVi
                 }
                 let mut events = earlier.events.clone();
                 events.extend(&later.events);
-                if later.from_true_us < earlier.until_true_us
+                if !earlier.is_empty()
+                    && !later.is_empty()
+                    && later.from_true_us < earlier.until_true_us
                     && earlier.from_true_us < later.until_true_us
                 {
                     violations.push((
@@ -242,12 +253,15 @@ fn hold_from<'h>(
     if let Some(promised_until_us) = promised_until_us {
         until_true_us = until_true_us.min(promised_until_us);
     }
-    (from_true_us < until_true_us).then(|| Hold {
+    // Kept even when nothing of it is certain (an empty interval): its
+    // token was still granted, and I2 judges tokens by when they were
+    // acknowledged, not by how long they were held.
+    Some(Hold {
         owner,
         token: *token,
         invoked_true_us: acquire.invoke_true_us,
         from_true_us,
-        until_true_us,
+        until_true_us: until_true_us.max(from_true_us),
         events: vec![acquire.invoke_event, complete_event, end_event],
     })
 }

@@ -417,3 +417,28 @@ fn a_clean_lock_race_counts_its_holders_and_takeovers() {
     assert_eq!(report.stats.distinct_holders, 1, "{report}");
     assert_eq!(report.stats.takeovers, 0, "{report}");
 }
+
+#[test]
+fn a_smaller_token_for_a_holder_that_went_silent_at_once_is_still_an_i2_violation() {
+    // b's session lock comes back with token 3 after a's token 5 was
+    // acknowledged and released, and b records nothing more: no instant of
+    // b's hold is certain, but its token was granted, and it went backwards.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", Some(5), None, 10, 20);
+    unlock(&mut builder, "a", 30);
+    lock(&mut builder, "b", Some(3), None, 50, 60);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert!(
+        violation
+            .message
+            .contains("b was granted token 3 after a had been granted token 5"),
+        "{violation}"
+    );
+    // With a larger token, nothing is wrong.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", Some(5), None, 10, 20);
+    unlock(&mut builder, "a", 30);
+    lock(&mut builder, "b", Some(6), None, 50, 60);
+    assert_passes(&builder.build());
+}
