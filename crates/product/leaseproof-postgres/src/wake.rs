@@ -32,25 +32,22 @@ impl Releases {
         if leases.statements() == Statements::Inline {
             return None;
         }
-        let pool = leases.pool();
-        // A pool of one connection of the listener's own: PgListener needs a
-        // pool, and borrowing the leases' would take a slot from the
-        // acquisitions for the whole wait.
-        let own = PgPoolOptions::new()
-            .max_connections(1)
-            .min_connections(0)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with((*pool.connect_options()).clone())
-            .await
-            .map_err(|error| tracing::debug!(%error, "no release wake-ups: polling only"))
-            .ok()?;
-        let mut listener = PgListener::connect_with(&own)
-            .await
-            .map_err(|error| tracing::debug!(%error, "no release wake-ups: polling only"))
-            .ok()?;
-        listener
-            .listen(sql::RELEASED_CHANNEL)
+        let listening = async {
+            // A pool of one connection of the listener's own: PgListener
+            // needs a pool, and borrowing the leases' would take a slot from
+            // the acquisitions for the whole wait.
+            let own = PgPoolOptions::new()
+                .max_connections(1)
+                .min_connections(0)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with((*leases.pool().connect_options()).clone())
+                .await?;
+            let mut listener = PgListener::connect_with(&own).await?;
+            listener.listen(sql::RELEASED_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        let listener = listening
             .await
             .map_err(|error| tracing::debug!(%error, "no release wake-ups: polling only"))
             .ok()?;
