@@ -469,6 +469,9 @@ impl Contender {
 /// When a contender stops.
 #[derive(Debug, Clone)]
 enum Stop {
+    /// For this long from the run's own start (the instant its elapsed time
+    /// is measured from, so a run never reports less than it was asked for).
+    For(Duration),
     Deadline(Instant),
     Operations(u64),
     /// When all contenders together have been granted this many leases.
@@ -485,6 +488,7 @@ async fn run_contender(
             Stop::Deadline(deadline) if Instant::now() >= *deadline => break,
             Stop::Operations(operations) if tally.operations >= *operations => break,
             Stop::Grants(grants, seen) if seen.load(Ordering::SeqCst) >= *grants => break,
+            Stop::For(_) => unreachable!("a run turns its length into a deadline when it starts"),
             _ => {}
         }
         let started = Instant::now();
@@ -664,8 +668,7 @@ impl Rig {
 
     /// Every contender loops its operation until `duration` has passed.
     pub async fn run_for(&self, duration: Duration) -> Result<Measurement, BenchError> {
-        let deadline = Instant::now() + duration;
-        self.run(Stop::Deadline(deadline)).await
+        self.run(Stop::For(duration)).await
     }
 
     /// `operations` operations in total, spread evenly over the contenders,
@@ -693,6 +696,10 @@ impl Rig {
     async fn run(&self, stop: Stop) -> Result<Measurement, BenchError> {
         let mut contenders = self.contenders.lock().await;
         let started = Instant::now();
+        let stop = match stop {
+            Stop::For(duration) => Stop::Deadline(started + duration),
+            other => other,
+        };
         let tasks: Vec<_> = contenders
             .drain(..)
             .map(|contender| tokio::spawn(run_contender(contender, stop.clone())))
