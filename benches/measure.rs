@@ -81,7 +81,7 @@ pub struct Measurement {
 }
 
 /// The `q`-quantile (0..=1) of sorted nanoseconds, nearest rank.
-fn quantile(sorted_ns: &[u64], q: f64) -> Duration {
+pub(crate) fn quantile(sorted_ns: &[u64], q: f64) -> Duration {
     if sorted_ns.is_empty() {
         return Duration::ZERO;
     }

@@ -88,7 +88,7 @@ impl std::fmt::Debug for Contender {
 
 static RIG_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-fn wall_time_us() -> i64 {
+pub(crate) fn wall_time_us() -> i64 {
     let since_epoch = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("the wall clock is after 1970");
@@ -304,9 +304,9 @@ impl Contender {
                     .acquire_on(self.connection(), &scope, &owner, ttl)
                     .await?;
                 self.granted(Grant {
-                    token: lease.token.0,
-                    granted_at_us: lease.granted_at.micros,
-                    expires_at_us: lease.expires_at.micros,
+                    token: lease.token().0,
+                    granted_at_us: lease.granted_at().micros,
+                    expires_at_us: lease.expires_at().micros,
                     received_at_us: wall_time_us(),
                 });
                 Ok(true)
@@ -373,9 +373,9 @@ impl Contender {
                 match leases.acquire(&self.scope, &self.owner, ttl).await {
                     Ok(lease) => {
                         let grant = Grant {
-                            token: lease.token.0,
-                            granted_at_us: lease.granted_at.micros,
-                            expires_at_us: lease.expires_at.micros,
+                            token: lease.token().0,
+                            granted_at_us: lease.granted_at().micros,
+                            expires_at_us: lease.expires_at().micros,
                             received_at_us: wall_time_us(),
                         };
                         self.granted(grant);

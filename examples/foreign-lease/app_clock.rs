@@ -71,13 +71,13 @@ impl AppClockLock {
     }
 
     fn lease(scope: &Scope, owner: &Owner, token: i64, now_us: i64, ttl: Ttl) -> Lease {
-        Lease {
-            scope: scope.clone(),
-            owner: owner.clone(),
-            token: FencingToken(token),
-            granted_at: ServerTime::from_micros(now_us),
-            expires_at: ServerTime::from_micros(now_us + ttl.as_micros()),
-        }
+        Lease::from_server_reply(
+            scope.clone(),
+            owner.clone(),
+            FencingToken(token),
+            ServerTime::from_micros(now_us),
+            ServerTime::from_micros(now_us + ttl.as_micros()),
+        )
     }
 }
 
@@ -155,22 +155,28 @@ impl LeasePort for AppClockLock {
             at!("$5"),
             " RETURNING token"
         ))
-        .bind(lease.scope.as_str())
-        .bind(lease.owner.as_str())
-        .bind(lease.token.0)
+        .bind(lease.scope().as_str())
+        .bind(lease.owner().as_str())
+        .bind(lease.token().0)
         .bind(now_us + ttl.as_micros())
         .bind(now_us)
         .fetch_optional(&self.pool)
         .await
         .map_err(|error| after_send("renew", error))?;
         match renewed {
-            Some(token) => Ok(Lease {
-                granted_at: lease.granted_at,
-                ..AppClockLock::lease(&lease.scope, &lease.owner, token, now_us, ttl)
-            }),
+            Some(token) => {
+                let renewed = AppClockLock::lease(lease.scope(), lease.owner(), token, now_us, ttl);
+                Ok(Lease::from_server_reply(
+                    renewed.scope().clone(),
+                    renewed.owner().clone(),
+                    renewed.token(),
+                    lease.granted_at(),
+                    renewed.expires_at(),
+                ))
+            }
             None => Err(LeaseError::Lost {
-                scope: lease.scope.clone(),
-                token: lease.token,
+                scope: lease.scope().clone(),
+                token: lease.token(),
             }),
         }
     }
@@ -183,7 +189,7 @@ impl LeasePort for AppClockLock {
             at!("$2"),
             " WHERE name = $1"
         ))
-        .bind(lease.scope.as_str())
+        .bind(lease.scope().as_str())
         .bind(now_us)
         .execute(&self.pool)
         .await
@@ -197,8 +203,8 @@ impl LeasePort for AppClockLock {
             at!("$3"),
             " FROM app_clock_lock WHERE name = $1 AND locked_by = $2"
         ))
-        .bind(lease.scope.as_str())
-        .bind(lease.owner.as_str())
+        .bind(lease.scope().as_str())
+        .bind(lease.owner().as_str())
         .bind(self.now_us())
         .fetch_optional(&self.pool)
         .await

@@ -58,13 +58,13 @@ impl ForeignLease {
     }
 
     fn lease(scope: &Scope, row: &sqlx::postgres::PgRow) -> Result<Lease, LeaseError> {
-        Ok(Lease {
-            scope: scope.clone(),
-            owner: Owner::new(row.get::<String, _>("holder"))?,
-            token: FencingToken(row.get("token")),
-            granted_at: ServerTime::from_micros(row.get("granted_at_us")),
-            expires_at: ServerTime::from_micros(row.get("lock_until_us")),
-        })
+        Ok(Lease::from_server_reply(
+            scope.clone(),
+            Owner::new(row.get::<String, _>("holder"))?,
+            FencingToken(row.get("token")),
+            ServerTime::from_micros(row.get("granted_at_us")),
+            ServerTime::from_micros(row.get("lock_until_us")),
+        ))
     }
 }
 
@@ -150,22 +150,28 @@ impl LeasePort for ForeignLease {
             "(extract(epoch FROM now()) * 1000000)::int8 AS granted_at_us, ",
             "(extract(epoch FROM lock_until) * 1000000)::int8 AS lock_until_us"
         ))
-        .bind(lease.scope.as_str())
-        .bind(lease.owner.as_str())
-        .bind(lease.token.0)
+        .bind(lease.scope().as_str())
+        .bind(lease.owner().as_str())
+        .bind(lease.token().0)
         .bind(ttl.as_micros())
         .fetch_optional(&self.pool)
         .await
         .map_err(|error| after_send("renew", error))?;
         match row {
             // This design does not keep the grant time: keep ours.
-            Some(row) => Ok(Lease {
-                granted_at: lease.granted_at,
-                ..ForeignLease::lease(&lease.scope, &row)?
-            }),
+            Some(row) => {
+                let renewed = ForeignLease::lease(lease.scope(), &row)?;
+                Ok(Lease::from_server_reply(
+                    renewed.scope().clone(),
+                    renewed.owner().clone(),
+                    renewed.token(),
+                    lease.granted_at(),
+                    renewed.expires_at(),
+                ))
+            }
             None => Err(LeaseError::Lost {
-                scope: lease.scope.clone(),
-                token: lease.token,
+                scope: lease.scope().clone(),
+                token: lease.token(),
             }),
         }
     }
@@ -177,9 +183,9 @@ impl LeasePort for ForeignLease {
             "RETURNING ",
             micros!("now()")
         ))
-        .bind(lease.scope.as_str())
-        .bind(lease.owner.as_str())
-        .bind(lease.token.0)
+        .bind(lease.scope().as_str())
+        .bind(lease.owner().as_str())
+        .bind(lease.token().0)
         .fetch_optional(&self.pool)
         .await
         .map_err(|error| after_send("release", error))?;
@@ -190,9 +196,9 @@ impl LeasePort for ForeignLease {
         let live: Option<bool> = sqlx::query_scalar(
             "SELECT lock_until > now() FROM foreign_lock WHERE name = $1 AND holder = $2 AND token = $3",
         )
-        .bind(lease.scope.as_str())
-        .bind(lease.owner.as_str())
-        .bind(lease.token.0)
+        .bind(lease.scope().as_str())
+        .bind(lease.owner().as_str())
+        .bind(lease.token().0)
         .fetch_optional(&self.pool)
         .await
         .map_err(|error| after_send("holds", error))?;
@@ -244,16 +250,16 @@ impl ForeignLease {
                 ),
             };
             let fenced: Option<i64> = sqlx::query_scalar(statement)
-                .bind(lease.scope.as_str())
-                .bind(lease.owner.as_str())
-                .bind(lease.token.0)
+                .bind(lease.scope().as_str())
+                .bind(lease.owner().as_str())
+                .bind(lease.token().0)
                 .fetch_optional(&mut *transaction)
                 .await
                 .map_err(rolled_back)?;
             let Some(at_us) = fenced else {
                 return Err(LeaseError::Lost {
-                    scope: lease.scope.clone(),
-                    token: lease.token,
+                    scope: lease.scope().clone(),
+                    token: lease.token(),
                 });
             };
             fenced_at = ServerTime::from_micros(at_us);

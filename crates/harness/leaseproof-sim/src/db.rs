@@ -346,8 +346,8 @@ impl Server {
                         "db s{session}: acquire {scope} by {owner} at {} => GRANTED {:?} token {} until {}",
                         format_us(now.micros),
                         kind,
-                        lease.token,
-                        format_us(lease.expires_at.micros)
+                        lease.token(),
+                        format_us(lease.expires_at().micros)
                     ),
                     Acquisition::Held {
                         holder, expires_at, ..
@@ -360,8 +360,8 @@ impl Server {
                 Response::Acquired(acquisition)
             }
             Request::Renew { lease, ttl } => {
-                self.wait_for_row(session, client, &lease.scope).await;
-                self.assert_row_free_for(session, &lease.scope);
+                self.wait_for_row(session, client, lease.scope()).await;
+                self.assert_row_free_for(session, lease.scope());
                 let renewed = {
                     let mut durable = self.durable.borrow_mut();
                     let renewed = durable.leases.renew(&lease, ttl, now);
@@ -373,40 +373,40 @@ impl Server {
                 self.line(client, || {
                     format!(
                         "db s{session}: renew {} token {} at {} => {}",
-                        lease.scope,
-                        lease.token,
+                        lease.scope(),
+                        lease.token(),
                         format_us(now.micros),
                         renewed
                             .as_ref()
                             .map_or("LOST".to_string(), |renewed| format!(
                                 "renewed until {}",
-                                format_us(renewed.expires_at.micros)
+                                format_us(renewed.expires_at().micros)
                             ))
                     )
                 });
                 if let Some(renewed) = &renewed {
-                    assert_eq!(renewed.token, lease.token, "a renewal keeps its token");
+                    assert_eq!(renewed.token(), lease.token(), "a renewal keeps its token");
                 }
                 Response::Renewed(renewed)
             }
             Request::Release { lease } => {
-                self.wait_for_row(session, client, &lease.scope).await;
-                self.assert_row_free_for(session, &lease.scope);
+                self.wait_for_row(session, client, lease.scope()).await;
+                self.assert_row_free_for(session, lease.scope());
                 let released = {
                     let mut durable = self.durable.borrow_mut();
                     let released = durable.leases.release(&lease, now);
                     if released.is_some() {
                         durable
                             .true_time
-                            .released(&lease.scope, lease.token, arrived_true_us);
+                            .released(lease.scope(), lease.token(), arrived_true_us);
                     }
                     released
                 };
                 self.line(client, || {
                     format!(
                         "db s{session}: release {} token {} at {} => {}",
-                        lease.scope,
-                        lease.token,
+                        lease.scope(),
+                        lease.token(),
                         format_us(now.micros),
                         if released.is_some() {
                             "released"
@@ -440,17 +440,20 @@ impl Server {
                 if transaction.is_none() {
                     return server_error("25P01", "fence outside a transaction");
                 }
-                self.wait_for_row(session, client, &lease.scope).await;
+                self.wait_for_row(session, client, lease.scope()).await;
                 let holds = self.durable.borrow().leases.holds(&lease, now);
                 let transaction = transaction.as_mut().expect("checked above");
                 if holds && !self.config.fence_without_lock {
-                    let previous = self.locks.borrow_mut().insert(lease.scope.clone(), session);
+                    let previous = self
+                        .locks
+                        .borrow_mut()
+                        .insert(lease.scope().clone(), session);
                     assert!(
                         previous.is_none() || previous == Some(session),
                         "the fence took a row lock another session holds"
                     );
                     if previous.is_none() {
-                        transaction.locked.push(lease.scope.clone());
+                        transaction.locked.push(lease.scope().clone());
                     }
                 }
                 if holds {
@@ -459,9 +462,9 @@ impl Server {
                 self.line(client, || {
                     format!(
                         "db s{session}: FENCE {} token {} owner {} at {} => {}",
-                        lease.scope,
-                        lease.token,
-                        lease.owner,
+                        lease.scope(),
+                        lease.token(),
+                        lease.owner(),
                         format_us(now.micros),
                         if holds {
                             "current, row locked"
@@ -509,7 +512,7 @@ impl Server {
                         // I3 at the commit instant, which only the simulation
                         // knows exactly: the row must still carry the
                         // write's token (a fence's row lock guarantees it).
-                        let row_token = durable.leases.row(&lease.scope).map(|row| row.token);
+                        let row_token = durable.leases.row(lease.scope()).map(|row| row.token);
                         durable
                             .true_time
                             .committed(lease, row_token, arrived_true_us);
@@ -535,7 +538,9 @@ impl Server {
                             .iter()
                             .map(|(lease, cycle_id, _)| format!(
                                 "{}:{} token {}",
-                                lease.owner, cycle_id, lease.token
+                                lease.owner(),
+                                cycle_id,
+                                lease.token()
                             ))
                             .collect::<Vec<_>>()
                             .join(", "),

@@ -217,8 +217,8 @@ impl SimPort {
                 Ok(Response::Fenced(None)) => {
                     // Dropping the connection rolls the transaction back.
                     return Err(LeaseError::Lost {
-                        scope: lease.scope.clone(),
-                        token: lease.token,
+                        scope: lease.scope().clone(),
+                        token: lease.token(),
                     });
                 }
                 Ok(other) => return Err(boxed(format!("fence: unexpected reply {other:?}"))),
@@ -271,21 +271,21 @@ fn describe(request: &Request) -> String {
         }
         Request::Renew { lease, ttl } => format!(
             "renew {} token {} ttl {}ms",
-            lease.scope,
-            lease.token,
+            lease.scope(),
+            lease.token(),
             ttl.as_micros() / 1_000
         ),
-        Request::Release { lease } => format!("release {} token {}", lease.scope, lease.token),
-        Request::Holds { lease } => format!("holds {} token {}", lease.scope, lease.token),
+        Request::Release { lease } => format!("release {} token {}", lease.scope(), lease.token()),
+        Request::Holds { lease } => format!("holds {} token {}", lease.scope(), lease.token()),
         Request::Begin => "BEGIN".to_string(),
-        Request::Fence { lease } => format!("FENCE {} token {}", lease.scope, lease.token),
+        Request::Fence { lease } => format!("FENCE {} token {}", lease.scope(), lease.token()),
         Request::Write {
             lease,
             cycle_id,
             items,
         } => format!(
             "WRITE cycle {cycle_id} ({items} rows) under token {}",
-            lease.token
+            lease.token()
         ),
         Request::Commit => "COMMIT".to_string(),
     }
@@ -295,9 +295,9 @@ fn describe_response(response: &Response) -> String {
     match response {
         Response::Acquired(Acquisition::Granted { lease, kind }) => format!(
             "granted {kind:?} token {} [{}, {})",
-            lease.token,
-            crate::trace::format_us(lease.granted_at.micros),
-            crate::trace::format_us(lease.expires_at.micros)
+            lease.token(),
+            crate::trace::format_us(lease.granted_at().micros),
+            crate::trace::format_us(lease.expires_at().micros)
         ),
         Response::Acquired(Acquisition::Held { holder, .. }) => format!("held by {holder}"),
         other => format!("{other:?}"),
@@ -359,8 +359,8 @@ impl LeasePort for SimPort {
         match self.one_shot("renew", request).await? {
             Response::Renewed(Some(renewed)) => Ok(renewed),
             Response::Renewed(None) => Err(LeaseError::Lost {
-                scope: lease.scope.clone(),
-                token: lease.token,
+                scope: lease.scope().clone(),
+                token: lease.token(),
             }),
             other => Err(boxed(format!("renew: unexpected reply {other:?}"))),
         }
@@ -371,7 +371,7 @@ impl LeasePort for SimPort {
             lease: lease.clone(),
         };
         match self.one_shot("release", request).await? {
-            Response::Released(released) => Ok(released.map(|released| released.expires_at)),
+            Response::Released(released) => Ok(released.map(|released| released.expires_at())),
             other => Err(boxed(format!("release: unexpected reply {other:?}"))),
         }
     }

@@ -56,17 +56,17 @@ impl TrueTimeMonitor {
         arrived_true_us: i64,
         now: ServerTime,
     ) {
-        let true_end_us = arrived_true_us + (lease.expires_at.micros - now.micros);
+        let true_end_us = arrived_true_us + (lease.expires_at().micros - now.micros);
         if kind == GrantKind::Reacquired {
             self.extended(lease, arrived_true_us, now);
             return;
         }
-        if let Some(previous) = self.grants.get(&lease.scope) {
+        if let Some(previous) = self.grants.get(lease.scope()) {
             if !previous.released && previous.true_end_us > arrived_true_us {
                 self.violations.push(format!(
                     "I1 in true time [{}]: token {} granted at true {} while token {} ran to true {} (the server clock is not one clock)",
-                    lease.scope,
-                    lease.token,
+                    lease.scope(),
+                    lease.token(),
                     format_us(arrived_true_us),
                     previous.token,
                     format_us(previous.true_end_us)
@@ -74,9 +74,9 @@ impl TrueTimeMonitor {
             }
         }
         self.grants.insert(
-            lease.scope.clone(),
+            lease.scope().clone(),
             TrueGrant {
-                token: lease.token,
+                token: lease.token(),
                 true_end_us,
                 released: false,
             },
@@ -86,9 +86,9 @@ impl TrueTimeMonitor {
     /// A renewal (or same-owner re-acquire) of `lease` that arrived at
     /// `arrived_true_us` and decided with `now`; `lease` is the row after it.
     pub fn extended(&mut self, lease: &Lease, arrived_true_us: i64, now: ServerTime) {
-        let true_end_us = arrived_true_us + (lease.expires_at.micros - now.micros);
-        if let Some(grant) = self.grants.get_mut(&lease.scope) {
-            if grant.token == lease.token {
+        let true_end_us = arrived_true_us + (lease.expires_at().micros - now.micros);
+        if let Some(grant) = self.grants.get_mut(lease.scope()) {
+            if grant.token == lease.token() {
                 grant.true_end_us = grant.true_end_us.max(true_end_us);
             }
         }
@@ -102,14 +102,14 @@ impl TrueTimeMonitor {
         row_token: Option<FencingToken>,
         committed_true_us: i64,
     ) {
-        if row_token == Some(lease.token) {
+        if row_token == Some(lease.token()) {
             return;
         }
         self.violations.push(format!(
             "I3 at commit [{}]: a write under token {} of {} committed at true {} while the row carried {} (it landed under a rival's grant)",
-            lease.scope,
-            lease.token,
-            lease.owner,
+            lease.scope(),
+            lease.token(),
+            lease.owner(),
             format_us(committed_true_us),
             row_token.map_or("no grant".to_string(), |token| format!("token {token}"))
         ));
@@ -198,13 +198,13 @@ mod tests {
     use leaseproof_protocol::Owner;
 
     fn lease(token: i64, granted_at_us: i64, expires_at_us: i64) -> Lease {
-        Lease {
-            scope: Scope::new("s").unwrap(),
-            owner: Owner::new("w").unwrap(),
-            token: FencingToken(token),
-            granted_at: ServerTime::from_micros(granted_at_us),
-            expires_at: ServerTime::from_micros(expires_at_us),
-        }
+        Lease::from_server_reply(
+            Scope::new("s").unwrap(),
+            Owner::new("w").unwrap(),
+            FencingToken(token),
+            ServerTime::from_micros(granted_at_us),
+            ServerTime::from_micros(expires_at_us),
+        )
     }
 
     /// An acquire invoked at true 1 ms, answered at true 1.5 ms, decided at

@@ -223,7 +223,7 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
         self.recorder.record(
             self.stamp(),
             EventKind::BeliefEnd {
-                scope: lease.scope.to_string(),
+                scope: lease.scope().to_string(),
                 token: token(lease),
                 reason: reason.to_string(),
             },
@@ -314,7 +314,7 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
                 self.recorder.record(
                     self.stamp(),
                     EventKind::BeliefStart {
-                        scope: lease.scope.to_string(),
+                        scope: lease.scope().to_string(),
                         token: token(&lease),
                     },
                 );
@@ -410,7 +410,11 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
         });
         match self.port.renew(&held.lease, config.ttl).await {
             Ok(lease) => {
-                assert_eq!(lease.token, held.lease.token, "a renewal keeps its token");
+                assert_eq!(
+                    lease.token(),
+                    held.lease.token(),
+                    "a renewal keeps its token"
+                );
                 self.complete(
                     op_id,
                     Outcome::Ok {
@@ -487,14 +491,14 @@ pub fn history_row(
 }
 
 fn token(lease: &Lease) -> u64 {
-    u64::try_from(lease.token.0).expect("fencing tokens are positive")
+    u64::try_from(lease.token().0).expect("fencing tokens are positive")
 }
 
 fn lease_result(lease: &Lease) -> OpResult {
     OpResult::Lease {
         token: token(lease),
-        owner: lease.owner.to_string(),
-        granted_at_us: lease.granted_at.micros,
-        expires_at_us: lease.expires_at.micros,
+        owner: lease.owner().to_string(),
+        granted_at_us: lease.granted_at().micros,
+        expires_at_us: lease.expires_at().micros,
     }
 }

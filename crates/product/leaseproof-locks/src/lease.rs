@@ -119,7 +119,7 @@ impl LeaseLockManager {
         let lease = guard.lease().clone();
         Ok(LockGuard::new(
             scope.clone(),
-            Some(lease.token),
+            Some(lease.token()),
             Some(lease),
             guard.lost_signal(),
             Box::new(LeaseReleaser { guard, scope }),
@@ -133,13 +133,8 @@ impl LeaseLockManager {
             return Ok(false);
         };
         // Read-only: is the row's current grant live on the server's clock?
-        let lease = Lease {
-            scope,
-            owner: row.owner,
-            token: row.token,
-            granted_at: row.granted_at,
-            expires_at: row.expires_at,
-        };
+        let lease =
+            Lease::from_server_reply(scope, row.owner, row.token, row.granted_at, row.expires_at);
         self.leases.holds(&lease).await.map_err(lock_error)
     }
 }

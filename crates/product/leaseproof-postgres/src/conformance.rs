@@ -87,9 +87,9 @@ async fn row_sql(
 fn model_times(acquisition: &Acquisition) -> LeaseTimes {
     match acquisition {
         Acquisition::Granted { lease, .. } => Some((
-            lease.token.0,
-            lease.granted_at.micros,
-            lease.expires_at.micros,
+            lease.token().0,
+            lease.granted_at().micros,
+            lease.expires_at().micros,
         )),
         Acquisition::Held { .. } => None,
     }
@@ -232,7 +232,7 @@ pub async fn differential_with(
             match expected {
                 Acquisition::Granted { lease, .. } => {
                     report.grants += 1;
-                    if token_before.is_some_and(|token| token < lease.token) {
+                    if token_before.is_some_and(|token| token < lease.token()) {
                         report.takeovers += 1;
                     }
                     leases_seen.push(lease);
@@ -244,9 +244,9 @@ pub async fn differential_with(
             // As the library sends them (prepared or inline).
             let statements = leases.statements();
             let args = [
-                Arg::Text(lease.scope.as_str()),
-                Arg::Text(lease.owner.as_str()),
-                Arg::Int8(lease.token.0),
+                Arg::Text(lease.scope().as_str()),
+                Arg::Text(lease.owner().as_str()),
+                Arg::Int8(lease.token().0),
                 Arg::Int8(ttl.as_micros()),
             ];
             match choice {
@@ -257,7 +257,7 @@ pub async fn differential_with(
                         .map_err(setup("statement"))?;
                     let expected = model
                         .renew(&lease, ttl, now)
-                        .map(|l| (l.granted_at.micros, l.expires_at.micros));
+                        .map(|l| (l.granted_at().micros, l.expires_at().micros));
                     agree(renewed, expected, "renew", &context)?;
                 }
                 7 => {
@@ -266,7 +266,7 @@ pub async fn differential_with(
                         .await
                         .map_err(setup("statement"))?;
                     let released = released.map(|(at_us,)| at_us);
-                    let expected = model.release(&lease, now).map(|l| l.expires_at.micros);
+                    let expected = model.release(&lease, now).map(|l| l.expires_at().micros);
                     agree(released, expected, "release", &context)?;
                 }
                 _ => {
@@ -435,8 +435,8 @@ pub async fn takeover_finishes_before_commit(
             let statement = sql::HOLD_FOR_UPDATE.replace("FOR UPDATE", lock_clause);
             sqlx::query_scalar(&statement)
                 .bind(scope.as_str())
-                .bind(holder.owner.as_str())
-                .bind(holder.token.0)
+                .bind(holder.owner().as_str())
+                .bind(holder.token().0)
                 .fetch_optional(transaction.connection())
                 .await
                 .map_err(setup("fence"))?
@@ -465,10 +465,11 @@ pub async fn takeover_finishes_before_commit(
         .await
         .map_err(setup("takeover task"))?
         .map_err(setup("takeover"))?;
-    if rival.token != holder.token.next() {
+    if rival.token() != holder.token().next() {
         return Err(ConformanceError(format!(
             "takeover got token {} after {}",
-            rival.token, holder.token
+            rival.token(),
+            holder.token()
         )));
     }
     Ok(finished_before_commit)

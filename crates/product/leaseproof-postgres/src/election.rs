@@ -18,6 +18,43 @@
 //! Invariant: a leader's writes go through [`Leadership::commit_cycle`] (the
 //! lease's fence), so two terms never both write, whatever the clocks and
 //! pauses.
+//!
+//! # Leader election
+//!
+//! The README's sample (with the metrics every operation reports), run as a
+//! doc-test against a throwaway cluster; a test keeps the README's copy
+//! identical to the visible lines:
+//!
+//! ```rust
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let Some(database) = leaseproof_pgcluster::test_database().await else { return Ok(()) };
+//! # let leases = leaseproof_postgres::PostgresLeases::connect(&database.url, 8).await?;
+//! # leases.ensure_schema().await?;
+//! # sqlx::query("CREATE TABLE results (job text)").execute(leases.pool()).await?;
+//! # use std::time::Duration;
+//! # use leaseproof_protocol::{Owner, Scope, Ttl};
+//! # let recorder = metrics_util::debugging::DebuggingRecorder::new();
+//! # let snapshotter = recorder.snapshotter();
+//! use leaseproof_postgres::Election;
+//!
+//! metrics::set_global_recorder(recorder)?;              // any exporter: leaseproof_acquisitions_total, …
+//! let election = Election::new(leases.clone(), Scope::new("scheduler")?, Ttl::from_millis(15_000)?);
+//! let leadership = election.campaign(&Owner::generate(), Duration::from_secs(60)).await?; // waits its turn
+//! let tick = leadership.commit_cycle(|connection| Box::pin(async move { // only a current term's writes land
+//!     sqlx::query("INSERT INTO results (job) VALUES ('tick')").execute(connection).await
+//! }));
+//! tokio::select! {
+//!     done = tick => drop(done?),
+//!     reason = leadership.lost() => return Err(format!("step down: {reason:?}").into()), // at once
+//! }
+//! leadership.resign().await?;                           // the next candidate is woken at once
+//! # let counted = snapshotter.snapshot().into_vec().into_iter()
+//! #     .any(|(key, ..)| key.key().name() == "leaseproof_acquisitions_total");
+//! # assert!(counted, "the recorder saw the campaign's acquisition");
+//! # Ok(())
+//! # }
+//! ```
 
 use std::time::Duration;
 
@@ -146,12 +183,12 @@ impl Election {
 impl Leadership {
     /// This term's fencing token: larger than every earlier term's.
     pub fn token(&self) -> FencingToken {
-        self.guard.lease().token
+        self.guard.lease().token()
     }
 
     /// The candidate that leads.
     pub fn leader(&self) -> &Owner {
-        &self.guard.lease().owner
+        self.guard.lease().owner()
     }
 
     /// The term as a lease: its token and its times on the server's clock.

@@ -135,7 +135,7 @@ impl LeaseGuard {
         let reported = lease.clone();
         let (lost, _) = watch::channel(false);
         let known = Known {
-            expires_at: lease.expires_at,
+            expires_at: lease.expires_at(),
             confirmed_sent: sent,
             lost_reason: None,
         };
@@ -203,8 +203,8 @@ impl LeaseGuard {
                     let sent = Instant::now();
                     match leases.renew(&lease, ttl).await {
                         Ok(renewed) => {
-                            assert_eq!(renewed.token, lease.token, "a renewal keeps its token");
-                            shared.confirmed(sent, renewed.expires_at);
+                            assert_eq!(renewed.token(), lease.token(), "a renewal keeps its token");
+                            shared.confirmed(sent, renewed.expires_at());
                             Extension::Extended
                         }
                         Err(LeaseError::Lost { .. }) => Extension::Gone,
@@ -291,7 +291,7 @@ impl LeaseGuard {
         let sent = Instant::now();
         match self.leases.renew(&self.lease, self.ttl).await {
             Ok(renewed) => {
-                self.shared.confirmed(sent, renewed.expires_at);
+                self.shared.confirmed(sent, renewed.expires_at());
                 self.lease = renewed;
                 Ok(())
             }

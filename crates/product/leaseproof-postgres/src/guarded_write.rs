@@ -164,9 +164,9 @@ where
 {
     let query = sqlx::query(insert.sql())
         .persistent(persistent)
-        .bind(lease.scope.as_str().to_owned())
-        .bind(lease.owner.as_str().to_owned())
-        .bind(lease.token.0);
+        .bind(lease.scope().as_str().to_owned())
+        .bind(lease.owner().as_str().to_owned())
+        .bind(lease.token().0);
     let row = bind(query)
         .fetch_one(&mut *connection)
         .await
@@ -178,8 +178,8 @@ where
     let fenced_at_us: i64 = row.try_get(1).map_err(decode)?;
     if rows == 0 {
         return Err(LeaseError::Lost {
-            scope: lease.scope.clone(),
-            token: lease.token,
+            scope: lease.scope().clone(),
+            token: lease.token(),
         });
     }
     Ok(GuardedWrite {

@@ -17,7 +17,10 @@
 //! not abandon work the lock still covers).
 //!
 //! Used by [`LeaseGuard`](crate::LeaseGuard) and by `leaseproof-locks`'
-//! Redis manager, so both keep-alives follow one rule.
+//! Redis manager, so both keep-alives follow one rule. Public for the same
+//! reason a user needs it: a lock manager written outside this crate (etcd,
+//! ZooKeeper, a table of its own) keeps its lock alive by [`run`] and its
+//! [`Schedule`] and inherits the rule rather than re-deriving it.
 
 use std::future::Future;
 use std::time::Duration;

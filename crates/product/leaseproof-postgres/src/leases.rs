@@ -194,7 +194,7 @@ impl PostgresLeases {
     /// A connection whose statement completed is kept for the next statement
     /// instead of going back to the pool, because sqlx pings every connection
     /// it takes back (a second round trip per statement); it returns to the
-    /// pool at most [`reuse::KEEP_FOR_DEFAULT`](crate::reuse::KEEP_FOR_DEFAULT)
+    /// pool at most 250 ms
     /// after it left, however busy, so another user of the same pool waits at
     /// most that long for it. [`Self::with_connection_reuse`] sets how long or
     /// turns it off; [`Self::close`] hands everything back.
@@ -762,9 +762,9 @@ impl PostgresLeases {
     async fn renew_unobserved(&self, lease: &Lease, ttl: Ttl) -> Result<Lease, LeaseError> {
         let mut connection = self.connection().await?;
         let args = [
-            Arg::Text(lease.scope.as_str()),
-            Arg::Text(lease.owner.as_str()),
-            Arg::Int8(lease.token.0),
+            Arg::Text(lease.scope().as_str()),
+            Arg::Text(lease.owner().as_str()),
+            Arg::Int8(lease.token().0),
             Arg::Int8(ttl.as_micros()),
         ];
         let row: Option<(i64, i64)> = self
@@ -775,18 +775,16 @@ impl PostgresLeases {
         self.park(connection);
         let Some((granted_at_us, expires_at_us)) = row else {
             return Err(LeaseError::Lost {
-                scope: lease.scope.clone(),
-                token: lease.token,
+                scope: lease.scope().clone(),
+                token: lease.token(),
             });
         };
         assert_eq!(
-            granted_at_us, lease.granted_at.micros,
+            granted_at_us,
+            lease.granted_at().micros,
             "a renewal keeps its grant"
         );
-        Ok(Lease {
-            expires_at: ServerTime::from_micros(expires_at_us),
-            ..lease.clone()
-        })
+        Ok(lease.renewed_until(ServerTime::from_micros(expires_at_us)))
     }
 
     /// Expires the lease now (server time). The row stays so the token never
@@ -803,9 +801,9 @@ impl PostgresLeases {
     async fn release_unobserved(&self, lease: &Lease) -> Result<Option<ServerTime>, LeaseError> {
         let mut connection = self.connection().await?;
         let args = [
-            Arg::Text(lease.scope.as_str()),
-            Arg::Text(lease.owner.as_str()),
-            Arg::Int8(lease.token.0),
+            Arg::Text(lease.scope().as_str()),
+            Arg::Text(lease.owner().as_str()),
+            Arg::Int8(lease.token().0),
         ];
         let row: Option<(i64,)> = self
             .statements
@@ -821,9 +819,9 @@ impl PostgresLeases {
     pub async fn holds(&self, lease: &Lease) -> Result<bool, LeaseError> {
         let mut connection = self.connection().await?;
         let args = [
-            Arg::Text(lease.scope.as_str()),
-            Arg::Text(lease.owner.as_str()),
-            Arg::Int8(lease.token.0),
+            Arg::Text(lease.scope().as_str()),
+            Arg::Text(lease.owner().as_str()),
+            Arg::Int8(lease.token().0),
         ];
         let (held,): (bool,) = self
             .statements
@@ -1026,8 +1024,8 @@ impl PostgresLeases {
         let Some(fenced_at) = fenced else {
             // Dropping the transaction rolls it back; nothing was written.
             return Err(CycleError::Lease(LeaseError::Lost {
-                scope: lease.scope.clone(),
-                token: lease.token,
+                scope: lease.scope().clone(),
+                token: lease.token(),
             }));
         };
         let value = match work(transaction.connection()).await {
@@ -1142,15 +1140,15 @@ pub(crate) async fn acquire_row(
 }
 
 fn granted(scope: &Scope, owner: &Owner, (token, granted_at_us, expires_at_us): GrantRow) -> Lease {
-    let lease = Lease {
-        scope: scope.clone(),
-        owner: owner.clone(),
-        token: FencingToken(token),
-        granted_at: ServerTime::from_micros(granted_at_us),
-        expires_at: ServerTime::from_micros(expires_at_us),
-    };
-    assert!(lease.token >= FencingToken::FIRST);
-    assert!(lease.expires_at > lease.granted_at);
+    let lease = Lease::from_server_reply(
+        scope.clone(),
+        owner.clone(),
+        FencingToken(token),
+        ServerTime::from_micros(granted_at_us),
+        ServerTime::from_micros(expires_at_us),
+    );
+    assert!(lease.token() >= FencingToken::FIRST);
+    assert!(lease.expires_at() > lease.granted_at());
     lease
 }
 
@@ -1161,9 +1159,9 @@ async fn fence_on(
     mode: FenceMode,
 ) -> Result<Option<ServerTime>, LeaseError> {
     let args = [
-        Arg::Text(lease.scope.as_str()),
-        Arg::Text(lease.owner.as_str()),
-        Arg::Int8(lease.token.0),
+        Arg::Text(lease.scope().as_str()),
+        Arg::Text(lease.owner().as_str()),
+        Arg::Int8(lease.token().0),
     ];
     let fenced_at: Option<(i64,)> = statements
         .fetch_optional(connection, mode.statement(), &args)

@@ -10,7 +10,7 @@
 //!   writes WAL even when its `WHERE` refuses, ~14× slower under contention);
 //!   a client that saw a scope refused reads first there (a polling loser
 //!   costs a primary-key read; the statement still decides every grant —
-//!   [`read_first`]);
+//!   [`ReadFirst`]);
 //! - every time comparison uses the server's clock; clients never send a timestamp;
 //! - tokens grow on every grant and never restart: release expires the row, it
 //!   never deletes it; renew, release and the fence match owner AND token;
@@ -32,6 +32,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let Some(database) = leaseproof_pgcluster::test_database().await else { return Ok(()) };
 //! # let database_url = database.url.clone();
+//! use std::time::Duration;
 //! use leaseproof_postgres::PostgresLeases;
 //! use leaseproof_protocol::{Owner, Scope, Ttl};
 //!
@@ -40,7 +41,8 @@
 //! sqlx::query("CREATE TABLE IF NOT EXISTS results (job text)").execute(leases.pool()).await?; // your table
 //! let owner = Owner::generate();                       // host:pid:random — one per incarnation
 //! let scope = Scope::for_table("myapp", "public", "events")?;
-//! let lease = leases.acquire(&scope, &owner, Ttl::from_millis(30_000)?).await? // Err(Held) if taken
+//! let ttl = Ttl::from_millis(30_000)?;
+//! let lease = leases.acquire_wait(&scope, &owner, ttl, Duration::from_secs(10)).await? // Err(Held) at 10 s
 //!     .with_keep_alive();                              // renews every ttl/3, keeping the token
 //! let work = lease.commit_cycle(|connection| Box::pin(async move {
 //!     sqlx::query("INSERT INTO results (job) VALUES ('events')").execute(connection).await // under the fence
@@ -66,8 +68,8 @@ pub mod keep_alive;
 mod leases;
 mod observe;
 mod port;
-pub mod read_first;
-pub mod reuse;
+mod read_first;
+mod reuse;
 pub mod sql;
 mod statements;
 mod wake;
@@ -75,6 +77,7 @@ mod wake;
 pub use election::{Election, Leadership};
 pub use guard::LeaseGuard;
 pub use guarded_write::{GuardedInsert, GuardedWrite};
+pub use keep_alive::LostReason;
 pub use leases::{CycleError, FenceMode, LeaseTransaction, PostgresLeases, SchemaMismatch};
 pub use port::{CommitPath, GuardedTable, HarnessPort};
 pub use read_first::ReadFirst;

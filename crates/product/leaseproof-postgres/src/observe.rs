@@ -51,7 +51,7 @@ pub(crate) fn acquired(
     tracing::debug!(
         %scope,
         %owner,
-        token = result.as_ref().ok().map(|lease| lease.token.0),
+        token = result.as_ref().ok().map(|lease| lease.token().0),
         outcome,
         latency_us = took.as_micros() as u64,
         "acquire"
@@ -66,9 +66,9 @@ pub(crate) fn renewed(lease: &Lease, result: &Result<Lease, LeaseError>, took: D
     };
     metrics::counter!("leaseproof_renewals_total", "outcome" => outcome).increment(1);
     tracing::debug!(
-        scope = %lease.scope,
-        owner = %lease.owner,
-        token = lease.token.0,
+        scope = %lease.scope(),
+        owner = %lease.owner(),
+        token = lease.token().0,
         outcome,
         latency_us = took.as_micros() as u64,
         "renew"
@@ -84,9 +84,9 @@ pub(crate) fn released(lease: &Lease, result: &Result<bool, &LeaseError>, took: 
     };
     metrics::counter!("leaseproof_releases_total", "outcome" => outcome).increment(1);
     tracing::debug!(
-        scope = %lease.scope,
-        owner = %lease.owner,
-        token = lease.token.0,
+        scope = %lease.scope(),
+        owner = %lease.owner(),
+        token = lease.token().0,
         outcome,
         latency_us = took.as_micros() as u64,
         "release"
@@ -97,9 +97,9 @@ pub(crate) fn released(lease: &Lease, result: &Result<bool, &LeaseError>, took: 
 pub(crate) fn lost(lease: &Lease, reason: &str) {
     metrics::counter!("leaseproof_losses_total", "reason" => reason.to_string()).increment(1);
     tracing::debug!(
-        scope = %lease.scope,
-        owner = %lease.owner,
-        token = lease.token.0,
+        scope = %lease.scope(),
+        owner = %lease.owner(),
+        token = lease.token().0,
         reason,
         "lost"
     );
@@ -109,9 +109,9 @@ pub(crate) fn lost(lease: &Lease, reason: &str) {
 pub(crate) fn committed(lease: &Lease, outcome: &'static str, took: Duration) {
     metrics::counter!("leaseproof_commits_total", "outcome" => outcome).increment(1);
     tracing::debug!(
-        scope = %lease.scope,
-        owner = %lease.owner,
-        token = lease.token.0,
+        scope = %lease.scope(),
+        owner = %lease.owner(),
+        token = lease.token().0,
         outcome,
         latency_us = took.as_micros() as u64,
         "commit"

@@ -145,9 +145,9 @@ fn insert_guarded(
 ) -> BoxFuture<'_, Result<i64, sqlx::Error>> {
     Box::pin(async move {
         let args = [
-            Arg::Text(lease.scope.as_str()),
-            Arg::Text(lease.owner.as_str()),
-            Arg::Int8(lease.token.0),
+            Arg::Text(lease.scope().as_str()),
+            Arg::Text(lease.owner().as_str()),
+            Arg::Int8(lease.token().0),
             Arg::Int8(cycle.cycle_id),
             Arg::Int4(i32::try_from(cycle.items).expect("items per cycle fit i32")),
         ];

@@ -1,6 +1,10 @@
 //! Every statement the reference lease sends, in one place, so the README, the
 //! tests and the benchmarks can quote exactly what runs.
 //!
+//! Public because users need them: a team that creates tables through its
+//! migration tool takes [`CREATE_LEASES`] from here, and a DBA reviewing what
+//! a service runs on the database reads the statements, not the Rust.
+//!
 //! Times come back as integer microseconds since the Unix epoch
 //! (`extract(epoch …)` is `numeric` since PostgreSQL 14, so this is exact).
 

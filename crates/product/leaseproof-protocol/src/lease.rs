@@ -104,18 +104,74 @@ impl fmt::Display for FencingToken {
 /// Holding a `Lease` value proves nothing about *now*: it says what was true
 /// when the server answered. Only the fence inside a transaction
 /// (`hold_for_update`) makes it true for the writes of that transaction.
+///
+/// The fields are read through methods and never change after the server's
+/// answer: a holder cannot move its own token or expiry. A backend builds a
+/// lease from the server's reply with [`Lease::from_server_reply`]; a value
+/// built any other way gains nothing, because every renewal, release and
+/// fence compares owner *and* token with the row, under the row's lock.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Lease {
+    scope: Scope,
+    owner: Owner,
+    token: FencingToken,
+    granted_at: ServerTime,
+    expires_at: ServerTime,
+}
+
+impl Lease {
+    /// The lease a server's reply granted or renewed: for lease backends (the
+    /// PostgreSQL lease, the simulated database, an adapter of a lease
+    /// written elsewhere), which read these five values from their store.
+    pub fn from_server_reply(
+        scope: Scope,
+        owner: Owner,
+        token: FencingToken,
+        granted_at: ServerTime,
+        expires_at: ServerTime,
+    ) -> Lease {
+        Lease {
+            scope,
+            owner,
+            token,
+            granted_at,
+            expires_at,
+        }
+    }
+
+    /// The same grant after a renewal the server confirmed until
+    /// `expires_at`: scope, owner, token and grant time kept.
+    pub fn renewed_until(&self, expires_at: ServerTime) -> Lease {
+        Lease {
+            expires_at,
+            ..self.clone()
+        }
+    }
+
     /// The scope held.
-    pub scope: Scope,
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
     /// The holder.
-    pub owner: Owner,
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
     /// The grant's fencing token.
-    pub token: FencingToken,
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
     /// Server time the grant was made (kept across renewals).
-    pub granted_at: ServerTime,
+    pub fn granted_at(&self) -> ServerTime {
+        self.granted_at
+    }
+
     /// Server time the grant stops being valid unless renewed.
-    pub expires_at: ServerTime,
+    pub fn expires_at(&self) -> ServerTime {
+        self.expires_at
+    }
 }
 
 /// Who held a scope when an acquisition was refused: the holder's owner id,

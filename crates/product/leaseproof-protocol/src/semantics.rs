@@ -36,17 +36,17 @@ impl LeaseRow {
     /// True when `lease` is this row's current, live grant: owner AND token
     /// match and it has not expired. The fence, renew and release all require it.
     pub fn is_held_by(&self, lease: &Lease, now: ServerTime) -> bool {
-        self.owner == lease.owner && self.token == lease.token && self.is_live(now)
+        self.owner == *lease.owner() && self.token == lease.token() && self.is_live(now)
     }
 
     fn to_lease(&self, scope: &Scope) -> Lease {
-        Lease {
-            scope: scope.clone(),
-            owner: self.owner.clone(),
-            token: self.token,
-            granted_at: self.granted_at,
-            expires_at: self.expires_at,
-        }
+        Lease::from_server_reply(
+            scope.clone(),
+            self.owner.clone(),
+            self.token,
+            self.granted_at,
+            self.expires_at,
+        )
     }
 }
 
@@ -212,7 +212,7 @@ impl LeaseTable {
     /// when the lease is lost.
     pub fn renew(&mut self, lease: &Lease, ttl: Ttl, now: ServerTime) -> Option<Lease> {
         let rule = self.extension_rule;
-        let row = self.rows.get_mut(&lease.scope)?;
+        let row = self.rows.get_mut(lease.scope())?;
         if !row.is_held_by(lease, now) {
             return None;
         }
@@ -224,7 +224,7 @@ impl LeaseTable {
         if rule == ExtensionRule::NeverShorten {
             assert!(row.expires_at >= expires_at_before, "and never shortens");
         }
-        Some(row.to_lease(&lease.scope))
+        Some(row.to_lease(lease.scope()))
     }
 
     /// `release`: `UPDATE … SET expires_at = now WHERE scope, owner and token
@@ -232,19 +232,19 @@ impl LeaseTable {
     /// Returns the released lease (with `expires_at = now`), `None` when it was
     /// no longer held (a second release, or a release after takeover).
     pub fn release(&mut self, lease: &Lease, now: ServerTime) -> Option<Lease> {
-        let row = self.rows.get_mut(&lease.scope)?;
+        let row = self.rows.get_mut(lease.scope())?;
         if !row.is_held_by(lease, now) {
             return None;
         }
         row.expires_at = now;
         assert!(!row.is_live(now));
-        Some(row.to_lease(&lease.scope))
+        Some(row.to_lease(lease.scope()))
     }
 
     /// `holds`: the read-only check. Past tense — true when it was evaluated.
     pub fn holds(&self, lease: &Lease, now: ServerTime) -> bool {
         self.rows
-            .get(&lease.scope)
+            .get(lease.scope())
             .is_some_and(|row| row.is_held_by(lease, now))
     }
 
@@ -358,9 +358,9 @@ impl GuardedLog {
         let seq_first = self.seq_next;
         for item in 0..items {
             self.rows.push(GuardedRow {
-                scope: lease.scope.clone(),
-                owner: lease.owner.clone(),
-                token: lease.token,
+                scope: lease.scope().clone(),
+                owner: lease.owner().clone(),
+                token: lease.token(),
                 cycle_id,
                 item: i32::try_from(item).expect("items per cycle fit i32"),
                 seq: self.seq_next,

@@ -195,7 +195,7 @@ impl Client {
                     Ok(leases) => leases,
                     Err(error) => return lease_error(msg_id, error),
                 };
-                let token = lease.token.0;
+                let token = lease.token().0;
                 let result = leases
                     .commit_cycle(&lease, |connection| {
                         Box::pin(async move {
@@ -365,9 +365,9 @@ fn lease_answer(msg_id: u64, lease: &Lease) -> Message {
         ..
     } = &mut answer
     {
-        *token = u64::try_from(lease.token.0).ok();
-        *granted_at_us = Some(lease.granted_at.micros);
-        *expires_at_us = Some(lease.expires_at.micros);
+        *token = u64::try_from(lease.token().0).ok();
+        *granted_at_us = Some(lease.granted_at().micros);
+        *expires_at_us = Some(lease.expires_at().micros);
     }
     answer
 }

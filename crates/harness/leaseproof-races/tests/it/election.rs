@@ -69,10 +69,10 @@ async fn candidate(election: Election, worker: String, recorder: Recorder, clock
             campaign,
             Outcome::Ok {
                 result: OpResult::Lease {
-                    token: u64::try_from(lease.token.0).unwrap(),
+                    token: u64::try_from(lease.token().0).unwrap(),
                     owner: owner.to_string(),
-                    granted_at_us: lease.granted_at.micros,
-                    expires_at_us: lease.expires_at.micros,
+                    granted_at_us: lease.granted_at().micros,
+                    expires_at_us: lease.expires_at().micros,
                 },
             },
         );
@@ -83,7 +83,7 @@ async fn candidate(election: Election, worker: String, recorder: Recorder, clock
             Op::Commit {
                 scope: scope.clone(),
                 owner: owner.to_string(),
-                token: u64::try_from(lease.token.0).unwrap(),
+                token: u64::try_from(lease.token().0).unwrap(),
                 cycle_id: u64::try_from(cycle_id).unwrap(),
                 items: 2,
             },
@@ -112,7 +112,7 @@ async fn candidate(election: Election, worker: String, recorder: Recorder, clock
             Op::Release {
                 scope: scope.clone(),
                 owner: owner.to_string(),
-                token: u64::try_from(lease.token.0).unwrap(),
+                token: u64::try_from(lease.token().0).unwrap(),
             },
         );
         let ended = leadership
@@ -237,7 +237,7 @@ async fn a_leader_whose_term_was_lost_steps_down_and_its_write_is_refused() {
         .unwrap();
     // The term is broken (as an expiry during a pause would break it) and a
     // rival campaigns: it leads with a larger token.
-    assert!(leases.force_expire(&old.lease().scope).await.unwrap());
+    assert!(leases.force_expire(old.lease().scope()).await.unwrap());
     let new = election
         .campaign(&Owner::generate(), Duration::from_secs(5))
         .await

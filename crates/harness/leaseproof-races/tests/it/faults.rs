@@ -60,7 +60,7 @@ async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() 
     sqlx::query(sql::INSERT_GUARDED)
         .bind(scope.as_str())
         .bind(holder_owner.as_str())
-        .bind(lease.token.0)
+        .bind(lease.token().0)
         .bind(1_i64)
         .bind(2_i32)
         .execute(transaction.connection())
@@ -113,14 +113,14 @@ async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() 
         refusals > 0,
         "the dead holder's grant stayed live until expiry"
     );
-    assert_eq!(taken.token, lease.token.next());
+    assert_eq!(taken.token(), lease.token().next());
     assert!(
-        taken.granted_at >= lease.expires_at,
+        taken.granted_at() >= lease.expires_at(),
         "no takeover before expiry"
     );
     // Taken over within TTL plus one retry interval, plus a margin for one
     // round trip and scheduling on a loaded 2-core machine (I5's bound).
-    let late_us = taken.granted_at.micros - lease.expires_at.micros;
+    let late_us = taken.granted_at().micros - lease.expires_at().micros;
     eprintln!("takeover {late_us} µs after the killed holder's expiry");
     assert!(
         late_us <= (RETRY_INTERVAL_MS as i64 + SCHEDULING_MARGIN_MS) * 1_000,
@@ -291,5 +291,5 @@ async fn pool_too_small_for_a_transaction_and_a_renewal_times_out_instead_of_han
     // Once the transaction ends, the same pool serves the renewal.
     transaction.commit().await.unwrap();
     let renewed = leases.renew(&lease, ttl).await.unwrap();
-    assert_eq!(renewed.token, lease.token);
+    assert_eq!(renewed.token(), lease.token());
 }

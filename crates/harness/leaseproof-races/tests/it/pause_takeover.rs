@@ -280,7 +280,7 @@ async fn refused_holder_writes_inside_its_transaction_are_rolled_back() {
     let written: Vec<i64> = sqlx::query_scalar(sql::INSERT_GUARDED)
         .bind(scope.as_str())
         .bind(holder_owner.as_str())
-        .bind(stale.token.0)
+        .bind(stale.token().0)
         .bind(1_i64)
         .bind(3_i32)
         .fetch_all(transaction.connection())
@@ -299,8 +299,8 @@ async fn refused_holder_writes_inside_its_transaction_are_rolled_back() {
     rival.complete_acquire(op, &taken);
     let current = taken.unwrap();
     assert_eq!(
-        current.token,
-        stale.token.next(),
+        current.token(),
+        stale.token().next(),
         "a takeover gets the next token"
     );
     rival.belief(&current, true);

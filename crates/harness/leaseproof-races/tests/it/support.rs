@@ -33,7 +33,7 @@ impl SceneWorker<'_> {
     }
 
     pub fn belief(&self, lease: &Lease, start: bool) {
-        let scope = lease.scope.to_string();
+        let scope = lease.scope().to_string();
         let token = token(lease);
         let kind = if start {
             EventKind::BeliefStart { scope, token }
@@ -76,22 +76,22 @@ impl SceneWorker<'_> {
 }
 
 pub fn token(lease: &Lease) -> u64 {
-    u64::try_from(lease.token.0).expect("tokens are positive")
+    u64::try_from(lease.token().0).expect("tokens are positive")
 }
 
 pub fn lease_result(lease: &Lease) -> OpResult {
     OpResult::Lease {
         token: token(lease),
-        owner: lease.owner.to_string(),
-        granted_at_us: lease.granted_at.micros,
-        expires_at_us: lease.expires_at.micros,
+        owner: lease.owner().to_string(),
+        granted_at_us: lease.granted_at().micros,
+        expires_at_us: lease.expires_at().micros,
     }
 }
 
 pub fn commit_op(lease: &Lease, cycle_id: u64, items: u32) -> Op {
     Op::Commit {
-        scope: lease.scope.to_string(),
-        owner: lease.owner.to_string(),
+        scope: lease.scope().to_string(),
+        owner: lease.owner().to_string(),
         token: token(lease),
         cycle_id,
         items,

@@ -149,7 +149,7 @@ fn fence_makes_rival_takeover_wait_for_the_commit() {
         );
         // Past expiry, the transaction still open.
         tokio::time::sleep(Duration::from_millis(400)).await;
-        assert!(server_now_us() > holder.expires_at.micros);
+        assert!(server_now_us() > holder.expires_at().micros);
 
         let mut rival_session = Session::open("b").await;
         let rival_sent_at_us = server_now_us();
@@ -194,16 +194,16 @@ fn fence_makes_rival_takeover_wait_for_the_commit() {
     );
     let holder = observed.holder.as_ref().expect("recorded");
     let rival = observed.rival.as_ref().expect("granted after the commit");
-    assert_eq!(rival.token, holder.token.next(), "{observed:?}");
-    assert!(rival.granted_at >= holder.expires_at, "{observed:?}");
+    assert_eq!(rival.token(), holder.token().next(), "{observed:?}");
+    assert!(rival.granted_at() >= holder.expires_at(), "{observed:?}");
     // Like PostgreSQL's `now()`, the waiting statement keeps its start time:
     // the grant is dated when the acquire arrived, not when the lock freed.
     assert!(
-        rival.granted_at.micros >= observed.rival_sent_at_us,
+        rival.granted_at().micros >= observed.rival_sent_at_us,
         "{observed:?}"
     );
     assert!(
-        rival.granted_at.micros < observed.committed_at_us,
+        rival.granted_at().micros < observed.committed_at_us,
         "{observed:?}"
     );
     // The trace says why the rival's reply came late, once.
@@ -266,7 +266,7 @@ fn a_fence_holder_renews_its_own_row_inside_its_transaction() {
         let Response::Renewed(Some(renewed)) = renewed else {
             panic!("the holder's renewal was refused: {renewed:?}");
         };
-        assert_eq!(renewed.token, lease.token);
+        assert_eq!(renewed.token(), lease.token());
         assert!(matches!(
             session.call(Request::Commit).await,
             Response::Committed { .. }

@@ -24,13 +24,13 @@ impl LeasePort for StubPort {
 
     async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {
         tokio::time::sleep(Duration::from_millis(LATENCY_MS)).await;
-        Ok(Lease {
-            scope: scope.clone(),
-            owner: owner.clone(),
-            token: FencingToken::FIRST,
-            granted_at: ServerTime::from_micros(0),
-            expires_at: ServerTime::from_micros(ttl.as_micros()),
-        })
+        Ok(Lease::from_server_reply(
+            scope.clone(),
+            owner.clone(),
+            FencingToken::FIRST,
+            ServerTime::from_micros(0),
+            ServerTime::from_micros(ttl.as_micros()),
+        ))
     }
 
     async fn renew(&self, _lease: &Lease, _ttl: Ttl) -> Result<Lease, LeaseError> {

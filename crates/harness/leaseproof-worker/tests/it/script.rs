@@ -45,13 +45,13 @@ fn next(script: &Mutex<VecDeque<Reply>>) -> Reply {
 }
 
 fn lease(scope: &Scope, owner: &Owner, token: i64) -> Lease {
-    Lease {
-        scope: scope.clone(),
-        owner: owner.clone(),
-        token: FencingToken(token),
-        granted_at: ServerTime::from_micros(0),
-        expires_at: ServerTime::from_micros(1_000_000),
-    }
+    Lease::from_server_reply(
+        scope.clone(),
+        owner.clone(),
+        FencingToken(token),
+        ServerTime::from_micros(0),
+        ServerTime::from_micros(1_000_000),
+    )
 }
 
 fn error(reply: Reply, scope: &Scope, token: FencingToken) -> LeaseError {
@@ -94,7 +94,7 @@ impl LeasePort for ScriptedPort {
         tokio::time::sleep(STEP).await;
         match next(&self.renew) {
             Reply::Ok => Ok(lease.clone()),
-            reply => Err(error(reply, &lease.scope, lease.token)),
+            reply => Err(error(reply, lease.scope(), lease.token())),
         }
     }
 
@@ -103,7 +103,7 @@ impl LeasePort for ScriptedPort {
         match next(&self.release) {
             Reply::Ok => Ok(Some(ServerTime::from_micros(5))),
             Reply::Lost => Ok(None),
-            reply => Err(error(reply, &lease.scope, lease.token)),
+            reply => Err(error(reply, lease.scope(), lease.token())),
         }
     }
 
@@ -123,7 +123,7 @@ impl LeasePort for ScriptedPort {
                 seq_first: 1,
                 fenced_at: Some(ServerTime::from_micros(3)),
             }),
-            reply => Err(error(reply, &lease.scope, lease.token)),
+            reply => Err(error(reply, lease.scope(), lease.token())),
         }
     }
 

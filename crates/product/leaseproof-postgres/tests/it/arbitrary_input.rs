@@ -142,10 +142,10 @@ async fn lifecycle(
         .await
         .map_err(|error| TestCaseError::fail(format!("acquire: {error}")))?
         .into_lease();
-    prop_assert_eq!(lease.scope.as_str(), scope_text);
-    prop_assert_eq!(lease.owner.as_str(), owner_text);
+    prop_assert_eq!(lease.scope().as_str(), scope_text);
+    prop_assert_eq!(lease.owner().as_str(), owner_text);
     prop_assert_eq!(
-        lease.expires_at.micros - lease.granted_at.micros,
+        lease.expires_at().micros - lease.granted_at().micros,
         ttl_micros
     );
     // What the server stored, read back: the same bytes, the same grant.
@@ -155,30 +155,30 @@ async fn lifecycle(
         .unwrap()
         .expect("a granted scope has a row");
     prop_assert_eq!(row.owner.as_str(), owner_text);
-    prop_assert_eq!(row.token, lease.token);
-    prop_assert_eq!(row.granted_at, lease.granted_at);
-    prop_assert_eq!(row.expires_at, lease.expires_at);
+    prop_assert_eq!(row.token, lease.token());
+    prop_assert_eq!(row.granted_at, lease.granted_at());
+    prop_assert_eq!(row.expires_at, lease.expires_at());
     // A TTL of a few ms may run out between the statements: then "not
     // held" / `Lost` is the correct answer, and the server's clock must show
     // the grant over.
     if !leases.holds(&lease).await.unwrap() {
-        prop_assert!(server_now_us(leases.pool()).await >= lease.expires_at.micros);
+        prop_assert!(server_now_us(leases.pool()).await >= lease.expires_at().micros);
     }
     let last = match leases.renew(&lease, ttl).await {
         Ok(renewed) => {
-            prop_assert_eq!(renewed.token, lease.token);
-            prop_assert_eq!(renewed.granted_at, lease.granted_at);
-            prop_assert!(renewed.expires_at >= lease.expires_at);
+            prop_assert_eq!(renewed.token(), lease.token());
+            prop_assert_eq!(renewed.granted_at(), lease.granted_at());
+            prop_assert!(renewed.expires_at() >= lease.expires_at());
             renewed
         }
         Err(LeaseError::Lost { .. }) => {
-            prop_assert!(server_now_us(leases.pool()).await >= lease.expires_at.micros);
+            prop_assert!(server_now_us(leases.pool()).await >= lease.expires_at().micros);
             lease
         }
         Err(error) => return Err(TestCaseError::fail(format!("renew: {error}"))),
     };
     if leases.release(&last).await.unwrap().is_none() {
-        prop_assert!(server_now_us(leases.pool()).await >= last.expires_at.micros);
+        prop_assert!(server_now_us(leases.pool()).await >= last.expires_at().micros);
     }
     prop_assert!(!leases.holds(&last).await.unwrap());
 

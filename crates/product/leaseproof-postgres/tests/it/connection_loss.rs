@@ -88,7 +88,7 @@ async fn renewal_waiting_on_its_row(
     tokio::task::JoinHandle<Result<leaseproof_protocol::Lease, LeaseError>>,
     i32,
 ) {
-    let mut blocker = lock_lease_row(&database.url, &lease.scope).await;
+    let mut blocker = lock_lease_row(&database.url, lease.scope()).await;
     let blocker_pid = own_pid(&mut blocker).await;
     let renewal = tokio::spawn({
         let leases = leases.clone();
@@ -145,7 +145,7 @@ async fn a_statement_on_a_killed_idle_connection_is_an_unknown_outcome_not_a_hid
     );
     // The pool recovers: the next operation gets a new connection.
     let renewed = leases.renew(&lease, ttl_ms(60_000)).await.unwrap();
-    assert_eq!(renewed.token, lease.token);
+    assert_eq!(renewed.token(), lease.token());
 }
 
 #[tokio::test]
@@ -182,7 +182,7 @@ async fn a_statement_cancelled_by_its_timeout_is_a_definite_failure() {
     let leases = PostgresLeases::connect(&url, 2).await.unwrap();
     leases.ensure_schema().await.unwrap();
     let lease = held(&leases, "cancelled-by-timeout").await;
-    let mut blocker = lock_lease_row(&database.url, &lease.scope).await;
+    let mut blocker = lock_lease_row(&database.url, lease.scope()).await;
     let renewed = leases.renew(&lease, ttl_ms(60_000)).await;
     let error = renewed.expect_err("the renewal waits past its statement_timeout");
     assert!(
@@ -359,7 +359,7 @@ async fn rolling_back_a_fenced_transaction_releases_the_fence_at_once() {
     let mut rival = PgConnection::connect(&database.url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut rival).await.unwrap();
     let locked = sqlx::query("SELECT 1 FROM leaseproof_leases WHERE scope = $1 FOR UPDATE NOWAIT")
-        .bind(lease.scope.as_str())
+        .bind(lease.scope().as_str())
         .execute(&mut rival)
         .await;
     assert!(

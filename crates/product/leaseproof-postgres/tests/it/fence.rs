@@ -67,7 +67,7 @@ async fn stale_holder_commit_is_refused_after_takeover_and_writes_roll_back() {
         .acquire(&scope, &Owner::generate(), ttl)
         .await
         .unwrap();
-    assert!(rival.token > stale.token);
+    assert!(rival.token() > stale.token());
 
     let ran = std::sync::atomic::AtomicBool::new(false);
     let refused = leases
@@ -241,7 +241,7 @@ async fn commit_under_an_older_token_of_the_same_owner_is_refused() {
     let old = leases.acquire(&scope, &owner, ttl).await.unwrap();
     assert!(leases.force_expire(&scope).await.unwrap());
     let new = leases.acquire(&scope, &owner, ttl).await.unwrap();
-    assert_eq!(new.token, old.token.next());
+    assert_eq!(new.token(), old.token().next());
     let refused = commit_result(&leases, &old, 1, 1).await;
     assert!(
         matches!(refused, Err(CycleError::Lease(LeaseError::Lost { .. }))),
@@ -276,7 +276,7 @@ async fn commit_after_expiry_is_refused_even_before_any_takeover() {
     assert!(results(&leases).await.is_empty());
     assert_eq!(
         leases.row(&scope).await.unwrap().unwrap().token,
-        lease.token,
+        lease.token(),
         "no takeover happened"
     );
 }
@@ -349,7 +349,7 @@ async fn a_second_writer_under_the_same_lease_waits_for_the_fence_then_commits()
     assert!(leases.fence(&mut first, &lease).await.unwrap().is_some());
     let second = {
         let (leases, lease) = (leases.clone(), lease.clone());
-        tokio::spawn(async move { commit_result(&leases, &lease, lease.token.0, 2).await })
+        tokio::spawn(async move { commit_result(&leases, &lease, lease.token().0, 2).await })
     };
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(
@@ -362,7 +362,7 @@ async fn a_second_writer_under_the_same_lease_waits_for_the_fence_then_commits()
         .await
         .unwrap()
         .expect("the second writer commits after the first");
-    assert_eq!(results(&leases).await, vec![(lease.token.0, 2)]);
+    assert_eq!(results(&leases).await, vec![(lease.token().0, 2)]);
 }
 
 #[tokio::test]
@@ -382,12 +382,13 @@ async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
     let cycle = {
         let (leases, holder) = (leases.clone(), holder.clone());
+        let token = holder.token().0;
         tokio::spawn(async move {
             leases
                 .commit_cycle(&holder, move |connection: &mut PgConnection| {
                     Box::pin(async move {
                         sqlx::query("INSERT INTO results VALUES ($1, 1)")
-                            .bind(holder.token.0)
+                            .bind(token)
                             .execute(&mut *connection)
                             .await?;
                         let _ = started_tx.send(());
@@ -424,8 +425,8 @@ async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
         .await
         .unwrap()
         .expect("the takeover lands after the commit");
-    assert_eq!(rival.token, holder.token.next());
-    assert_eq!(results(&leases).await, vec![(holder.token.0, 1)]);
+    assert_eq!(rival.token(), holder.token().next());
+    assert_eq!(results(&leases).await, vec![(holder.token().0, 1)]);
 }
 
 #[tokio::test]
@@ -482,7 +483,7 @@ async fn a_guarded_insert_writes_while_the_lease_is_ours_and_nothing_after_a_tak
         .await
         .unwrap();
     assert_eq!(written.rows, 1);
-    assert!(written.fenced_at > holder.granted_at);
+    assert!(written.fenced_at > holder.granted_at());
     let many = GuardedInsert::with_rows(
         "results (token, value)",
         "lease.token, value",

@@ -69,7 +69,7 @@ async fn the_keep_alive_holds_the_lease_past_its_ttl_and_release_hands_it_over_a
     assert!(shown.contains("lost: None"), "{shown}");
     assert!(shown.contains(scope.as_str()), "{shown}");
     let row = leases.row(&scope).await.unwrap().unwrap();
-    assert_eq!(row.token, guard.token, "renewals keep the token");
+    assert_eq!(row.token, guard.token(), "renewals keep the token");
     assert_eq!(
         row.expires_at,
         guard.expires_at(),
@@ -82,7 +82,7 @@ async fn the_keep_alive_holds_the_lease_past_its_ttl_and_release_hands_it_over_a
         .acquire(&scope, &Owner::generate(), ttl_ms(60_000))
         .await
         .expect("free the moment it is released");
-    assert!(rival.token > row.token);
+    assert!(rival.token() > row.token);
 }
 
 #[tokio::test]
@@ -314,10 +314,10 @@ async fn an_acquire_dropped_mid_statement_returns_no_guard_and_leaks_no_connecti
         .acquire(&scope, &owner, ttl_ms(60_000))
         .await
         .unwrap();
-    assert!(again.token > first.token);
+    assert!(again.token() > first.token());
     assert_eq!(
         leases.row(&scope).await.unwrap().unwrap().token,
-        again.token
+        again.token()
     );
 }
 
@@ -390,7 +390,7 @@ async fn a_commit_dropped_mid_work_rolls_back_and_releases_the_fence() {
     .await
     .expect("the takeover does not wait for a dropped cycle")
     .unwrap();
-    assert!(rival.token > guard.token);
+    assert!(rival.token() > guard.token());
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM results")
         .fetch_one(leases.pool())
         .await

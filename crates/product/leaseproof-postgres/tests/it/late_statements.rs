@@ -55,8 +55,8 @@ async fn stale_session(url: &str) -> (PgConnection, i64) {
 /// with its stale `now()`, then commits; returns the `expires_at` it reported.
 async fn late_acquire(mut connection: PgConnection, statement: &str, lease: &Lease) -> i64 {
     let (_, _, expires_at_us): (i64, i64, i64) = sqlx::query_as(statement)
-        .bind(lease.scope.as_str())
-        .bind(lease.owner.as_str())
+        .bind(lease.scope().as_str())
+        .bind(lease.owner().as_str())
         .bind(Ttl::from_millis(TTL_MS).unwrap().as_micros())
         .fetch_one(&mut connection)
         .await
@@ -86,10 +86,10 @@ async fn told_then_late(statement: &str) -> Option<(ServerTime, ServerTime, i64)
     // The retry that lands first, at a later now(): what the owner is told.
     tokio::time::sleep(Duration::from_millis(50)).await;
     let told = leases.acquire(&scope, &owner, ttl).await.unwrap();
-    assert!(told.expires_at.micros > begun_at_us + ttl.as_micros());
+    assert!(told.expires_at().micros > begun_at_us + ttl.as_micros());
     let reported_us = late_acquire(stale, statement, &told).await;
     Some((
-        told.expires_at,
+        told.expires_at(),
         row_expires_at(&leases, &scope).await,
         reported_us,
     ))
@@ -131,9 +131,9 @@ async fn a_late_renewal_never_shortens_the_grant_and_a_rival_stays_out() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let told = leases.renew(&lease, ttl).await.unwrap();
     let late: Option<(i64, i64)> = sqlx::query_as(sql::RENEW)
-        .bind(lease.scope.as_str())
-        .bind(lease.owner.as_str())
-        .bind(lease.token.0)
+        .bind(lease.scope().as_str())
+        .bind(lease.owner().as_str())
+        .bind(lease.token().0)
         .bind(ttl.as_micros())
         .fetch_optional(&mut stale)
         .await
@@ -141,9 +141,9 @@ async fn a_late_renewal_never_shortens_the_grant_and_a_rival_stays_out() {
     stale.execute("COMMIT").await.unwrap();
     assert_eq!(
         late.map(|(_, expires_at_us)| expires_at_us),
-        Some(told.expires_at.micros)
+        Some(told.expires_at().micros)
     );
-    assert_eq!(row_expires_at(&leases, &scope).await, told.expires_at);
+    assert_eq!(row_expires_at(&leases, &scope).await, told.expires_at());
     let rival = Owner::generate();
     assert!(
         leases.acquire(&scope, &rival, ttl).await.is_err(),

@@ -19,10 +19,10 @@ async fn held_lease_refuses_rival_until_expiry_then_rival_takes_over_with_next_t
     let scope = Scope::new("nightly-consolidation").unwrap();
     let (a, b) = (Owner::generate(), Owner::generate());
     let first = leases.acquire(&scope, &a, ttl_ms(150)).await.unwrap();
-    assert_eq!(first.token, FencingToken::FIRST);
-    assert_eq!(first.owner, a);
+    assert_eq!(first.token(), FencingToken::FIRST);
+    assert_eq!(*first.owner(), a);
     assert_eq!(
-        first.expires_at.micros - first.granted_at.micros,
+        first.expires_at().micros - first.granted_at().micros,
         150_000,
         "expires_at = now + ttl, exactly"
     );
@@ -38,9 +38,9 @@ async fn held_lease_refuses_rival_until_expiry_then_rival_takes_over_with_next_t
         "expired by the server's clock"
     );
     let second = leases.acquire(&scope, &b, ttl_ms(150)).await.unwrap();
-    assert_eq!(second.token, FencingToken(2));
+    assert_eq!(second.token(), FencingToken(2));
     assert!(
-        second.granted_at >= first.expires_at,
+        second.granted_at() >= first.expires_at(),
         "takeover only after expiry (server time)"
     );
     assert!(matches!(
@@ -69,12 +69,12 @@ async fn token_never_restarts_across_release_force_expire_and_takeover() {
             .await
             .unwrap();
         assert!(
-            lease.token > token_last,
+            lease.token() > token_last,
             "round {round}: {} after {}",
-            lease.token,
+            lease.token(),
             token_last
         );
-        token_last = lease.token;
+        token_last = lease.token();
         match round % 3 {
             0 => assert!(leases.release(&lease).await.unwrap().is_some()),
             1 => assert!(leases.force_expire(&scope).await.unwrap()),
@@ -89,7 +89,7 @@ async fn token_never_restarts_across_release_force_expire_and_takeover() {
             .await
             .unwrap()
             .expect("release never deletes the row");
-        assert_eq!(row.token, lease.token);
+        assert_eq!(row.token, lease.token());
     }
     assert_eq!(token_last, FencingToken(12));
 }
@@ -105,14 +105,19 @@ async fn renew_and_release_refuse_wrong_owner_and_stale_token() {
         .acquire(&scope, &owner, ttl_ms(60_000))
         .await
         .unwrap();
-    let wrong_owner = Lease {
-        owner: Owner::generate(),
-        ..lease.clone()
+    // Forged from the grant's own values: the statements compare owner and
+    // token with the row, so neither forgery renews or releases anything.
+    let forged = |owner: Owner, token: FencingToken| {
+        Lease::from_server_reply(
+            lease.scope().clone(),
+            owner,
+            token,
+            lease.granted_at(),
+            lease.expires_at(),
+        )
     };
-    let stale_token = Lease {
-        token: FencingToken(lease.token.0 + 1),
-        ..lease.clone()
-    };
+    let wrong_owner = forged(Owner::generate(), lease.token());
+    let stale_token = forged(lease.owner().clone(), FencingToken(lease.token().0 + 1));
     for impostor in [&wrong_owner, &stale_token] {
         assert!(matches!(
             leases.renew(impostor, ttl_ms(1_000)).await,
@@ -123,16 +128,17 @@ async fn renew_and_release_refuse_wrong_owner_and_stale_token() {
     }
     let row = leases.row(&scope).await.unwrap().unwrap();
     assert_eq!(
-        row.expires_at, lease.expires_at,
+        row.expires_at,
+        lease.expires_at(),
         "refused operations changed nothing"
     );
 
     let renewed = leases.renew(&lease, ttl_ms(120_000)).await.unwrap();
-    assert_eq!(renewed.token, lease.token, "renewal keeps the token");
-    assert_eq!(renewed.granted_at, lease.granted_at);
-    assert!(renewed.expires_at > lease.expires_at);
+    assert_eq!(renewed.token(), lease.token(), "renewal keeps the token");
+    assert_eq!(renewed.granted_at(), lease.granted_at());
+    assert!(renewed.expires_at() > lease.expires_at());
     let released_at = leases.release(&renewed).await.unwrap().expect("released");
-    assert!(released_at < renewed.expires_at);
+    assert!(released_at < renewed.expires_at());
     assert!(!leases.holds(&renewed).await.unwrap());
 }
 
@@ -152,9 +158,9 @@ async fn reacquire_with_same_owner_is_idempotent_and_keeps_the_token() {
         .acquire(&scope, &owner, ttl_ms(60_000))
         .await
         .unwrap();
-    assert_eq!(retry.token, first.token);
-    assert_eq!(retry.granted_at, first.granted_at);
-    assert!(retry.expires_at >= first.expires_at);
+    assert_eq!(retry.token(), first.token());
+    assert_eq!(retry.granted_at(), first.granted_at());
+    assert!(retry.expires_at() >= first.expires_at());
     // A different incarnation of "the same worker" is a different owner: refused.
     assert!(matches!(
         leases
@@ -168,7 +174,7 @@ async fn reacquire_with_same_owner_is_idempotent_and_keeps_the_token() {
         .acquire(&scope, &owner, ttl_ms(60_000))
         .await
         .unwrap();
-    assert_eq!(later.token, first.token.next());
+    assert_eq!(later.token(), first.token().next());
 }
 
 #[tokio::test]
@@ -191,7 +197,7 @@ async fn scopes_shaped_like_sql_injection_are_stored_verbatim() {
             .acquire(&scope, &owner, ttl_ms(60_000))
             .await
             .unwrap();
-        assert_eq!(lease.scope.as_str(), name);
+        assert_eq!(lease.scope().as_str(), name);
         assert!(leases.row(&scope).await.unwrap().is_some());
     }
     let mut connection = leases.pool().acquire().await.unwrap();
@@ -314,7 +320,7 @@ async fn rival_cannot_take_over_shortly_before_expiry() {
     assert!(leases.holds(&holder).await.unwrap());
     tokio::time::sleep(Duration::from_millis(900)).await;
     let taken = leases.acquire(&scope, &rival, ttl_ms(1_000)).await.unwrap();
-    assert!(taken.granted_at >= holder.expires_at);
+    assert!(taken.granted_at() >= holder.expires_at());
 }
 
 #[tokio::test]
@@ -335,7 +341,8 @@ async fn renew_after_expiry_is_refused_and_does_not_revive_the_lease() {
     assert!(!leases.holds(&lease).await.unwrap());
     let row = leases.row(&scope).await.unwrap().unwrap();
     assert_eq!(
-        row.expires_at, lease.expires_at,
+        row.expires_at,
+        lease.expires_at(),
         "the refused renewal changed nothing"
     );
 }
@@ -374,15 +381,15 @@ async fn a_refusal_names_the_holder_by_default_and_costs_nothing_more_when_told_
         panic!("the holder is named: {refused:?}");
     };
     assert_eq!(refused_scope, scope);
-    assert_eq!(named.owner, holder.owner);
-    assert_eq!(named.token, holder.token);
-    assert_eq!(named.expires_at, holder.expires_at);
+    assert_eq!(named.owner, *holder.owner());
+    assert_eq!(named.token, holder.token());
+    assert_eq!(named.expires_at, holder.expires_at());
     let message = LeaseError::Held {
         scope: scope.clone(),
         holder: Some(named),
     }
     .to_string();
-    assert!(message.contains(holder.owner.as_str()), "{message}");
+    assert!(message.contains(holder.owner().as_str()), "{message}");
     // Nobody holds a released scope.
     holder.release().await.unwrap();
     assert_eq!(reporting.holder(&scope).await.unwrap(), None);

@@ -56,8 +56,8 @@ async fn a_refused_scope_is_read_first_until_won_and_the_read_names_the_holder()
     let holder = holder_named(leases.acquire_lease(&scope, &b, ttl_ms(300)).await)
         .expect("a refusal by the read names the holder");
     assert_eq!(holder.owner, a);
-    assert_eq!(holder.token, held.token);
-    assert_eq!(holder.expires_at, held.expires_at);
+    assert_eq!(holder.token, held.token());
+    assert_eq!(holder.expires_at, held.expires_at());
     // Another scope is not read first: its grant is one statement.
     leases.acquire_lease(&other, &b, ttl_ms(300)).await.unwrap();
     assert_eq!(leases.scopes_read_first(), 1);
@@ -65,15 +65,15 @@ async fn a_refused_scope_is_read_first_until_won_and_the_read_names_the_holder()
     // The holder itself is never refused by the read: re-acquiring its own
     // lease (a retry after a lost reply) keeps the token.
     let again = leases.acquire_lease(&scope, &a, ttl_ms(300)).await.unwrap();
-    assert_eq!(again.token, held.token);
-    assert_eq!(again.granted_at, held.granted_at);
+    assert_eq!(again.token(), held.token());
+    assert_eq!(again.granted_at(), held.granted_at());
 
     // After expiry the read finds nothing and the statement takes over.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let taken = leases.acquire_lease(&scope, &b, ttl_ms(300)).await.unwrap();
-    assert_eq!(taken.token, FencingToken(held.token.0 + 1));
+    assert_eq!(taken.token(), FencingToken(held.token().0 + 1));
     assert!(
-        taken.granted_at >= again.expires_at,
+        taken.granted_at() >= again.expires_at(),
         "takeover only after expiry"
     );
     assert_eq!(leases.scopes_read_first(), 0, "won: one statement again");
@@ -102,7 +102,7 @@ async fn a_loser_that_reads_first_sends_no_write_statement() {
     for _ in 0..3 {
         let holder = holder_named(polling.acquire_lease(&scope, &loser, ttl_ms(1_000)).await)
             .expect("the read refused");
-        assert_eq!(holder.token, held.token);
+        assert_eq!(holder.token, held.token());
     }
     // Control: the one statement is a write statement, refused by the
     // read-only session before it can even lose.
@@ -129,7 +129,7 @@ async fn every_read_first_mode_grants_and_refuses_alike() {
         let scope = Scope::new(format!("mode-{mode:?}")).unwrap();
         let (a, b) = (Owner::generate(), Owner::generate());
         let first = leases.acquire_lease(&scope, &a, ttl_ms(200)).await.unwrap();
-        assert_eq!(first.token, FencingToken::FIRST, "{mode:?}");
+        assert_eq!(first.token(), FencingToken::FIRST, "{mode:?}");
         for _ in 0..2 {
             assert!(
                 matches!(
@@ -141,13 +141,14 @@ async fn every_read_first_mode_grants_and_refuses_alike() {
         }
         let renewed = leases.acquire_lease(&scope, &a, ttl_ms(200)).await.unwrap();
         assert_eq!(
-            renewed.token, first.token,
+            renewed.token(),
+            first.token(),
             "{mode:?}: own lease, same token"
         );
         leases.release(&renewed).await.unwrap().expect("released");
         let second = leases.acquire_lease(&scope, &b, ttl_ms(200)).await.unwrap();
         assert_eq!(
-            second.token,
+            second.token(),
             FencingToken(2),
             "{mode:?}: free after release"
         );

@@ -45,7 +45,10 @@ async fn a_waiter_gets_the_lease_soon_after_its_holder_releases() {
                     Duration::from_secs(20),
                 )
                 .await;
-            (granted.map(|guard| guard.lease().token), started.elapsed())
+            (
+                granted.map(|guard| guard.lease().token()),
+                started.elapsed(),
+            )
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -85,7 +88,7 @@ async fn a_waiter_takes_over_a_dead_holders_lease_after_its_expiry() {
         .await
         .expect("taken over after the expiry");
     let waited = started.elapsed();
-    assert!(guard.lease().token > dead.token);
+    assert!(guard.lease().token() > dead.token());
     assert!(
         waited >= Duration::from_millis(400),
         "not before the expiry: {waited:?}"
@@ -227,12 +230,12 @@ async fn a_release_wakes_its_waiter_at_once_not_at_its_next_poll() {
             })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let previous = holder.lease().token;
+        let previous = holder.lease().token();
         holder.release().await.unwrap();
         let released_at = Instant::now();
         let (guard, granted_at) = waiter.await.unwrap();
         holder = guard.expect("the waiter got the lease");
-        assert!(holder.lease().token > previous);
+        assert!(holder.lease().token() > previous);
         hand_offs.push(granted_at.saturating_duration_since(released_at));
     }
     hand_offs.sort();

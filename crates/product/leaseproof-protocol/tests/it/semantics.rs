@@ -23,8 +23,8 @@ fn held_lease_is_refused_until_it_expires_then_taken_over_with_next_token() {
     let ttl = Ttl::from_millis(10).unwrap();
     let (lease_a, kind) = granted(table.acquire(&scope, &a, ttl, t(0)));
     assert_eq!(kind, GrantKind::First);
-    assert_eq!(lease_a.token, FencingToken::FIRST);
-    assert_eq!(lease_a.expires_at, t(10_000));
+    assert_eq!(lease_a.token(), FencingToken::FIRST);
+    assert_eq!(lease_a.expires_at(), t(10_000));
     assert_eq!(
         table.acquire(&scope, &b, ttl, t(9_999)),
         Acquisition::Held {
@@ -36,8 +36,8 @@ fn held_lease_is_refused_until_it_expires_then_taken_over_with_next_token() {
     // Expiry is exclusive: at expires_at exactly the scope is free.
     let (lease_b, kind) = granted(table.acquire(&scope, &b, ttl, t(10_000)));
     assert_eq!(kind, GrantKind::Takeover);
-    assert_eq!(lease_b.token, FencingToken(2));
-    assert_eq!(lease_b.granted_at, t(10_000));
+    assert_eq!(lease_b.token(), FencingToken(2));
+    assert_eq!(lease_b.granted_at(), t(10_000));
     assert!(!table.holds(&lease_a, t(10_000)));
     assert!(table.holds(&lease_b, t(10_000)));
 }
@@ -51,13 +51,13 @@ fn reacquire_by_same_owner_keeps_token_and_extends_expiry() {
     let (first, _) = granted(table.acquire(&scope, &a, ttl, t(0)));
     let (again, kind) = granted(table.acquire(&scope, &a, ttl, t(4_000)));
     assert_eq!(kind, GrantKind::Reacquired);
-    assert_eq!(again.token, first.token);
-    assert_eq!(again.granted_at, first.granted_at);
-    assert_eq!(again.expires_at, t(14_000));
+    assert_eq!(again.token(), first.token());
+    assert_eq!(again.granted_at(), first.granted_at());
+    assert_eq!(again.expires_at(), t(14_000));
     // After expiry the same owner gets a *new* grant: its old token is dead.
     let (later, kind) = granted(table.acquire(&scope, &a, ttl, t(14_000)));
     assert_eq!(kind, GrantKind::Takeover);
-    assert_eq!(later.token, FencingToken(2));
+    assert_eq!(later.token(), FencingToken(2));
 }
 
 #[test]
@@ -67,23 +67,26 @@ fn renew_and_release_require_owner_and_token_and_release_keeps_the_row() {
     let (a, b) = (Owner::new("a").unwrap(), Owner::new("b").unwrap());
     let ttl = Ttl::from_millis(10).unwrap();
     let (lease, _) = granted(table.acquire(&scope, &a, ttl, t(0)));
-    let wrong_owner = Lease {
-        owner: b.clone(),
-        ..lease.clone()
+    let forged = |owner: Owner, token: FencingToken| {
+        Lease::from_server_reply(
+            lease.scope().clone(),
+            owner,
+            token,
+            lease.granted_at(),
+            lease.expires_at(),
+        )
     };
-    let stale_token = Lease {
-        token: FencingToken(7),
-        ..lease.clone()
-    };
+    let wrong_owner = forged(b.clone(), lease.token());
+    let stale_token = forged(lease.owner().clone(), FencingToken(7));
     assert_eq!(table.renew(&wrong_owner, ttl, t(1)), None);
     assert_eq!(table.renew(&stale_token, ttl, t(1)), None);
     assert_eq!(table.release(&wrong_owner, t(1)), None);
     assert_eq!(table.release(&stale_token, t(1)), None);
     let renewed = table.renew(&lease, ttl, t(5_000)).unwrap();
-    assert_eq!(renewed.token, lease.token);
-    assert_eq!(renewed.expires_at, t(15_000));
+    assert_eq!(renewed.token(), lease.token());
+    assert_eq!(renewed.expires_at(), t(15_000));
     let released = table.release(&lease, t(6_000)).unwrap();
-    assert_eq!(released.expires_at, t(6_000));
+    assert_eq!(released.expires_at(), t(6_000));
     assert_eq!(
         table.release(&lease, t(6_000)),
         None,
@@ -96,7 +99,7 @@ fn renew_and_release_require_owner_and_token_and_release_keeps_the_row() {
     );
     let (next, _) = granted(table.acquire(&scope, &b, ttl, t(6_000)));
     assert_eq!(
-        next.token,
+        next.token(),
         FencingToken(2),
         "release must not restart the token"
     );
@@ -153,8 +156,8 @@ proptest! {
                 Step::Acquire { owner, ttl_ms } => {
                     if let Acquisition::Granted { lease, kind } = table.acquire(&scope, &owners[owner], Ttl::from_millis(ttl_ms).unwrap(), now) {
                         match kind {
-                            GrantKind::Reacquired => prop_assert_eq!(lease.token, token_max),
-                            _ => { prop_assert!(lease.token > token_max); token_max = lease.token; }
+                            GrantKind::Reacquired => prop_assert_eq!(lease.token(), token_max),
+                            _ => { prop_assert!(lease.token() > token_max); token_max = lease.token(); }
                         }
                         held[owner] = Some(lease);
                     }
@@ -162,7 +165,7 @@ proptest! {
                 Step::Renew { owner, ttl_ms } => {
                     if let Some(lease) = held[owner].clone() {
                         if let Some(renewed) = table.renew(&lease, Ttl::from_millis(ttl_ms).unwrap(), now) {
-                            prop_assert_eq!(renewed.token, lease.token);
+                            prop_assert_eq!(renewed.token(), lease.token());
                             held[owner] = Some(renewed);
                         }
                     }
@@ -192,23 +195,23 @@ fn stale_reacquire_after_a_newer_one(rule: ExtensionRule) -> (LeaseTable, Lease)
     let (first, _) = granted(table.acquire(&scope, &a, ttl, t(0)));
     let (told, kind) = granted(table.acquire(&scope, &a, ttl, t(5_000)));
     assert_eq!(kind, GrantKind::Reacquired);
-    assert_eq!(told.expires_at, t(15_000));
+    assert_eq!(told.expires_at(), t(15_000));
     let (stale, kind) = granted(table.acquire(&scope, &a, ttl, t(2_000)));
     assert_eq!(kind, GrantKind::Reacquired);
-    assert_eq!(stale.token, first.token);
-    assert_eq!(stale.granted_at, first.granted_at);
+    assert_eq!(stale.token(), first.token());
+    assert_eq!(stale.granted_at(), first.granted_at());
     (table, told)
 }
 
 #[test]
 fn a_late_same_owner_reacquire_never_shortens_the_grant() {
     let (mut table, told) = stale_reacquire_after_a_newer_one(ExtensionRule::NeverShorten);
-    let row = table.row(&told.scope).unwrap().clone();
-    assert_eq!(row.expires_at, told.expires_at, "the promised end stands");
+    let row = table.row(told.scope()).unwrap().clone();
+    assert_eq!(row.expires_at, told.expires_at(), "the promised end stands");
     let b = Owner::new("b").unwrap();
     let ttl = Ttl::from_millis(10).unwrap();
     assert!(matches!(
-        table.acquire(&told.scope, &b, ttl, t(12_000)),
+        table.acquire(told.scope(), &b, ttl, t(12_000)),
         Acquisition::Held { .. }
     ));
     assert!(table.holds(&told, t(14_999)));
@@ -219,12 +222,12 @@ fn the_pre_fix_rule_lets_a_late_reacquire_shorten_the_grant() {
     // Negative control: the same statements under the old rule open the
     // window the checker reports as I1.
     let (mut table, told) = stale_reacquire_after_a_newer_one(ExtensionRule::LatestStatementWins);
-    assert_eq!(table.row(&told.scope).unwrap().expires_at, t(12_000));
+    assert_eq!(table.row(told.scope()).unwrap().expires_at, t(12_000));
     let b = Owner::new("b").unwrap();
     let ttl = Ttl::from_millis(10).unwrap();
-    let (rival, kind) = granted(table.acquire(&told.scope, &b, ttl, t(12_000)));
+    let (rival, kind) = granted(table.acquire(told.scope(), &b, ttl, t(12_000)));
     assert_eq!(kind, GrantKind::Takeover);
-    assert!(rival.granted_at < told.expires_at, "inside the promise");
+    assert!(rival.granted_at() < told.expires_at(), "inside the promise");
 }
 
 #[test]
@@ -239,11 +242,11 @@ fn a_late_renewal_never_shortens_the_grant() {
         let ttl = Ttl::from_millis(10).unwrap();
         let (lease, _) = granted(table.acquire(&scope, &a, ttl, t(0)));
         let fresh = table.renew(&lease, ttl, t(8_000)).unwrap();
-        assert_eq!(fresh.expires_at, t(18_000));
+        assert_eq!(fresh.expires_at(), t(18_000));
         let stale = table.renew(&lease, ttl, t(3_000)).unwrap();
-        assert_eq!(stale.token, lease.token);
-        assert_eq!(stale.granted_at, lease.granted_at);
-        assert_eq!(stale.expires_at, t(expires_at_us), "{rule:?}");
+        assert_eq!(stale.token(), lease.token());
+        assert_eq!(stale.granted_at(), lease.granted_at());
+        assert_eq!(stale.expires_at(), t(expires_at_us), "{rule:?}");
     }
 }
 
@@ -293,8 +296,8 @@ proptest! {
         let mut promise: Option<(FencingToken, ServerTime, bool)> = None;
         let keep = |lease: &Lease, promise: &mut Option<(FencingToken, ServerTime, bool)>| {
             if let Some((token, end, _)) = promise.as_mut() {
-                if *token == lease.token {
-                    *end = (*end).max(lease.expires_at);
+                if *token == lease.token() {
+                    *end = (*end).max(lease.expires_at());
                 }
             }
         };
@@ -305,10 +308,10 @@ proptest! {
                     if let Acquisition::Granted { lease, kind } = table.acquire(&scope, &owners[owner], ttl, stamp) {
                         if kind != GrantKind::Reacquired {
                             if let Some((_, end, released)) = promise {
-                                prop_assert!(released || lease.granted_at >= end,
-                                    "token {} granted at {} inside the promise ending {}", lease.token, lease.granted_at, end);
+                                prop_assert!(released || lease.granted_at() >= end,
+                                    "token {} granted at {} inside the promise ending {}", lease.token(), lease.granted_at(), end);
                             }
-                            promise = Some((lease.token, lease.expires_at, false));
+                            promise = Some((lease.token(), lease.expires_at(), false));
                         }
                         keep(&lease, &mut promise);
                         held[owner] = Some(lease);
@@ -317,7 +320,7 @@ proptest! {
                 LateStep::Renew { owner, lag_us } => {
                     if let Some(lease) = held[owner].clone() {
                         if let Some(renewed) = table.renew(&lease, ttl, t(now_us - lag_us)) {
-                            prop_assert!(renewed.expires_at >= lease.expires_at, "a renewal shortened the grant");
+                            prop_assert!(renewed.expires_at() >= lease.expires_at(), "a renewal shortened the grant");
                             keep(&renewed, &mut promise);
                             held[owner] = Some(renewed);
                         }
@@ -327,7 +330,7 @@ proptest! {
                     if let Some(lease) = held[owner].take() {
                         if table.release(&lease, t(now_us)).is_some() {
                             if let Some((token, _, released)) = promise.as_mut() {
-                                if *token == lease.token {
+                                if *token == lease.token() {
                                     *released = true;
                                 }
                             }
