@@ -18,8 +18,10 @@ use std::time::Duration;
 use leaseproof_history::Document as _;
 
 use crate::measure::{measure, transactions_per_operation, Measurement};
+use crate::report_waiting::{BenchHandOff, BenchObserved};
 use crate::workload::Workload;
 use crate::BenchError;
+use crate::{hand_offs, overhead, HandOffs, Overhead};
 
 /// Arguments of `leaseproof bench`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -76,6 +78,10 @@ struct Plan {
     rounds: usize,
     contention_levels: Vec<usize>,
     lifecycle_levels: Vec<usize>,
+    /// Waiters on one scope, per hand-off run.
+    waiting_levels: Vec<usize>,
+    /// Contenders of the observed and quiet loops.
+    observed_levels: Vec<usize>,
 }
 
 impl Plan {
@@ -95,6 +101,12 @@ impl Plan {
             rounds: usize::try_from(rounds).expect("rounds fit in usize"),
             contention_levels,
             lifecycle_levels: vec![1, 4, 8],
+            waiting_levels: if args.quick {
+                vec![2, 8]
+            } else {
+                vec![2, 4, 8, 16]
+            },
+            observed_levels: vec![1, 8],
         }
     }
 
@@ -257,7 +269,45 @@ async fn run_plan(url: &str, plan: &Plan) -> Result<(String, BenchDocument), Ben
         takeover: transactions_per_operation(url, Workload::AcquireTakeover, contenders, 100, 600)
             .await?,
     };
-    Ok(report(plan, &measurements, counts))
+    let (mut text, mut document) = report(plan, &measurements, counts);
+    let waiting = measure_waiting(url, plan).await?;
+    let select_one_p50 = measurements
+        .iter()
+        .find(|m| m.workload == Workload::SelectOne && m.contenders == 1)
+        .map(|m| m.p50);
+    let section = crate::report_waiting::section(&waiting.0, &waiting.1, select_one_p50);
+    text.push_str(&section.text);
+    document.goals.extend(section.goals);
+    document.passed = document.goals.iter().all(|goal| goal.met);
+    document.hand_offs = section.hand_offs;
+    document.observed = section.observed;
+    Ok((text, document))
+}
+
+/// Hand-offs between waiters at each waiter count, then the observed and
+/// quiet loops: after the table, on the same server.
+async fn measure_waiting(
+    url: &str,
+    plan: &Plan,
+) -> Result<(Vec<HandOffs>, Vec<Overhead>), BenchError> {
+    // Long enough for a few hundred hand-offs, so the p99 is a hand-off's.
+    let duration = Duration::from_secs_f64(plan.seconds_per_row.max(1.0));
+    let (hold, think) = (Duration::from_millis(5), Duration::from_millis(5));
+    let mut runs = Vec::new();
+    for &waiters in &plan.waiting_levels {
+        let run = hand_offs(url, waiters, duration, hold, think).await?;
+        eprintln!(
+            "  hand-offs x{waiters:<3} {:>6} grants, p50 {:?}",
+            run.grants, run.p50
+        );
+        runs.push(run);
+    }
+    let slice = Duration::from_secs_f64(plan.seconds_per_row / plan.rounds as f64);
+    let mut overheads = Vec::new();
+    for &contenders in &plan.observed_levels {
+        overheads.push(overhead(url, contenders, slice, plan.rounds).await?);
+    }
+    Ok((runs, overheads))
 }
 
 fn format_duration(duration: Duration) -> String {
@@ -279,7 +329,7 @@ fn ratio(value: f64, baseline: Option<f64>) -> String {
 /// How the table marks a missed goal (`--check` counts the document's).
 const NOT_MET: &str = "NOT met";
 
-fn verdict(met: bool) -> &'static str {
+pub(crate) fn verdict(met: bool) -> &'static str {
     if met {
         "met"
     } else {
@@ -288,7 +338,7 @@ fn verdict(met: bool) -> &'static str {
 }
 
 /// A finite ratio, `None` for NaN or infinity (JSON has no NaN).
-fn finite(value: f64) -> Option<f64> {
+pub(crate) fn finite(value: f64) -> Option<f64> {
     value.is_finite().then_some(value)
 }
 
@@ -696,6 +746,8 @@ fn report(
         transactions_per_attempt_loser: counts.loser,
         transactions_per_attempt_takeover: counts.takeover,
         goals,
+        hand_offs: Vec::new(),
+        observed: Vec::new(),
     };
     (out, document)
 }
@@ -707,7 +759,7 @@ fn report(
 pub struct BenchDocument {
     /// Always `leaseproof-bench`.
     pub format: String,
-    /// Always 1.
+    /// Always 2 (1 had no `hand_offs` and `observed`).
     pub version: u32,
     /// Every goal met.
     pub passed: bool,
@@ -721,6 +773,10 @@ pub struct BenchDocument {
     pub transactions_per_attempt_takeover: f64,
     /// Each goal with its measured value.
     pub goals: Vec<BenchGoal>,
+    /// Waiters on one scope: hand-off latency, writes, fairness.
+    pub hand_offs: Vec<BenchHandOff>,
+    /// The acquire + release loop with and without a subscriber and recorder.
+    pub observed: Vec<BenchObserved>,
 }
 
 /// One measured row.
@@ -762,7 +818,7 @@ pub struct BenchGoal {
 }
 
 impl BenchGoal {
-    fn new(name: &str, value: f64, goal: &str, met: bool) -> BenchGoal {
+    pub(crate) fn new(name: &str, value: f64, goal: &str, met: bool) -> BenchGoal {
         BenchGoal {
             name: name.to_string(),
             value: finite(value),
@@ -774,5 +830,5 @@ impl BenchGoal {
 
 impl leaseproof_history::Document for BenchDocument {
     const FORMAT: &'static str = "leaseproof-bench";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
 }

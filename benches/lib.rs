@@ -19,12 +19,18 @@
 #![deny(missing_docs)]
 
 mod cli;
+mod handoff;
 mod measure;
+mod observing;
+mod report_waiting;
 mod rig;
 mod workload;
 
 pub use crate::cli::{run_bench, BenchArgs, BenchDocument, BenchGoal, BenchRow};
+pub use crate::handoff::{hand_offs, HandOffs};
 pub use crate::measure::{measure, transactions_per_operation, Measurement, TakeoverLatency};
+pub use crate::observing::{overhead, Overhead};
+pub use crate::report_waiting::{BenchHandOff, BenchObserved};
 pub use crate::rig::{Grant, Rig};
 pub use crate::workload::{Workload, HELD_TTL, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL};
 
@@ -37,6 +43,9 @@ pub enum BenchError {
     /// The lease library returned an error other than the expected `Held`.
     #[error("lease error: {0}")]
     Lease(#[from] leaseproof_protocol::LeaseError),
+    /// A scope, owner or TTL the benchmark built was refused.
+    #[error("input: {0}")]
+    Input(#[from] leaseproof_protocol::InvalidInput),
     /// Setting up the contention failed (a scope that should be free was not).
     #[error("setup: {0}")]
     Setup(String),

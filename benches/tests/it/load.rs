@@ -31,6 +31,7 @@ async fn run(url: &str, workload: Workload, contenders: usize) -> Measurement {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_workload_completes_operations_with_the_right_outcomes() {
+    let _alone = crate::alone().await;
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
@@ -97,6 +98,7 @@ async fn every_workload_completes_operations_with_the_right_outcomes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takeover_of_an_expired_lease_follows_its_expiry_closely() {
+    let _alone = crate::alone().await;
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
@@ -115,6 +117,7 @@ async fn takeover_of_an_expired_lease_follows_its_expiry_closely() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquisition_attempt_is_one_server_transaction_winner_or_loser() {
+    let _alone = crate::alone().await;
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };

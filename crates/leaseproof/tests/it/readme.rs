@@ -61,6 +61,10 @@ fn the_readme_samples_are_the_doc_tests_that_run() {
             "Choosing a lock manager",
             "crates/product/leaseproof-locks/src/lib.rs",
         ),
+        (
+            "Leader election",
+            "crates/product/leaseproof-postgres/src/election.rs",
+        ),
     ] {
         let readme = readme_sample(section);
         assert!(readme.len() > 5, "{section}: {readme:?}");
