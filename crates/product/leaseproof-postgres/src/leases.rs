@@ -15,7 +15,7 @@ use crate::errors::{after_send, connection_lost, sqlstate, unavailable, without_
 use crate::read_first::{ReadFirst, RefusedScopes};
 use crate::reuse::{Checkout, Parked};
 use crate::statements::{Arg, Statements};
-use crate::wake::Releases;
+use crate::wake::{ReleaseHub, Releases};
 use crate::LeaseGuard;
 use crate::{observe, sql};
 
@@ -37,6 +37,8 @@ pub struct PostgresLeases {
     parked: Option<Arc<Parked>>,
     /// Prepared, or inline for a pooler in transaction mode.
     statements: Statements,
+    /// The one connection that listens for releases, for every waiter.
+    pub(crate) releases: Arc<ReleaseHub>,
     /// Identity of this value's transaction domain: a [`LeaseTransaction`]
     /// remembers the domain that began it, and the fence refuses another's.
     pub(crate) domain: Arc<Domain>,
@@ -207,6 +209,7 @@ impl PostgresLeases {
             refused: Arc::new(RefusedScopes::default()),
             parked: Some(Arc::new(Parked::new(crate::reuse::KEEP_FOR_DEFAULT))),
             statements: Statements::Prepared,
+            releases: Arc::new(ReleaseHub::default()),
             domain: Arc::new(Domain),
         }
     }
@@ -258,9 +261,11 @@ impl PostgresLeases {
         self.parked.as_ref().map_or(0, |parked| parked.count())
     }
 
-    /// Hands the kept connections back and closes the pool (`PgPool::close`,
-    /// which would otherwise wait for the kept ones to come back by themselves).
+    /// Stops listening for releases, hands the kept connections back and
+    /// closes the pool (`PgPool::close`, which would otherwise wait for the
+    /// kept ones to come back by themselves).
     pub async fn close(&self) {
+        self.releases.close().await;
         if let Some(parked) = &self.parked {
             parked.release_all();
         }
@@ -531,8 +536,9 @@ impl PostgresLeases {
     /// Waits up to `timeout` for the lease of `scope`, then holds it as
     /// [`Self::acquire`] does: for a job that must run, not skip its tick.
     ///
-    /// It tries at once; refused, it listens for releases of the scope (a
-    /// `LISTEN` on a connection of its own: [`sql::RELEASE`] notifies) and
+    /// It tries at once; refused, it listens for releases of the scope (one
+    /// `LISTEN` connection shared by these leases' waiters, outside the
+    /// pool, kept until [`Self::close`]: [`sql::RELEASE`] notifies) and
     /// tries again the moment one is released, or after a jittered pause of
     /// about an eighth of the TTL (10 ms to 500 ms, ±50 %, so waiters do not
     /// march in step), until granted or the deadline. A waiter that was
@@ -566,6 +572,12 @@ impl PostgresLeases {
         // between the refusal and the LISTEN notified nobody.
         let mut releases: Option<Option<Releases>> = None;
         loop {
+            // In line before the attempt: a release between a refusal and
+            // the wait still wakes this waiter.
+            let mut place = match &releases {
+                Some(Some(listening)) => Some(listening.line_up(scope)),
+                _ => None,
+            };
             let error = match self.acquire(scope, owner, ttl).await {
                 Ok(guard) => {
                     observe::waited(scope, true, started.elapsed());
@@ -584,15 +596,15 @@ impl PostgresLeases {
                 return Err(error);
             }
             let pause = jittered(pause).min(deadline - now);
-            match &mut releases {
-                None => releases = Some(Releases::listen(self).await),
-                Some(Some(listening)) => {
+            match (&releases, &mut place) {
+                (None, _) => releases = Some(Releases::listen(self).await),
+                (_, Some(place)) => {
                     tokio::select! {
-                        () = listening.released(scope) => {}
+                        () = place.woken() => {}
                         () = tokio::time::sleep(pause) => {}
                     }
                 }
-                Some(None) => tokio::time::sleep(pause).await,
+                (_, None) => tokio::time::sleep(pause).await,
             }
         }
     }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use leaseproof_postgres::PostgresLeases;
 use leaseproof_protocol::{LeaseError, Owner, Scope, Ttl};
+use sqlx::Connection as _;
 
 use crate::fresh;
 
@@ -244,4 +245,66 @@ async fn a_release_wakes_its_waiter_at_once_not_at_its_next_poll() {
     // loaded machine may delay one wake-up, not most of them.
     assert!(hand_offs[2] < Duration::from_millis(100), "{hand_offs:?}");
     holder.release().await.unwrap();
+}
+
+/// Connections to `url`'s database whose last statement was a `LISTEN`,
+/// counted on a connection of the test's own.
+async fn listening_connections(url: &str) -> i64 {
+    let mut connection = sqlx::PgConnection::connect(url).await.unwrap();
+    let count = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+    )
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    connection.close().await.unwrap();
+    count
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiters_of_one_leases_share_one_listening_connection_until_close() {
+    let Some((database, leases)) = fresh(8).await else {
+        return;
+    };
+    let scope = Scope::new("wait:shared-listener").unwrap();
+    let holder = leases
+        .acquire(&scope, &Owner::generate(), ttl_ms(30_000))
+        .await
+        .unwrap();
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let (leases, scope) = (leases.clone(), scope.clone());
+            tokio::spawn(async move {
+                let owner = Owner::generate();
+                let guard = leases
+                    .acquire_wait(&scope, &owner, ttl_ms(30_000), Duration::from_secs(20))
+                    .await?;
+                guard.release().await.map(drop)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        listening_connections(&database.url).await,
+        1,
+        "five waiters, one listener"
+    );
+    holder.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap().expect("every waiter gets its turn");
+    }
+    assert_eq!(
+        listening_connections(&database.url).await,
+        1,
+        "kept for the next wait"
+    );
+    leases.close().await;
+    // The listener's backend exits when its connection closes; give the
+    // server a moment to notice.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while listening_connections(&database.url).await > 0 {
+        assert!(Instant::now() < deadline, "close stops the listener");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
