@@ -542,7 +542,7 @@ fn simulation_teeth(report: &mut Report) {
         let codes: std::collections::BTreeSet<&str> = summary
             .failures
             .iter()
-            .flat_map(|failure| failure.codes.iter().map(String::as_str))
+            .flat_map(|failure| failure.invariants.iter().map(|invariant| invariant.code()))
             .collect();
         if summary.failures.is_empty() {
             return Err(
@@ -577,7 +577,7 @@ fn simulation_teeth(report: &mut Report) {
             fence_without_lock: true,
             ..leaseproof_sim::RunOptions::default()
         },
-        "I3 at commit",
+        leaseproof_history::Invariant::FencedWrites,
     );
     planted_defect(
         report,
@@ -587,18 +587,19 @@ fn simulation_teeth(report: &mut Report) {
             clock_follows_client: true,
             ..leaseproof_sim::RunOptions::default()
         },
-        "I1 in true time",
+        leaseproof_history::Invariant::MutualExclusion,
     );
 }
 
 /// A simulated server with a planted defect (`options`) must fail some of
-/// 20 seeds of `scenario`, with the monitor that exists for it (`expected`).
+/// 20 seeds of `scenario`, with the violation of `expected` that the
+/// simulation's true-time monitor exists for.
 fn planted_defect(
     report: &mut Report,
     name: &str,
     scenario: &str,
     options: leaseproof_sim::RunOptions,
-    expected: &str,
+    expected: leaseproof_history::Invariant,
 ) {
     const STAGE: &str = "simulation";
     let started = Instant::now();
@@ -608,19 +609,19 @@ fn planted_defect(
         let caught: Vec<leaseproof_sim::RunOutcome> = (0..20)
             .map(|seed| leaseproof_sim::run(&scenario, seed, options))
             .filter(|outcome| {
-                outcome
-                    .expectation_failures
-                    .iter()
-                    .any(|failure| failure.starts_with(expected))
+                outcome.findings.iter().any(|finding| {
+                    matches!(finding, leaseproof_sim::Finding::InTrueTime(violation)
+                        if violation.invariant == expected)
+                })
             })
             .collect();
         match caught.first() {
             None => Err(format!(
-                "no seed of 0..20 of {} showed \"{expected}\": the monitor has no teeth",
+                "no seed of 0..20 of {} showed {expected} in true time: the monitor has no teeth",
                 scenario.name
             )),
             Some(first) => Ok(format!(
-                "{} of 20 {} seeds show \"{expected}\"; first: {}",
+                "{} of 20 {} seeds show {expected} in true time; first: {}",
                 caught.len(),
                 scenario.name,
                 first.replay_command()

@@ -52,8 +52,8 @@ mod recorder;
 mod timeline;
 
 pub use check::{
-    check, check_with_takeover_bound, CheckConfig, CheckReport, GrantStamps, Invariant, Stats,
-    TakeoverBound, Violation,
+    check, check_with_takeover_bound, invariant_codes, CheckConfig, CheckReport, GrantStamps,
+    Invariant, Stats, TakeoverBound, Violation,
 };
 pub use document::{CheckDocument, Document, Envelope};
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome, WorkRow};

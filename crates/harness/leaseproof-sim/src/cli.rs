@@ -322,7 +322,7 @@ fn save_regression_file(
         fence_without_lock: false,
         clock_follows_client: false,
         expect: crate::sweep::RegressionExpect::Violation,
-        codes: failure.codes.clone(),
+        codes: failure.invariants.clone(),
         note: format!(
             "saved by `leaseproof sim --save-regression`: {}",
             failure.first_problem

@@ -46,7 +46,7 @@ pub mod wire;
 
 pub use faults::{FaultEvent, FaultPlan, WorkerPlan};
 pub use run::{
-    evidence_dir, invocation, run, PauseHooks, RunOptions, RunOutcome, SimClocks, SCOPE,
+    evidence_dir, invocation, run, Finding, PauseHooks, RunOptions, RunOutcome, SimClocks, SCOPE,
 };
 pub use scenario::{scenarios_dir, Faults, Scenario, ScenarioError, Span, EMBEDDED};
 pub use sweep::{

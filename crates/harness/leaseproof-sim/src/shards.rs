@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use leaseproof_history::Invariant;
+
 use crate::sweep::{SeedFailure, SweepSummary};
 
 /// The `format` field of every shard report.
@@ -109,8 +111,9 @@ pub struct FailingSeed {
     pub problems: u64,
     /// The first of them.
     pub first_problem: String,
-    /// Invariant codes of the violations, sorted.
-    pub codes: Vec<String>,
+    /// The invariants proved broken, by code (`I1`, `B`, …), sorted.
+    #[serde(with = "leaseproof_history::invariant_codes")]
+    pub codes: Vec<Invariant>,
 }
 
 impl ScenarioReport {
@@ -141,7 +144,7 @@ impl ScenarioReport {
                     seed: failure.seed,
                     problems: failure.problems as u64,
                     first_problem: failure.first_problem.clone(),
-                    codes: failure.codes.clone(),
+                    codes: failure.invariants.clone(),
                 })
                 .collect(),
             resume_from: summary.resume_from,
@@ -173,7 +176,7 @@ impl ScenarioReport {
                     seed: seed.seed,
                     problems: usize::try_from(seed.problems).unwrap_or(usize::MAX),
                     first_problem: seed.first_problem.clone(),
-                    codes: seed.codes.clone(),
+                    invariants: seed.codes.clone(),
                 })
                 .collect(),
             violations: self.violations,

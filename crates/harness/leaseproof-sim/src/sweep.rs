@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use leaseproof_history::Invariant;
+
 use crate::run::{run, RunOptions, RunOutcome};
 use crate::scenario::{scenarios_dir, Scenario};
 use crate::wall::Stopwatch;
@@ -55,8 +57,9 @@ pub struct SeedFailure {
     pub problems: usize,
     /// The first of them.
     pub first_problem: String,
-    /// The invariant codes of the violations (`I3`, `B`, …), sorted, deduplicated.
-    pub codes: Vec<String>,
+    /// The invariants proved broken (by the checker or in true time),
+    /// sorted, once each.
+    pub invariants: Vec<Invariant>,
 }
 
 /// What a sweep of one scenario found.
@@ -186,8 +189,13 @@ impl SweepSummary {
         let stats = &outcome.report.stats;
         self.seeds_run += 1;
         self.commits_after_crashed_holder += commits_after_crashed_holder;
-        self.violations += outcome.report.violations.len() as u64;
-        self.expectation_failures += outcome.expectation_failures.len() as u64;
+        let in_true_time = outcome
+            .findings
+            .iter()
+            .filter(|finding| finding.invariant().is_some())
+            .count();
+        self.violations += (outcome.report.violations.len() + in_true_time) as u64;
+        self.expectation_failures += (outcome.findings.len() - in_true_time) as u64;
         self.belief_overlaps += stats.belief_overlaps;
         self.takeovers += stats.takeovers;
         self.commits += stats.commits;
@@ -197,19 +205,11 @@ impl SweepSummary {
             .extend(&stats.dead_holder_takeover_delays_us);
         self.simulated += outcome.simulated;
         if !outcome.is_ok() {
-            let mut codes: Vec<String> = outcome
-                .report
-                .violations
-                .iter()
-                .map(|violation| violation.invariant.code().to_string())
-                .collect();
-            codes.sort();
-            codes.dedup();
             self.failures.push(SeedFailure {
                 seed,
-                problems: outcome.report.violations.len() + outcome.expectation_failures.len(),
+                problems: outcome.report.violations.len() + outcome.findings.len(),
                 first_problem: outcome.first_problem().unwrap_or_default(),
-                codes,
+                invariants: outcome.invariants_broken(),
             });
         }
     }
@@ -334,10 +334,10 @@ pub struct Regression {
     pub clock_follows_client: bool,
     /// What the run must show.
     pub expect: RegressionExpect,
-    /// Invariant codes (`I3`, `B`, …) the run's violations must include:
-    /// a `violation` regression must keep showing these, not just any failure.
-    #[serde(default)]
-    pub codes: Vec<String>,
+    /// Invariants (by code: `I3`, `B`, …) the run must prove broken: a
+    /// `violation` regression must keep showing these, not just any failure.
+    #[serde(default, with = "leaseproof_history::invariant_codes")]
+    pub codes: Vec<Invariant>,
     /// What it caught, and when.
     pub note: String,
 }
@@ -394,18 +394,14 @@ pub fn run_regression(regression: &Regression) -> Result<RunOutcome, String> {
             regression.scenario, regression.seed, regression.note
         )),
         _ => {
-            let found: BTreeSet<&str> = outcome
-                .report
-                .violations
-                .iter()
-                .map(|violation| violation.invariant.code())
-                .collect();
+            let found: BTreeSet<Invariant> = outcome.invariants_broken().into_iter().collect();
             let missing: Vec<&str> = regression
                 .codes
                 .iter()
-                .map(String::as_str)
-                .filter(|code| !found.contains(code))
+                .filter(|invariant| !found.contains(invariant))
+                .map(|invariant| invariant.code())
                 .collect();
+            let found: Vec<&str> = found.iter().map(|invariant| invariant.code()).collect();
             if missing.is_empty() {
                 Ok(outcome)
             } else {

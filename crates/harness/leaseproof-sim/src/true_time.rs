@@ -25,6 +25,7 @@
 
 use std::collections::BTreeMap;
 
+use leaseproof_history::{Invariant, Violation};
 use leaseproof_protocol::semantics::GrantKind;
 use leaseproof_protocol::{FencingToken, Lease, Scope, ServerTime};
 
@@ -42,8 +43,9 @@ struct TrueGrant {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TrueTimeMonitor {
     grants: BTreeMap<Scope, TrueGrant>,
-    /// Every overlap in true time, as a sentence.
-    pub violations: Vec<String>,
+    /// Every overlap in true time (I1) and every write that committed under
+    /// a rival's grant (I3), with the scope; no history event shows them.
+    pub violations: Vec<Violation>,
 }
 
 impl TrueTimeMonitor {
@@ -63,13 +65,16 @@ impl TrueTimeMonitor {
         }
         if let Some(previous) = self.grants.get(lease.scope()) {
             if !previous.released && previous.true_end_us > arrived_true_us {
-                self.violations.push(format!(
-                    "I1 in true time [{}]: token {} granted at true {} while token {} ran to true {} (the server clock is not one clock)",
+                self.violations.push(in_true_time(
+                    Invariant::MutualExclusion,
                     lease.scope(),
-                    lease.token(),
-                    format_us(arrived_true_us),
-                    previous.token,
-                    format_us(previous.true_end_us)
+                    format!(
+                        "in true time, token {} granted at true {} while token {} ran to true {} (the server clock is not one clock)",
+                        lease.token(),
+                        format_us(arrived_true_us),
+                        previous.token,
+                        format_us(previous.true_end_us)
+                    ),
                 ));
             }
         }
@@ -105,13 +110,16 @@ impl TrueTimeMonitor {
         if row_token == Some(lease.token()) {
             return;
         }
-        self.violations.push(format!(
-            "I3 at commit [{}]: a write under token {} of {} committed at true {} while the row carried {} (it landed under a rival's grant)",
+        self.violations.push(in_true_time(
+            Invariant::FencedWrites,
             lease.scope(),
-            lease.token(),
-            lease.owner(),
-            format_us(committed_true_us),
-            row_token.map_or("no grant".to_string(), |token| format!("token {token}"))
+            format!(
+                "at commit, a write under token {} of {} committed at true {} while the row carried {} (it landed under a rival's grant)",
+                lease.token(),
+                lease.owner(),
+                format_us(committed_true_us),
+                row_token.map_or("no grant".to_string(), |token| format!("token {token}"))
+            ),
         ));
     }
 
@@ -123,6 +131,18 @@ impl TrueTimeMonitor {
                 grant.true_end_us = grant.true_end_us.min(arrived_true_us);
             }
         }
+    }
+}
+
+/// A violation the simulation's ground truth proves: no history event or
+/// row shows it, so it names none.
+fn in_true_time(invariant: Invariant, scope: &Scope, message: String) -> Violation {
+    Violation {
+        invariant,
+        scope: scope.to_string(),
+        events: Vec::new(),
+        rows: Vec::new(),
+        message,
     }
 }
 
@@ -171,7 +191,7 @@ pub fn stamps_off_the_server_clock(
                 let latest_now_us = event.true_time_us + server_offset_us;
                 if expires_at_us - ttl_us < earliest_now_us {
                     off.push(format!(
-                        "server clock: op {op_id} (token {token}) expires at {} - ttl, before its statement could run (server time {} at the earliest): the server's clock is not true time {:+} ms",
+                        "op {op_id} (token {token}) expires at {} - ttl, before its statement could run (server time {} at the earliest): the server's clock is not true time {:+} ms",
                         format_us(*expires_at_us),
                         format_us(earliest_now_us),
                         server_offset_us / 1_000
@@ -179,7 +199,7 @@ pub fn stamps_off_the_server_clock(
                 }
                 if *granted_at_us > latest_now_us {
                     off.push(format!(
-                        "server clock: op {op_id} (token {token}) granted at {}, after its reply (server time {} at the latest): the server's clock is not true time {:+} ms",
+                        "op {op_id} (token {token}) granted at {}, after its reply (server time {} at the latest): the server's clock is not true time {:+} ms",
                         format_us(*granted_at_us),
                         format_us(latest_now_us),
                         server_offset_us / 1_000
@@ -311,7 +331,7 @@ mod tests {
             3_000,
             now(3_000),
         );
-        assert_eq!(monitor.violations, Vec::<String>::new());
+        assert_eq!(monitor.violations, Vec::<Violation>::new());
     }
 
     #[test]
@@ -336,8 +356,11 @@ mod tests {
             w2_now,
         );
         assert_eq!(monitor.violations.len(), 1, "{:?}", monitor.violations);
+        assert_eq!(monitor.violations[0].invariant, Invariant::MutualExclusion);
         assert!(
-            monitor.violations[0].contains("token #2 granted at true 0.600000s"),
+            monitor.violations[0]
+                .message
+                .contains("token #2 granted at true 0.600000s"),
             "{}",
             monitor.violations[0]
         );
@@ -360,8 +383,11 @@ mod tests {
             now(9_000),
         );
         assert_eq!(monitor.violations.len(), 1, "{:?}", monitor.violations);
+        assert_eq!(monitor.violations[0].invariant, Invariant::MutualExclusion);
         assert!(
-            monitor.violations[0].contains("ran to true 0.003000s"),
+            monitor.violations[0]
+                .message
+                .contains("ran to true 0.003000s"),
             "{}",
             monitor.violations[0]
         );
@@ -375,7 +401,7 @@ mod tests {
             2_500,
             now(2_500),
         );
-        assert_eq!(monitor.violations, Vec::<String>::new());
+        assert_eq!(monitor.violations, Vec::<Violation>::new());
     }
 
     #[test]

@@ -202,6 +202,13 @@ impl Invariant {
         }
     }
 
+    /// The invariant whose [`Invariant::code`] is `code` (`I1`, `B`, …).
+    pub fn from_code(code: &str) -> Option<Invariant> {
+        Invariant::ALL
+            .into_iter()
+            .find(|invariant| invariant.code() == code)
+    }
+
     /// The short code used in reports: `I1`…`I5`, `B` or `H`.
     pub const fn code(self) -> &'static str {
         match self {
@@ -228,6 +235,40 @@ impl fmt::Display for Invariant {
             Invariant::WellFormed => "well-formed history",
         };
         write!(formatter, "{} {}", self.code(), name)
+    }
+}
+
+/// Invariants (de)serialised as their codes, `["B", "I3"]`: the form
+/// regression files and sweep documents carry (`#[serde(with =
+/// "invariant_codes")]`). An unknown code is refused, naming the known ones.
+pub mod invariant_codes {
+    use serde::de::Error as _;
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    use super::Invariant;
+
+    /// Writes each invariant's code.
+    pub fn serialize<S: Serializer>(
+        invariants: &[Invariant],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(invariants.iter().map(|invariant| invariant.code()))
+    }
+
+    /// Reads codes back; an unknown one is an error.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Invariant>, D::Error> {
+        Vec::<String>::deserialize(deserializer)?
+            .into_iter()
+            .map(|code| {
+                Invariant::from_code(&code).ok_or_else(|| {
+                    D::Error::custom(format!(
+                        "unknown invariant code {code:?}: expected one of I1, I2, I3, I4, I5, B, H"
+                    ))
+                })
+            })
+            .collect()
     }
 }
 

@@ -13,10 +13,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::workers::WorkerSlot;
-use super::Bounds;
+use super::{Bounds, Finding};
 use crate::db::DB_HOST;
 use crate::faults::{FaultEvent, FaultPlan};
-use crate::trace::{format_us, Trace};
+use crate::trace::Trace;
 
 /// Steps `sim` to the end of the run; returns the expectations that failed.
 pub(super) fn drive(
@@ -25,9 +25,9 @@ pub(super) fn drive(
     trace: &Trace,
     slots: &Rc<RefCell<Vec<WorkerSlot>>>,
     bounds: &Bounds,
-) -> Vec<String> {
+) -> Vec<Finding> {
     let (duration, limit) = (bounds.duration, bounds.limit);
-    let mut expectation_failures = Vec::new();
+    let mut findings = Vec::new();
     let mut schedule = plan.schedule.iter().peekable();
     let mut db_crashed = 0u32;
     loop {
@@ -50,22 +50,21 @@ pub(super) fn drive(
             let slots = slots.borrow();
             for (slot, worker) in slots.iter().zip(&plan.workers) {
                 if !slot.finished && slot.crashed == 0 {
-                    expectation_failures.push(format!(
-                        "{} (incarnation {}) still running {} after the scenario's end",
-                        worker.name,
-                        slot.incarnation,
-                        format_us((limit - duration).as_micros() as i64)
-                    ));
+                    findings.push(Finding::StillRunning {
+                        worker: worker.name.clone(),
+                        incarnation: slot.incarnation,
+                        over_us: (limit - duration).as_micros() as i64,
+                    });
                 }
             }
             break;
         }
         if let Err(error) = sim.step() {
-            expectation_failures.push(format!("simulation error: {error}"));
+            findings.push(Finding::Simulation(error.to_string()));
             break;
         }
     }
-    expectation_failures
+    findings
 }
 
 fn apply(

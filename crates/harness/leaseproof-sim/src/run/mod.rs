@@ -28,7 +28,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use leaseproof_history::{Annotation, CheckReport, History, Recorder};
+use leaseproof_history::{Annotation, CheckReport, History, Invariant, Recorder, Violation};
 use leaseproof_protocol::semantics::ExtensionRule;
 use leaseproof_protocol::Ttl;
 
@@ -97,6 +97,69 @@ impl RunOptions {
     }
 }
 
+/// What a run found wrong besides the checker's report: what only the
+/// simulation can see, and the scenario's own expectations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    /// A violation the simulation's ground truth proves and no history
+    /// shows: I1 in true time (a server clock that is not one clock), I3 at
+    /// the commit instant (a write that committed under a rival's grant).
+    InTrueTime(Violation),
+    /// A server stamp off the clock the run configured: what the checker
+    /// trusts was not the server's clock.
+    ServerClock(String),
+    /// A worker's schema creation failed, so it never started.
+    DidNotStart {
+        /// The worker.
+        worker: String,
+        /// Its error.
+        error: String,
+    },
+    /// A worker still running after the scenario's end and its grace.
+    StillRunning {
+        /// The worker.
+        worker: String,
+        /// Its incarnation.
+        incarnation: u64,
+        /// How long past the end, µs.
+        over_us: i64,
+    },
+    /// The simulation itself failed (turmoil's error).
+    Simulation(String),
+}
+
+impl Finding {
+    /// The invariant a finding proves broken, if it is a violation.
+    pub fn invariant(&self) -> Option<Invariant> {
+        match self {
+            Finding::InTrueTime(violation) => Some(violation.invariant),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Finding::InTrueTime(violation) => write!(formatter, "{violation}"),
+            Finding::ServerClock(sentence) => write!(formatter, "server clock: {sentence}"),
+            Finding::DidNotStart { worker, error } => {
+                write!(formatter, "{worker} failed to start: {error}")
+            }
+            Finding::StillRunning {
+                worker,
+                incarnation,
+                over_us,
+            } => write!(
+                formatter,
+                "{worker} (incarnation {incarnation}) still running {} after the scenario's end",
+                format_us(*over_us)
+            ),
+            Finding::Simulation(error) => write!(formatter, "simulation error: {error}"),
+        }
+    }
+}
+
 /// What one run produced.
 #[derive(Clone, Debug)]
 pub struct RunOutcome {
@@ -110,8 +173,9 @@ pub struct RunOutcome {
     pub header: Vec<String>,
     /// The checker's verdict.
     pub report: CheckReport,
-    /// Expectations of the scenario that failed (a worker never started, …).
-    pub expectation_failures: Vec<String>,
+    /// What the run found besides the checker's report: violations only
+    /// the simulation sees, failed expectations of the scenario.
+    pub findings: Vec<Finding>,
     /// Simulated time the run took.
     pub simulated: Duration,
     /// Worker incarnations started.
@@ -126,9 +190,24 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
-    /// True when the checker found nothing and every expectation held.
+    /// True when the checker found nothing and neither did the simulation.
     pub fn is_ok(&self) -> bool {
-        self.report.is_ok() && self.expectation_failures.is_empty()
+        self.report.is_ok() && self.findings.is_empty()
+    }
+
+    /// Every invariant the run proved broken — by the checker or in true
+    /// time — sorted, once each.
+    pub fn invariants_broken(&self) -> Vec<Invariant> {
+        let mut invariants: Vec<Invariant> = self
+            .report
+            .violations
+            .iter()
+            .map(|violation| violation.invariant)
+            .chain(self.findings.iter().filter_map(Finding::invariant))
+            .collect();
+        invariants.sort();
+        invariants.dedup();
+        invariants
     }
 
     /// The one line that replays this run.
@@ -168,7 +247,7 @@ impl RunOutcome {
         if let Some(violation) = self.report.violations.first() {
             return Some(violation.to_string());
         }
-        self.expectation_failures.first().cloned()
+        self.findings.first().map(ToString::to_string)
     }
 
     /// Up to `lines_max` trace lines leading to the first violation's last
@@ -292,7 +371,7 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
     let slots = workers::spawn(
         &mut sim, scenario, &plan, options, &bounds, &recorder, &trace,
     );
-    let mut expectation_failures = drive::drive(&mut sim, &plan, &trace, &slots, &bounds);
+    let mut findings = drive::drive(&mut sim, &plan, &trace, &slots, &bounds);
     let simulated = sim.elapsed();
     drop(sim);
     let verdict::Verdict {
@@ -306,7 +385,7 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         &durable,
         &slots,
         &recorder,
-        &mut expectation_failures,
+        &mut findings,
     );
 
     let faults = trace
@@ -322,8 +401,8 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
     if options.trace {
         full_trace.extend(verdict::merge_trace(&trace, &history));
         full_trace.push(format!("verdict: {}", report.to_string().trim_end()));
-        for failure in &expectation_failures {
-            full_trace.push(format!("expectation failed: {failure}"));
+        for finding in &findings {
+            full_trace.push(format!("found: {finding}"));
         }
     }
     RunOutcome {
@@ -332,7 +411,7 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         options,
         header,
         report,
-        expectation_failures,
+        findings,
         simulated,
         incarnations,
         trace: full_trace,

@@ -19,7 +19,7 @@ use leaseproof_history::{
 };
 
 use super::workers::WorkerSlot;
-use super::RunOptions;
+use super::{Finding, RunOptions};
 use crate::db::Durable;
 use crate::faults::FaultPlan;
 use crate::scenario::Scenario;
@@ -40,7 +40,7 @@ pub(super) fn judge(
     durable: &Rc<RefCell<Durable>>,
     slots: &Rc<RefCell<Vec<WorkerSlot>>>,
     recorder: &Recorder,
-    expectation_failures: &mut Vec<String>,
+    findings: &mut Vec<Finding>,
 ) -> Verdict {
     let incarnations = slots
         .borrow()
@@ -53,13 +53,24 @@ pub(super) fn judge(
             .as_ref()
             .and_then(|summary| summary.schema_error.as_ref())
         {
-            expectation_failures.push(format!("{} failed to start: {error}", worker.name));
+            findings.push(Finding::DidNotStart {
+                worker: worker.name.clone(),
+                error: error.to_string(),
+            });
         }
     }
 
     // I1 in true time: a server clock that is not one clock fails here even
     // when every timestamp it reported is consistent with itself.
-    expectation_failures.extend(durable.borrow().true_time.violations.iter().cloned());
+    findings.extend(
+        durable
+            .borrow()
+            .true_time
+            .violations
+            .iter()
+            .cloned()
+            .map(Finding::InTrueTime),
+    );
 
     let rows = durable
         .borrow()
@@ -72,10 +83,11 @@ pub(super) fn judge(
     let mut history = recorder.snapshot();
     // The stamps against the configured clock: what the checker trusts, held
     // to the simulation's ground truth.
-    expectation_failures.extend(crate::true_time::stamps_off_the_server_clock(
-        &history,
-        plan.server_offset_us,
-    ));
+    findings.extend(
+        crate::true_time::stamps_off_the_server_clock(&history, plan.server_offset_us)
+            .into_iter()
+            .map(Finding::ServerClock),
+    );
     let config = CheckConfig {
         unfenced_workers: if options.unfenced {
             plan.workers

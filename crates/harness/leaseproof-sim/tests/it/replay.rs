@@ -49,14 +49,14 @@ fn replay_reproduces_a_failing_unfenced_seed() {
             ..Default::default()
         },
     );
-    let mut codes: Vec<String> = report
+    let mut invariants: Vec<_> = report
         .violations
         .iter()
-        .map(|violation| violation.invariant.code().to_string())
+        .map(|violation| violation.invariant)
         .collect();
-    codes.sort();
-    codes.dedup();
-    assert_eq!(codes, failure.codes, "{report}");
+    invariants.sort();
+    invariants.dedup();
+    assert_eq!(invariants, failure.invariants, "{report}");
     let written = std::fs::read_to_string(&path).expect("replay wrote the trace");
     let first_line = written.lines().next().expect("a non-empty trace");
     assert!(

@@ -5,7 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use leaseproof_sim::{run, sweep, RunOptions, Scenario, SweepConfig};
+use leaseproof_history::Invariant;
+use leaseproof_sim::{run, sweep, Finding, RunOptions, Scenario, SweepConfig};
 
 fn sweep_unfenced(name: &str, seeds: std::ops::Range<u64>) -> leaseproof_sim::SweepSummary {
     let scenario = Scenario::load(name).expect("the scenario loads");
@@ -28,7 +29,7 @@ fn assert_caught(summary: &leaseproof_sim::SweepSummary) {
     let codes: BTreeSet<&str> = summary
         .failures
         .iter()
-        .flat_map(|failure| failure.codes.iter().map(String::as_str))
+        .flat_map(|failure| failure.invariants.iter().map(|invariant| invariant.code()))
         .collect();
     let expected: BTreeSet<&str> = ["I3", "B"].into_iter().collect();
     assert!(
@@ -84,7 +85,7 @@ fn unfenced_stale_write_is_an_i3_violation() {
     assert!(summary
         .failures
         .iter()
-        .any(|failure| failure.codes.iter().any(|code| code == "I3")));
+        .any(|failure| failure.invariants.contains(&Invariant::FencedWrites)));
 }
 
 #[test]
@@ -98,12 +99,11 @@ fn schema_without_retry_is_caught_when_workers_start_together() {
         "the lease itself stays safe: {}",
         outcome.report
     );
-    let failures = &outcome.expectation_failures;
+    let failures = &outcome.findings;
     assert!(!failures.is_empty());
     assert!(
-        failures
-            .iter()
-            .all(|failure| failure.contains("failed to start") && failure.contains("23505")),
+        failures.iter().all(|failure| matches!(failure,
+            Finding::DidNotStart { error, .. } if error.contains("23505"))),
         "{failures:?}"
     );
     // One worker created the table; every other one raced it.
@@ -127,7 +127,7 @@ fn survivors_retrying_slower_than_the_ttl_break_the_takeover_bound() {
     let codes: BTreeSet<&str> = summary
         .failures
         .iter()
-        .flat_map(|failure| failure.codes.iter().map(String::as_str))
+        .flat_map(|failure| failure.invariants.iter().map(|invariant| invariant.code()))
         .collect();
     assert_eq!(
         codes,
@@ -187,10 +187,11 @@ fn a_fence_whose_row_lock_ends_before_commit_is_caught() {
                 violation.message
             );
         }
-        for failure in &outcome.expectation_failures {
-            assert!(
-                failure.starts_with("I3 at commit"),
-                "seed {}: {failure}",
+        for finding in &outcome.findings {
+            assert_eq!(
+                finding.invariant(),
+                Some(Invariant::FencedWrites),
+                "seed {}: {finding}",
                 outcome.seed
             );
         }
@@ -200,7 +201,7 @@ fn a_fence_whose_row_lock_ends_before_commit_is_caught() {
     // history alone sees it only where the guarded rows' token order shows it.
     let seen_at_commit = failures
         .iter()
-        .filter(|outcome| !outcome.expectation_failures.is_empty())
+        .filter(|outcome| !outcome.findings.is_empty())
         .count();
     let seen_in_history = failures
         .iter()
@@ -225,9 +226,9 @@ fn a_server_clock_that_follows_its_client_is_caught_in_true_time() {
     let failures = failing_runs("skewed-clocks", 0..20, options);
     assert!(
         failures.iter().any(|outcome| outcome
-            .expectation_failures
+            .findings
             .iter()
-            .any(|failure| failure.starts_with("I1 in true time"))),
+            .any(|finding| finding.invariant() == Some(Invariant::MutualExclusion))),
         "no seed of 0..20 caught the client-following clock"
     );
     println!(
