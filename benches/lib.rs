@@ -18,18 +18,18 @@
 
 #![deny(missing_docs)]
 
-mod cli;
 mod handoff;
 mod measure;
 mod observing;
+mod report;
 mod report_waiting;
 mod rig;
 mod workload;
 
-pub use crate::cli::{run_bench, BenchArgs, BenchDocument, BenchGoal, BenchRow};
 pub use crate::handoff::{hand_offs, HandOffs};
 pub use crate::measure::{measure, transactions_per_operation, Measurement, TakeoverLatency};
 pub use crate::observing::{overhead, Overhead};
+pub use crate::report::{run_plan, BenchDocument, BenchGoal, BenchPlan, BenchRow};
 pub use crate::report_waiting::{BenchHandOff, BenchObserved};
 pub use crate::rig::{Grant, Rig};
 pub use crate::workload::{Workload, HELD_TTL, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL};

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::cli::{finite, verdict, BenchGoal};
+use crate::report::{finite, verdict, BenchGoal};
 use crate::{HandOffs, Overhead};
 
 /// One waiter count's hand-offs, as `bench --json` writes them.

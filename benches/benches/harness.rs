@@ -29,7 +29,7 @@ fn seeds_per_second(criterion: &mut Criterion) {
             unfenced: false,
         };
         let summary = sweep(&scenario, &config, &|_| {});
-        if let Some(line) = leaseproof_sim::cli::speed_line(&[summary]) {
+        if let Some(line) = leaseproof_sim::speed_line(&[summary]) {
             println!("{name}: {line}");
         }
         let mut seed = 0;

@@ -29,7 +29,7 @@ pub struct ClientsArgs {
     #[arg(long, conflicts_with = "seeds")]
     pub seed: Option<u64>,
     /// A range of seeds, `A..B` or `A..=B`, one run each.
-    #[arg(long, value_parser = leaseproof_sim::cli::parse_seeds)]
+    #[arg(long, value_parser = crate::sim::parse_seeds)]
     pub seeds: Option<Range<u64>>,
     /// How long workers keep acquiring, in ms.
     #[arg(long, default_value_t = 12_000, value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
@@ -125,7 +125,7 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         println!("  (the fault plan replays exactly; the interleaving of real processes does not)");
         let outcome = tokio::select! {
             outcome = run_clients(config) => outcome,
-            signal = leaseproof_races::cli::interrupted() => {
+            signal = crate::race::interrupted() => {
                 eprintln!("leaseproof clients: {signal}: stopped; client processes killed, temp files removed");
                 return ExitCode::from(130);
             }
@@ -285,7 +285,7 @@ fn print_outcome(outcome: &ClientRunReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use leaseproof_sim::cli::parse_seeds;
+    use crate::sim::parse_seeds;
 
     #[test]
     fn seeds_and_faults_parse_with_clear_errors() {

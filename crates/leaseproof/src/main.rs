@@ -5,9 +5,12 @@
 //! and says what it checked. The other subcommands run one stage with its
 //! knobs exposed, or replay a failure.
 
+mod bench;
 mod check;
 mod clients;
 mod model;
+mod race;
+mod sim;
 mod verify;
 mod verify_clients;
 
@@ -33,13 +36,13 @@ enum Command {
     /// Check the stateright model of the protocol and its broken variants.
     Model(model::ModelArgs),
     /// Sweep simulation scenarios over seeds (deterministic, turmoil).
-    Sim(leaseproof_sim::cli::SimArgs),
+    Sim(sim::SimArgs),
     /// Replay one simulation seed and print (and save) its whole trace.
-    Replay(leaseproof_sim::cli::ReplayArgs),
+    Replay(sim::ReplayArgs),
     /// Race workers (tasks or OS processes) on a real PostgreSQL server.
-    Race(leaseproof_races::cli::RaceArgs),
+    Race(race::RaceArgs),
     /// Measure acquisition under contention beside SELECT 1 and an advisory lock.
-    Bench(leaseproof_benches::BenchArgs),
+    Bench(bench::BenchArgs),
     /// Judge a history file recorded by any program (docs/history-format.md).
     Check(check::CheckArgs),
     /// Drive lock clients in any language under seeded faults and judge them
@@ -53,7 +56,7 @@ enum Command {
         lock: String,
     },
     /// One worker process of `race --processes` (internal).
-    #[command(name = "race-worker", hide = true)]
+    #[command(name = leaseproof_races::WORKER_SUBCOMMAND, hide = true)]
     RaceWorker,
     /// Start a throwaway PostgreSQL cluster, print its DATABASE_URL, and keep it
     /// until standard input closes (for running the tests against one server).
@@ -66,10 +69,10 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Verify(args) => verify::run(args),
         Command::Model(args) => model::run(args),
-        Command::Sim(args) => leaseproof_sim::cli::run_sim(args),
-        Command::Replay(args) => leaseproof_sim::cli::run_replay(args),
-        Command::Race(args) => runtime().block_on(leaseproof_races::cli::run_race(args)),
-        Command::Bench(args) => runtime().block_on(leaseproof_benches::run_bench(args)),
+        Command::Sim(args) => sim::run_sim(args),
+        Command::Replay(args) => sim::run_replay(args),
+        Command::Race(args) => runtime().block_on(race::run_race(args)),
+        Command::Bench(args) => runtime().block_on(bench::run_bench(args)),
         Command::Check(args) => check::run(args),
         Command::Clients(args) => runtime().block_on(clients::run(args)),
         Command::LockClient { lock } => {

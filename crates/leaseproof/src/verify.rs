@@ -494,7 +494,7 @@ fn model_stage(report: &mut Report) {
 /// Every simulation scenario swept over the default seeds, fenced: clean.
 fn simulation_stage(args: &VerifyArgs, report: &mut Report) {
     const STAGE: &str = "simulation";
-    for summary in leaseproof_sim::cli::verify_sweep(0..args.sim_seeds) {
+    for summary in crate::sim::verify_sweep(0..args.sim_seeds) {
         let outcome = if summary.failures.is_empty() {
             Ok(format!(
                 "{} seeds clean: {} takeovers, {} commits, {} stale commits refused, {} unknown outcomes, {} belief overlaps",
@@ -635,7 +635,7 @@ fn planted_defect(
 async fn race_stage(report: &mut Report) {
     const STAGE: &str = "race";
     let started = Instant::now();
-    let outcome = match leaseproof_races::cli::verify_race().await {
+    let outcome = match leaseproof_races::verify_race().await {
         Ok(summary) => Ok(format!(
             "{} workers: {} grants, {} commits, {} refused, {} events, checker clean",
             summary.workers,

@@ -21,18 +21,20 @@
 //! winners, takeovers, refused acquisitions and commits — never vacuously.
 #![deny(missing_docs)]
 
-pub mod cli;
 pub mod clients;
 pub mod clock;
 pub mod hooks;
 pub mod lock_matrix;
+mod lock_race;
 pub mod process;
 pub mod proxy;
 pub mod race;
 pub mod scenes;
 
-pub use cli::{run_race, run_race_with, verify_race, LockRaceDocument, RaceArgs};
-pub use process::{process_race, run_worker_process, WorkerLauncher, WORKER_CONFIG_ENV};
+pub use lock_race::{lock_race, race_on, verify_race, LockKind, LockRace, LockRaceDocument};
+pub use process::{
+    process_race, run_worker_process, WorkerLauncher, WORKER_CONFIG_ENV, WORKER_SUBCOMMAND,
+};
 pub use race::{
     task_race, RaceConfig, RaceDocument, RaceError, RaceFence, RaceOutcome, RaceReadFirst, Summary,
 };

@@ -111,6 +111,11 @@ impl From<WorkerCounts> for WorkerSummary {
     }
 }
 
+/// The hidden subcommand of the `leaseproof` binary that runs one worker
+/// process of `leaseproof race --processes` (its front end names its
+/// subcommand with this constant, so the two never disagree).
+pub const WORKER_SUBCOMMAND: &str = "race-worker";
+
 /// How the parent starts a worker process: `program args…` with the
 /// configuration in [`WORKER_CONFIG_ENV`].
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -31,7 +31,6 @@
 //! [`wall`], which measures sweeps and decides nothing.
 #![deny(missing_docs)]
 
-pub mod cli;
 pub mod db;
 mod faults;
 pub mod port;
@@ -50,7 +49,8 @@ pub use run::{
 };
 pub use scenario::{scenarios_dir, Faults, Scenario, ScenarioError, Span, EMBEDDED};
 pub use sweep::{
-    regressions, run_regression, seed_window_base, sweep, Regression, RegressionExpect,
-    SeedFailure, SweepConfig, SweepSummary,
+    projected_seconds, regressions, run_regression, save_regression, seed_window_base, speed,
+    speed_line, sweep, Regression, RegressionExpect, SeedFailure, SweepConfig, SweepSummary,
+    STOP_REQUESTED,
 };
 pub use trace::{format_us, LocalClock, Trace};

@@ -215,6 +215,34 @@ impl SweepSummary {
     }
 }
 
+/// The speed footer: seeds per second per core over every scenario swept,
+/// and what a million seeds cost on one core and on 100 shards.
+pub fn speed_line(summaries: &[SweepSummary]) -> Option<String> {
+    use crate::shards::{PROJECTED_SEEDS, PROJECTED_SHARDS};
+    let seeds: u64 = summaries.iter().map(|summary| summary.seeds_run).sum();
+    let run_wall = summaries.iter().map(|summary| summary.run_wall).sum();
+    let per_core = speed(seeds, run_wall)?;
+    let one_core = projected_seconds(PROJECTED_SEEDS, 1, per_core);
+    let sharded = projected_seconds(PROJECTED_SEEDS, PROJECTED_SHARDS, per_core);
+    Some(format!(
+        "speed: {per_core:.1} seeds/s per core over these scenarios; {PROJECTED_SEEDS} seeds would take \
+         {} on one core, {} on {PROJECTED_SHARDS} shards of one core",
+        human_seconds(one_core),
+        human_seconds(sharded)
+    ))
+}
+
+/// `seconds` as seconds, minutes or hours, one decimal.
+fn human_seconds(seconds: f64) -> String {
+    if seconds >= 3_600.0 {
+        format!("{:.1} h", seconds / 3_600.0)
+    } else if seconds >= 60.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.0} s")
+    }
+}
+
 /// Seeds per second per core for `seeds` runs that took `run_wall` together.
 pub fn speed(seeds: u64, run_wall: Duration) -> Option<f64> {
     let seconds = run_wall.as_secs_f64();
@@ -340,6 +368,48 @@ pub struct Regression {
     pub codes: Vec<Invariant>,
     /// What it caught, and when.
     pub note: String,
+}
+
+/// Writes `failure` as `scenarios/regressions/<scenario>-<seed>[-unfenced].toml`,
+/// expecting the violation it found (with its invariant codes).
+pub fn save_regression(
+    scenario: &Scenario,
+    summary: &SweepSummary,
+    failure: &crate::sweep::SeedFailure,
+) -> Result<PathBuf, String> {
+    if Scenario::load(&scenario.name).ok().as_ref() != Some(scenario) {
+        return Err(format!(
+            "scenario {} is not one `cargo test` can load by name (a file elsewhere, or edited options)",
+            scenario.name
+        ));
+    }
+    let regression = crate::sweep::Regression {
+        scenario: scenario.name.clone(),
+        seed: failure.seed,
+        unfenced: summary.unfenced,
+        schema_retry: None,
+        shortening_extensions: false,
+        fence_without_lock: false,
+        clock_follows_client: false,
+        expect: crate::sweep::RegressionExpect::Violation,
+        codes: failure.invariants.clone(),
+        note: format!(
+            "saved by `leaseproof sim --save-regression`: {}",
+            failure.first_problem
+        ),
+    };
+    let text = toml::to_string(&regression).map_err(|error| error.to_string())?;
+    let name = format!(
+        "{}-{}{}.toml",
+        scenario.name,
+        failure.seed,
+        if summary.unfenced { "-unfenced" } else { "" }
+    );
+    let path = crate::scenario::scenarios_dir()
+        .join("regressions")
+        .join(name);
+    std::fs::write(&path, text).map_err(|error| format!("{}: {error}", path.display()))?;
+    Ok(path)
 }
 
 /// Every regression file, sorted by path.

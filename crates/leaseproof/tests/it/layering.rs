@@ -83,6 +83,31 @@ fn no_product_crate_pulls_in_the_harness() {
     assert!(with_suite.iter().any(|found| found == "leaseproof-history"));
 }
 
+/// Only the binary parses arguments and draws progress: the harness crates
+/// and the benchmark return what they found.
+#[test]
+fn no_harness_crate_parses_arguments_or_draws_progress() {
+    for package in [
+        "leaseproof-history",
+        "leaseproof-worker",
+        "leaseproof-sim",
+        "leaseproof-races",
+        "leaseproof-models",
+        "leaseproof-benches",
+    ] {
+        let packages = tree(package, &[]);
+        assert!(packages.len() > 3, "{package}: {packages:?}");
+        for front_end in ["clap", "indicatif"] {
+            assert!(
+                !packages.iter().any(|found| found == front_end),
+                "{package} depends on {front_end}"
+            );
+        }
+    }
+    // The negative control: the binary does.
+    assert!(tree("leaseproof", &[]).iter().any(|found| found == "clap"));
+}
+
 /// Paths in backticks under the repository's top-level folders, in `text`.
 fn named_paths(text: &str) -> Vec<String> {
     const ROOTS: [&str; 8] = [

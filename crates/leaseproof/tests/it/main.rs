@@ -12,6 +12,7 @@ mod misuse;
 mod output;
 mod python_recorder;
 mod readme;
+mod replay;
 mod shards;
 mod tidy;
 mod timeline;

@@ -13,7 +13,6 @@ mod browser;
 mod determinism;
 mod fence_lock;
 mod regressions;
-mod replay;
 mod scenarios;
 mod sweeps;
 mod teeth;

@@ -1,4 +1,5 @@
-//! The `leaseproof sim`, `leaseproof replay` and `leaseproof verify` commands.
+//! The `leaseproof sim` and `leaseproof replay` commands, and the sweep
+//! `leaseproof verify` runs.
 //!
 //! Goal: sweep scenarios by seed, replay one seed with its whole trace, and
 //! run the default verification sweep, from the `leaseproof` binary. Method:
@@ -12,13 +13,13 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::run::{run, RunOptions, RunOutcome};
-use crate::scenario::Scenario;
-use crate::shards::ShardReport;
-use crate::sweep::{sweep, SweepConfig, SweepSummary};
+use leaseproof_sim::shards::ShardReport;
+use leaseproof_sim::{
+    run, speed_line, sweep, RunOptions, RunOutcome, Scenario, SweepConfig, SweepSummary,
+};
 
-/// Seeds every scenario gets from `leaseproof verify` and `cargo test`.
-pub const DEFAULT_SEEDS: Range<u64> = 0..200;
+/// Seeds every scenario gets from `leaseproof sim` and `cargo test`.
+const DEFAULT_SEEDS: Range<u64> = 0..200;
 
 /// Failing seeds printed in detail per scenario.
 const FAILURES_SHOWN: usize = 3;
@@ -146,7 +147,7 @@ fn resolve_seeds(spec: Option<&SeedSpec>) -> Result<Range<u64>, String> {
     match spec {
         Some(SeedSpec::Range(seeds)) => Ok(seeds.clone()),
         Some(SeedSpec::Random(count)) => {
-            let base = crate::wall::random_seed_base();
+            let base = leaseproof_sim::wall::random_seed_base();
             let seeds = base..base + count;
             println!(
                 "LEASEPROOF SEEDS {}..{} (a random base; the same sweep again: --seeds {}..{})",
@@ -160,7 +161,7 @@ fn resolve_seeds(spec: Option<&SeedSpec>) -> Result<Range<u64>, String> {
                 .parse::<u64>()
                 .map(|seed| seed..seed + 1)
                 .map_err(|_| format!("LEASEPROOF_SEED={text:?} is not a seed")),
-            Err(_) => Ok(0..200),
+            Err(_) => Ok(DEFAULT_SEEDS),
         },
     }
 }
@@ -275,7 +276,7 @@ fn print_failures(
         }
         println!("replay: {}", outcome.replay_command());
         if save_regression {
-            match save_regression_file(scenario, summary, failure) {
+            match leaseproof_sim::save_regression(scenario, summary, failure) {
                 Ok(path) => println!("regression saved: {}", path.display()),
                 Err(error) => println!("regression NOT saved: {error}"),
             }
@@ -300,48 +301,6 @@ fn print_failures(
     }
 }
 
-/// Writes `failure` as `scenarios/regressions/<scenario>-<seed>[-unfenced].toml`,
-/// expecting the violation it found (with its invariant codes).
-fn save_regression_file(
-    scenario: &Scenario,
-    summary: &SweepSummary,
-    failure: &crate::sweep::SeedFailure,
-) -> Result<PathBuf, String> {
-    if Scenario::load(&scenario.name).ok().as_ref() != Some(scenario) {
-        return Err(format!(
-            "scenario {} is not one `cargo test` can load by name (a file elsewhere, or edited options)",
-            scenario.name
-        ));
-    }
-    let regression = crate::sweep::Regression {
-        scenario: scenario.name.clone(),
-        seed: failure.seed,
-        unfenced: summary.unfenced,
-        schema_retry: None,
-        shortening_extensions: false,
-        fence_without_lock: false,
-        clock_follows_client: false,
-        expect: crate::sweep::RegressionExpect::Violation,
-        codes: failure.invariants.clone(),
-        note: format!(
-            "saved by `leaseproof sim --save-regression`: {}",
-            failure.first_problem
-        ),
-    };
-    let text = toml::to_string(&regression).map_err(|error| error.to_string())?;
-    let name = format!(
-        "{}-{}{}.toml",
-        scenario.name,
-        failure.seed,
-        if summary.unfenced { "-unfenced" } else { "" }
-    );
-    let path = crate::scenario::scenarios_dir()
-        .join("regressions")
-        .join(name);
-    std::fs::write(&path, text).map_err(|error| format!("{}: {error}", path.display()))?;
-    Ok(path)
-}
-
 /// A thread that turns the first Ctrl-C into a request to stop the sweep
 /// (runs in progress finish, the partial summary prints with the seed to
 /// resume from) and the second into an immediate exit.
@@ -359,7 +318,7 @@ fn stop_sweeps_on_interrupt() {
                 if tokio::signal::ctrl_c().await.is_err() {
                     return;
                 }
-                crate::sweep::STOP_REQUESTED.store(true, std::sync::atomic::Ordering::Relaxed);
+                leaseproof_sim::STOP_REQUESTED.store(true, std::sync::atomic::Ordering::Relaxed);
                 eprintln!("\nleaseproof sim: interrupted: finishing the runs in progress (Ctrl-C again to quit now)");
                 if tokio::signal::ctrl_c().await.is_ok() {
                     std::process::exit(130);
@@ -376,34 +335,6 @@ takeover (grants to a new owner); commits (ok guarded cycles); refused (stale co
 refused); unknown (operations whose outcome the worker could not know); dead-p99/max-ms (delay \
 from a dead holder's expiry to the next grant); sim-s/wall-s (simulated seconds per wall second); \
 seeds/s/core (seeds per second of the runs' own time: the speed one core sweeps at).";
-
-/// The speed footer: seeds per second per core over every scenario swept,
-/// and what a million seeds cost on one core and on 100 shards.
-pub fn speed_line(summaries: &[SweepSummary]) -> Option<String> {
-    use crate::shards::{PROJECTED_SEEDS, PROJECTED_SHARDS};
-    use crate::sweep::{projected_seconds, speed};
-    let seeds: u64 = summaries.iter().map(|summary| summary.seeds_run).sum();
-    let run_wall = summaries.iter().map(|summary| summary.run_wall).sum();
-    let per_core = speed(seeds, run_wall)?;
-    let one_core = projected_seconds(PROJECTED_SEEDS, 1, per_core);
-    let sharded = projected_seconds(PROJECTED_SEEDS, PROJECTED_SHARDS, per_core);
-    Some(format!(
-        "speed: {per_core:.1} seeds/s per core over these scenarios; {PROJECTED_SEEDS} seeds would take \
-         {} on one core, {} on {PROJECTED_SHARDS} shards of one core",
-        human_seconds(one_core),
-        human_seconds(sharded)
-    ))
-}
-
-fn human_seconds(seconds: f64) -> String {
-    if seconds >= 3_600.0 {
-        format!("{:.1} h", seconds / 3_600.0)
-    } else if seconds >= 60.0 {
-        format!("{:.1} min", seconds / 60.0)
-    } else {
-        format!("{seconds:.0} s")
-    }
-}
 
 /// Sweeps `scenarios` and prints progress and the summary table.
 fn sweep_and_report(
@@ -522,7 +453,10 @@ pub fn run_sim(args: SimArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     stop_sweeps_on_interrupt();
-    let out = args.out.clone().unwrap_or_else(crate::run::evidence_dir);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(leaseproof_sim::evidence_dir);
     let summaries = sweep_and_report(&scenarios, &config, args.quiet, args.save_regression, &out);
     let interrupted = summaries
         .iter()
@@ -554,7 +488,7 @@ pub fn run_sim(args: SimArgs) -> ExitCode {
 /// Runs every regression file; prints one line for each that broke its
 /// expectation and a count; returns how many broke it.
 fn run_regressions() -> usize {
-    let regressions = match crate::sweep::regressions() {
+    let regressions = match leaseproof_sim::regressions() {
         Ok(regressions) => regressions,
         Err(error) => {
             println!("regressions: cannot read them: {error}");
@@ -563,7 +497,7 @@ fn run_regressions() -> usize {
     };
     let mut failed = 0;
     for (path, regression) in &regressions {
-        if let Err(error) = crate::sweep::run_regression(regression) {
+        if let Err(error) = leaseproof_sim::run_regression(regression) {
             failed += 1;
             println!("regression FAILED: {}: {error}", path.display());
         }
@@ -615,7 +549,7 @@ fn run_merge(files: &[PathBuf], json: Option<&std::path::Path>) -> ExitCode {
             }
         }
     }
-    let merged = match crate::shards::merge(&reports) {
+    let merged = match leaseproof_sim::shards::merge(&reports) {
         Ok(merged) => merged,
         Err(error) => {
             eprintln!("leaseproof sim merge: {error}");
@@ -637,7 +571,7 @@ fn run_merge(files: &[PathBuf], json: Option<&std::path::Path>) -> ExitCode {
                 "  FAILED seed {}: {}  (replay: {} replay {} --seed {}{})",
                 seed.seed,
                 seed.first_problem,
-                crate::run::invocation(),
+                leaseproof_sim::invocation(),
                 scenario.scenario,
                 seed.seed,
                 if merged.unfenced { " --unfenced" } else { "" }
@@ -695,7 +629,7 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
     let path = match &args.out {
         Some(path) => path.clone(),
         None => {
-            let dir = crate::run::evidence_dir();
+            let dir = leaseproof_sim::evidence_dir();
             if let Err(error) = std::fs::create_dir_all(&dir) {
                 eprintln!(
                     "leaseproof replay: cannot create {}: {error}",
@@ -801,34 +735,4 @@ pub fn verify_sweep(seeds: Range<u64>) -> Vec<SweepSummary> {
         .iter()
         .map(|scenario| sweep(scenario, &config, &|_| {}))
         .collect()
-}
-
-/// `leaseproof verify`'s simulation part: the default sweep of every scenario
-/// with the summary table; exit code 1 when any seed failed.
-pub fn run_verify() -> ExitCode {
-    let scenarios = match Scenario::all() {
-        Ok(scenarios) => scenarios,
-        Err(error) => {
-            eprintln!("leaseproof verify: {error}");
-            return ExitCode::from(2);
-        }
-    };
-    let config = SweepConfig {
-        seeds: DEFAULT_SEEDS,
-        shard: None,
-        jobs: default_jobs(),
-        unfenced: false,
-    };
-    let summaries = sweep_and_report(
-        &scenarios,
-        &config,
-        false,
-        false,
-        &crate::run::evidence_dir(),
-    );
-    if summaries.iter().all(|summary| summary.failures.is_empty()) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
 }

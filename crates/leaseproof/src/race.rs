@@ -1,25 +1,20 @@
-//! The races as the `leaseproof` CLI runs them: `leaseproof race` and the short
-//! race inside `leaseproof verify`.
+//! `leaseproof race`: the real-server race of the lease's worker loop, or of
+//! a lock manager, from the command line.
 //!
 //! Goal: let a user run the real-server race on the throwaway cluster or on a
 //! server of their own and read the checker's verdict. Method: [`RaceArgs`]
-//! (clap) → [`RaceConfig`] → [`task_race`] or [`process_race`] (worker
-//! processes are this executable re-run with the hidden `race-worker`
-//! subcommand, whose glue calls [`crate::run_worker_process`]).
+//! (clap) → `RaceConfig` → `leaseproof_races::race_on` (tasks, or worker
+//! processes: this executable re-run with its hidden worker subcommand) or
+//! `leaseproof_races::lock_race`; this file prints and writes the files.
 //! Invariant: the exit code is success only when the checker found no
 //! violation and the race was real.
 
 use std::process::ExitCode;
 
 use leaseproof_history::Document as _;
-
-use crate::process::{process_race, WorkerLauncher};
-use crate::race::{
-    task_race, RaceConfig, RaceDocument, RaceError, RaceFence, RaceOutcome, RaceReadFirst, Summary,
+use leaseproof_races::{
+    lock_race, race_on, LockKind, LockRace, RaceConfig, RaceDocument, RaceFence, RaceReadFirst,
 };
-
-/// The hidden subcommand that runs one worker process of `leaseproof race --processes`.
-pub const WORKER_SUBCOMMAND: &str = "race-worker";
 
 /// `leaseproof race [--workers N] [--rounds R] [--processes P] [--database-url URL]`.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
@@ -48,8 +43,8 @@ pub struct RaceArgs {
     /// `advisory`, `redis` or `lease`, through its `LockManager` API, judged
     /// by the conformance suite's real-time mutual-exclusion check. `redis`
     /// uses `--redis-url`, else `REDIS_URL` or a throwaway `redis-server`.
-    #[arg(long, value_parser = ["advisory", "redis", "lease"])]
-    pub lock: Option<String>,
+    #[arg(long, value_parser = parse_lock)]
+    pub lock: Option<LockKind>,
     /// The Redis server for `--lock redis`.
     #[arg(long)]
     pub redis_url: Option<String>,
@@ -158,6 +153,14 @@ pub async fn interrupted() -> &'static str {
     }
 }
 
+fn parse_lock(text: &str) -> Result<LockKind, String> {
+    LockKind::ALL
+        .into_iter()
+        .find(|(name, _)| *name == text.trim())
+        .map(|(_, kind)| kind)
+        .ok_or_else(|| format!("--lock {text:?}: advisory, redis or lease"))
+}
+
 impl RaceArgs {
     /// The race configuration these arguments describe.
     pub fn race_config(&self) -> RaceConfig {
@@ -181,14 +184,17 @@ impl RaceArgs {
 /// Runs the race the arguments describe and prints the summary; success only
 /// for a clean, real race.
 pub async fn run_race(args: RaceArgs) -> ExitCode {
-    run_race_with(args, None).await
-}
-
-/// [`run_race`] with another way to start worker processes than this
-/// executable's `race-worker` subcommand (tests use their own entry point).
-pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> ExitCode {
-    if let Some(lock) = args.lock.clone() {
-        return match lock_race(&args, &lock).await {
+    if let Some(lock) = args.lock {
+        let race = LockRace {
+            lock,
+            tasks: args.workers,
+            rounds: args.rounds,
+            ttl_ms: args.ttl_ms,
+            database_url: args.database_url.clone(),
+            redis_url: args.redis_url.clone(),
+        };
+        let lock = lock.name();
+        return match lock_race(&race).await {
             Ok(document) => {
                 println!(
                     "PASS {lock}: {} tasks x {} rounds, {} holds by {} distinct tasks, {} refusals, no certain double hold",
@@ -208,8 +214,9 @@ pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> 
             }
         };
     }
+    let config = args.race_config();
     let outcome = tokio::select! {
-        outcome = race(&args, launcher) => outcome,
+        outcome = race_on(args.database_url.as_deref(), args.processes, &config, None) => outcome,
         signal = interrupted() => {
             eprintln!("leaseproof race: {signal}: stopped; worker processes killed, temp files removed");
             return ExitCode::from(130);
@@ -265,176 +272,5 @@ pub async fn run_race_with(args: RaceArgs, launcher: Option<WorkerLauncher>) -> 
             eprintln!("leaseproof race: {error}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// `race --lock`: `--workers` tasks × `--rounds` rounds on one table through
-/// the chosen manager; a certain double hold, a token against real time or a
-/// vacuous race fails it.
-async fn lock_race(args: &RaceArgs, lock: &str) -> Result<LockRaceDocument, String> {
-    use leaseproof_locks::conformance::tasks_never_hold_one_table_at_once;
-    use leaseproof_locks::{LockManager, TableName};
-    use std::sync::Arc;
-    use std::time::Duration;
-    let mut _database = None;
-    let url = match &args.database_url {
-        Some(url) => url.clone(),
-        None => {
-            let server = leaseproof_pgcluster::shared_server()
-                .await
-                .map_err(|error| error.reason)?;
-            let database = server
-                .fresh_database()
-                .await
-                .map_err(|error| error.to_string())?;
-            let url = database.url.clone();
-            _database = Some(database);
-            url
-        }
-    };
-    let ttl = Duration::from_millis(u64::try_from(args.ttl_ms.max(1)).unwrap_or(150));
-    let (manager, lifetime_min): (Arc<dyn LockManager>, Option<Duration>) = match lock {
-        "advisory" => (
-            Arc::new(
-                leaseproof_locks::PostgresAdvisoryLockManager::new(&url, "race")
-                    .map_err(|error| error.to_string())?,
-            ),
-            None,
-        ),
-        "redis" => {
-            let redis_url = match &args.redis_url {
-                Some(url) => url.clone(),
-                None => leaseproof_redis_server::shared_server()?.url.clone(),
-            };
-            let options = leaseproof_locks::RedisLockOptions {
-                ttl,
-                keep_alive: true,
-            };
-            (
-                Arc::new(
-                    leaseproof_locks::RedisDistributedLockManager::connect(
-                        &redis_url, "race", options,
-                    )
-                    .await
-                    .map_err(|error| error.to_string())?,
-                ),
-                Some(ttl),
-            )
-        }
-        _ => {
-            let leases = leaseproof_postgres::PostgresLeases::connect(&url, 16)
-                .await
-                .map_err(|error| error.to_string())?;
-            leases
-                .ensure_schema()
-                .await
-                .map_err(|error| error.to_string())?;
-            let lease_ttl = leaseproof_protocol::Ttl::from_millis(args.ttl_ms)
-                .map_err(|error| error.to_string())?;
-            (
-                Arc::new(leaseproof_locks::LeaseLockManager::new(
-                    leases,
-                    "race",
-                    leaseproof_locks::LeaseLockOptions {
-                        ttl: lease_ttl,
-                        keep_alive: true,
-                    },
-                )),
-                Some(ttl),
-            )
-        }
-    };
-    let table = TableName::new("public", format!("race_{}", std::process::id()));
-    let summary = tasks_never_hold_one_table_at_once(
-        manager,
-        &table,
-        args.workers.max(2),
-        usize::try_from(args.rounds.max(1)).unwrap_or(1),
-        Duration::from_millis(5),
-        lifetime_min,
-    )
-    .await
-    .map_err(|error| error.to_string())?;
-    Ok(LockRaceDocument {
-        format: LockRaceDocument::FORMAT.to_string(),
-        version: LockRaceDocument::VERSION,
-        passed: true,
-        lock: lock.to_string(),
-        tasks: args.workers.max(2),
-        rounds: args.rounds.max(1),
-        holds: summary.holds as u64,
-        winners: summary.winners as u64,
-        refusals: summary.refusals as u64,
-    })
-}
-
-/// `race --lock … --json`: the race of tasks through a lock manager
-/// (docs/json.md). Written only when the race passed: a failure is an error
-/// whose message is the finding.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LockRaceDocument {
-    /// Always `leaseproof-lock-race`.
-    pub format: String,
-    /// Always 1.
-    pub version: u32,
-    /// No certain double hold, no token against real time, not vacuous.
-    pub passed: bool,
-    /// The manager: `advisory`, `redis` or `lease`.
-    pub lock: String,
-    /// Tasks that raced.
-    pub tasks: usize,
-    /// Rounds each task ran.
-    pub rounds: u32,
-    /// Holds granted, all tasks together.
-    pub holds: u64,
-    /// Distinct tasks that held the lock at least once.
-    pub winners: u64,
-    /// Acquisitions refused because another task held it.
-    pub refusals: u64,
-}
-
-impl leaseproof_history::Document for LockRaceDocument {
-    const FORMAT: &'static str = "leaseproof-lock-race";
-    const VERSION: u32 = 1;
-}
-
-async fn race(args: &RaceArgs, launcher: Option<WorkerLauncher>) -> Result<RaceOutcome, RaceError> {
-    // The fresh database lives as long as the race.
-    let mut _database = None;
-    let url = match &args.database_url {
-        Some(url) => url.clone(),
-        None => {
-            let server = leaseproof_pgcluster::shared_server().await?;
-            let database = server.fresh_database().await?;
-            let url = database.url.clone();
-            _database = Some(database);
-            url
-        }
-    };
-    let config = args.race_config();
-    if args.processes > 0 {
-        let launcher = match launcher {
-            Some(launcher) => launcher,
-            None => WorkerLauncher::current_exe(&[WORKER_SUBCOMMAND])?,
-        };
-        process_race(&url, args.processes, &config, &launcher).await
-    } else {
-        task_race(&url, &config).await
-    }
-}
-
-/// The short race of `leaseproof verify`: 4 tasks, 6 rounds each, on a fresh
-/// database of the throwaway cluster (or `DATABASE_URL`). `Err` when no server
-/// is available, or when the race found a violation or was vacuous.
-pub async fn verify_race() -> Result<Summary, RaceError> {
-    let server = leaseproof_pgcluster::shared_server().await?;
-    let database = server.fresh_database().await?;
-    let outcome = task_race(&database.url, &RaceConfig::new(4, 6)).await?;
-    let summary = outcome.summary();
-    if summary.passed() {
-        Ok(summary)
-    } else {
-        Err(RaceError::Failed(Box::new(summary)))
     }
 }

@@ -1,4 +1,5 @@
-//! `leaseproof bench`: every workload beside its baselines, in one table.
+//! A benchmark run: every workload beside its baselines, in one table, and
+//! the document `bench --json` writes.
 //!
 //! Goal: one command that answers "what does acquisition under contention
 //! cost here?" as ratios to `SELECT 1` (the round-trip limit) and to
@@ -12,7 +13,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use leaseproof_history::Document as _;
@@ -23,56 +23,9 @@ use crate::workload::Workload;
 use crate::BenchError;
 use crate::{hand_offs, overhead, HandOffs, Overhead};
 
-/// Arguments of `leaseproof bench`.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct BenchArgs {
-    /// Short run: 0.5 s per row (in 3 slices) at 1 and 8 contenders.
-    #[arg(long)]
-    pub quick: bool,
-    /// Seconds each row is measured for, more than 0 and at most 600
-    /// [default: 3, or 0.5 with --quick].
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
-    pub seconds: Option<f64>,
-    /// Measure each row in this many slices, taking every row's slice in
-    /// turn (forward, then backward) so that a machine that speeds up or slows
-    /// down during the run shifts every row alike and the ratios stay
-    /// comparable [default: 5, or 3 with --quick].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: Option<u32>,
-    /// Exit with status 1 when a goal is not met (for CI); without it a
-    /// missed goal is reported, and the exit status says only whether the
-    /// benchmark ran.
-    #[arg(long)]
-    pub check: bool,
-    /// Measure in this database (the lease and guarded tables are created in
-    /// it, under scope names unique to the run). Default: a fresh database on
-    /// `DATABASE_URL`'s server, else on a throwaway cluster.
-    #[arg(long, value_name = "URL")]
-    pub database_url: Option<String>,
-    /// Also write every row and goal as JSON (format `leaseproof-bench`,
-    /// docs/json.md) here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<std::path::PathBuf>,
-}
-
-/// `--seconds`: a finite duration in (0, 600] (`Duration::from_secs_f64`
-/// panics on a negative or NaN one).
-fn parse_seconds(text: &str) -> Result<f64, String> {
-    let seconds: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("--seconds takes a number, not {text:?}"))?;
-    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 600.0) {
-        return Err(format!(
-            "--seconds {text} is out of range: more than 0, at most 600"
-        ));
-    }
-    Ok(seconds)
-}
-
 /// What one run measures.
 #[derive(Debug, Clone)]
-struct Plan {
+pub struct BenchPlan {
     seconds_per_row: f64,
     /// Slices each row is measured in, interleaved with the other rows'.
     rounds: usize,
@@ -84,28 +37,20 @@ struct Plan {
     observed_levels: Vec<usize>,
 }
 
-impl Plan {
-    fn from_args(args: &BenchArgs) -> Plan {
-        let seconds_per_row = args
-            .seconds
-            .unwrap_or(if args.quick { 0.5 } else { 3.0 })
-            .max(0.05);
-        let contention_levels = if args.quick {
-            vec![1, 8]
-        } else {
-            vec![1, 2, 8, 32]
-        };
-        let rounds = args.rounds.unwrap_or(if args.quick { 3 } else { 5 });
-        Plan {
+impl BenchPlan {
+    /// The plan of a run: `quick` (0.5 s per row in 3 slices, 1 and 8
+    /// contenders) or full (3 s in 5 slices, 1, 2, 8 and 32), each overridden
+    /// by `seconds` per row and `rounds` (slices) when given.
+    pub fn new(quick: bool, seconds: Option<f64>, rounds: Option<u32>) -> BenchPlan {
+        let seconds_per_row = seconds.unwrap_or(if quick { 0.5 } else { 3.0 }).max(0.05);
+        let contention_levels = if quick { vec![1, 8] } else { vec![1, 2, 8, 32] };
+        let rounds = rounds.unwrap_or(if quick { 3 } else { 5 });
+        BenchPlan {
             seconds_per_row,
             rounds: usize::try_from(rounds).expect("rounds fit in usize"),
             contention_levels,
             lifecycle_levels: vec![1, 4, 8],
-            waiting_levels: if args.quick {
-                vec![2, 8]
-            } else {
-                vec![2, 4, 8, 16]
-            },
+            waiting_levels: if quick { vec![2, 8] } else { vec![2, 4, 8, 16] },
             observed_levels: vec![1, 8],
         }
     }
@@ -167,65 +112,22 @@ struct TransactionCounts {
     takeover: f64,
 }
 
-/// Runs the benchmark on the server the arguments name and prints the table.
-/// `FAILURE` when no server is available or a run's outcome was wrong; a goal
-/// not met is reported, and is a failure only with `--check`.
-pub async fn run_bench(args: BenchArgs) -> ExitCode {
-    let plan = Plan::from_args(&args);
-    // Keeps the fresh database alive for the run (dropped on a DATABASE_URL server).
-    let mut _fresh = None;
-    let url = match &args.database_url {
-        Some(url) => url.clone(),
-        None => match leaseproof_pgcluster::shared_server().await {
-            Ok(server) => match server.fresh_database().await {
-                Ok(database) => {
-                    let url = database.url.clone();
-                    _fresh = Some(database);
-                    url
-                }
-                Err(error) => {
-                    eprintln!("leaseproof bench: creating a database: {error}");
-                    return ExitCode::FAILURE;
-                }
-            },
-            Err(unavailable) => {
-                eprintln!("leaseproof bench: no PostgreSQL: {}", unavailable.reason);
-                return ExitCode::FAILURE;
-            }
-        },
-    };
-    match run_plan(&url, &plan).await {
-        Ok((report, document)) => {
-            print!("{report}");
-            if let Some(path) = &args.json {
-                if let Err(error) = std::fs::write(path, document.to_json()) {
-                    eprintln!("leaseproof bench: writing {}: {error}", path.display());
-                    return ExitCode::from(2);
-                }
-            }
-            let missed = document.goals.iter().filter(|goal| !goal.met).count();
-            if args.check && missed > 0 {
-                eprintln!("leaseproof bench --check: {missed} goal(s) not met");
-                return ExitCode::FAILURE;
-            }
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("leaseproof bench: {error}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run_plan(url: &str, plan: &Plan) -> Result<(String, BenchDocument), BenchError> {
+/// Measures `plan` on the database at `url`: the table's text and the
+/// document `--json` writes. `progress` hears a line per stage (where the
+/// run is, for a long one).
+pub async fn run_plan(
+    url: &str,
+    plan: &BenchPlan,
+    progress: &(dyn Fn(String) + Sync),
+) -> Result<(String, BenchDocument), BenchError> {
     let rows = plan.rows();
-    eprintln!(
+    progress(format!(
         "leaseproof bench: {} rows x {:.2} s in {} interleaved slices, contenders {:?}",
         rows.len(),
         plan.seconds_per_row,
         plan.rounds,
         plan.contention_levels
-    );
+    ));
     // Rows measured one after another see whatever the machine did meanwhile
     // (another process, the CPU's clock); in slices taken in turn, forward
     // then backward, a drift lands on every row alike. The takeover-latency
@@ -250,17 +152,17 @@ async fn run_plan(url: &str, plan: &Plan) -> Result<(String, BenchDocument), Ben
             };
             slices[index].push(measure(url, workload, contenders, duration).await?);
         }
-        eprintln!("  round {} of {} measured", round + 1, plan.rounds);
+        progress(format!("  round {} of {} measured", round + 1, plan.rounds));
     }
     let mut measurements = Vec::with_capacity(rows.len());
     for ((workload, contenders), parts) in rows.iter().zip(slices) {
         let measurement = Measurement::combined(parts);
-        eprintln!(
+        progress(format!(
             "  {:<28} x{:<3} {:>10.0}/s",
             workload.name(),
             contenders,
             measurement.throughput_per_second
-        );
+        ));
         measurements.push(measurement);
     }
     let contenders = 8;
@@ -270,7 +172,7 @@ async fn run_plan(url: &str, plan: &Plan) -> Result<(String, BenchDocument), Ben
             .await?,
     };
     let (mut text, mut document) = report(plan, &measurements, counts);
-    let waiting = measure_waiting(url, plan).await?;
+    let waiting = measure_waiting(url, plan, progress).await?;
     let select_one_p50 = measurements
         .iter()
         .find(|m| m.workload == Workload::SelectOne && m.contenders == 1)
@@ -288,7 +190,8 @@ async fn run_plan(url: &str, plan: &Plan) -> Result<(String, BenchDocument), Ben
 /// quiet loops: after the table, on the same server.
 async fn measure_waiting(
     url: &str,
-    plan: &Plan,
+    plan: &BenchPlan,
+    progress: &(dyn Fn(String) + Sync),
 ) -> Result<(Vec<HandOffs>, Vec<Overhead>), BenchError> {
     // Long enough for a few hundred hand-offs, so the p99 is a hand-off's.
     let duration = Duration::from_secs_f64(plan.seconds_per_row.max(1.0));
@@ -296,10 +199,10 @@ async fn measure_waiting(
     let mut runs = Vec::new();
     for &waiters in &plan.waiting_levels {
         let run = hand_offs(url, waiters, duration, hold, think).await?;
-        eprintln!(
+        progress(format!(
             "  hand-offs x{waiters:<3} {:>6} grants, p50 {:?}",
             run.grants, run.p50
-        );
+        ));
         runs.push(run);
     }
     let slice = Duration::from_secs_f64(plan.seconds_per_row / plan.rounds as f64);
@@ -344,7 +247,7 @@ pub(crate) fn finite(value: f64) -> Option<f64> {
 
 /// The table as text and the same figures as a document.
 fn report(
-    plan: &Plan,
+    plan: &BenchPlan,
     measurements: &[Measurement],
     counts: TransactionCounts,
 ) -> (String, BenchDocument) {

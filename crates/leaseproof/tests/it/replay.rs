@@ -1,12 +1,10 @@
-//! Goal: the replay path — the function `leaseproof replay` calls —
-//! reproduces a failing seed and writes its whole trace. Method: find the
-//! first failing unfenced gc-pause seed by sweeping, replay it through
-//! `cli::run_replay`, and compare the file with a fresh traced run.
+//! Goal: `leaseproof replay` reproduces a failing seed and writes its whole
+//! trace. Method: find the first failing unfenced gc-pause seed by sweeping,
+//! replay it with the binary as a user does, and compare the file with a
+//! fresh traced run.
 
-use std::process::ExitCode;
+use std::process::Command;
 
-use clap::Parser as _;
-use leaseproof_sim::cli::{run_replay, ReplayArgs};
 use leaseproof_sim::{run, sweep, RunOptions, Scenario, SweepConfig};
 
 #[test]
@@ -24,16 +22,20 @@ fn replay_reproduces_a_failing_unfenced_seed() {
     let directory = tempfile::tempdir().expect("a temp dir");
     let path = directory.path().join("replay.trace");
     let history_path = directory.path().join("replay.jsonl");
-    let code = run_replay(ReplayArgs {
-        scenario: "gc-pause".to_string(),
-        seed: failure.seed,
-        unfenced: true,
-        out: Some(path.clone()),
-        history: Some(history_path.clone()),
-        quiet: true,
-        ..ReplayArgs::default()
-    });
-    assert_eq!(code, ExitCode::FAILURE, "the replayed seed fails again");
+    let seed = failure.seed.to_string();
+    let history_arg = history_path.to_string_lossy().into_owned();
+    let code = replay(
+        &[
+            "gc-pause",
+            "--seed",
+            &seed,
+            "--unfenced",
+            "--history",
+            &history_arg,
+        ],
+        &path,
+    );
+    assert_eq!(code, Some(1), "the replayed seed fails again");
     // The history file, judged on its own (as `leaseproof check --unfenced-worker`
     // would), shows the same violation: the format carries everything.
     let history = leaseproof_history::History::load(&history_path).expect("the history file");
@@ -94,33 +96,32 @@ fn replay_reproduces_a_failing_unfenced_seed() {
 fn replay_of_a_passing_seed_succeeds() {
     let directory = tempfile::tempdir().expect("a temp dir");
     let path = directory.path().join("pass.trace");
-    let code = run_replay(ReplayArgs {
-        scenario: "partition".to_string(),
-        seed: 3,
-        out: Some(path.clone()),
-        quiet: true,
-        ..ReplayArgs::default()
-    });
-    assert_eq!(code, ExitCode::SUCCESS);
+    let code = replay(&["partition", "--seed", "3"], &path);
+    assert_eq!(code, Some(0));
     let written = std::fs::read_to_string(&path).expect("replay wrote the trace");
     assert!(written.contains("verdict: 0 violation(s)"));
 }
 
-/// `leaseproof replay`'s arguments, parsed the way the binary parses them.
-#[derive(clap::Parser)]
-struct ReplayLine {
-    #[command(flatten)]
-    args: ReplayArgs,
+/// Runs `leaseproof replay` with `args`, writing the trace to `out`; its
+/// exit code.
+fn replay(args: &[&str], out: &std::path::Path) -> Option<i32> {
+    Command::new(env!("CARGO_BIN_EXE_leaseproof"))
+        .arg("replay")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg("--quiet")
+        .current_dir(super::repository())
+        .status()
+        .expect("run leaseproof replay")
+        .code()
 }
 
-/// Runs the printed replay line (after `replay`) through the replay path.
-fn run_replay_line(line: &str, out: std::path::PathBuf) -> ExitCode {
+/// Runs the printed replay line (its words after `replay`) with the binary.
+fn run_replay_line(line: &str, out: std::path::PathBuf) -> Option<i32> {
     let (_, rest) = line.split_once(" replay ").expect("a replay line");
-    let words = std::iter::once("replay").chain(rest.split_whitespace());
-    let mut parsed = ReplayLine::try_parse_from(words).expect("the replay line parses");
-    parsed.args.out = Some(out);
-    parsed.args.quiet = true;
-    run_replay(parsed.args)
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    replay(&words, &out)
 }
 
 #[test]
@@ -156,13 +157,9 @@ fn replay_line_of_a_run_without_the_schema_retry_reproduces_it() {
     );
 
     let code = run_replay_line(&line, directory.path().join("schema.trace"));
-    assert_eq!(
-        code,
-        ExitCode::FAILURE,
-        "the printed line reproduces the failure"
-    );
+    assert_eq!(code, Some(1), "the printed line reproduces the failure");
     let code = run_replay_line(&fenced.replay_command(), directory.path().join("ok.trace"));
-    assert_eq!(code, ExitCode::SUCCESS);
+    assert_eq!(code, Some(0));
 }
 
 /// The trace is the replay's evidence: it must show every server

@@ -1,0 +1,240 @@
+//! The races `leaseproof race` and `leaseproof verify` run, as functions
+//! returning what they found: a lock manager's race ([`lock_race`]), the
+//! lease's race on a server of the caller's choice ([`race_on`]) and the
+//! short race of `verify` ([`verify_race`]).
+//!
+//! Goal: everything a front end needs to run a race on the throwaway cluster
+//! or a server of the user's, without parsing an argument or printing a line.
+//! Invariant: a passing document or summary is returned only for a race
+//! that was clean and real.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseproof_history::Document as _;
+use leaseproof_locks::conformance::tasks_never_hold_one_table_at_once;
+use leaseproof_locks::{LockManager, TableName};
+
+use crate::process::{process_race, WorkerLauncher, WORKER_SUBCOMMAND};
+use crate::race::{task_race, RaceConfig, RaceError, RaceOutcome, Summary};
+
+/// Which lock manager [`lock_race`] races.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// `PostgresAdvisoryLockManager`.
+    Advisory,
+    /// `RedisDistributedLockManager`.
+    Redis,
+    /// `LeaseLockManager`.
+    Lease,
+}
+
+impl LockKind {
+    /// Every kind, by name.
+    pub const ALL: [(&'static str, LockKind); 3] = [
+        ("advisory", LockKind::Advisory),
+        ("redis", LockKind::Redis),
+        ("lease", LockKind::Lease),
+    ];
+
+    /// `advisory`, `redis` or `lease`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Advisory => "advisory",
+            LockKind::Redis => "redis",
+            LockKind::Lease => "lease",
+        }
+    }
+}
+
+/// A lock manager's race: `tasks` tasks × `rounds` rounds on one table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockRace {
+    /// The manager.
+    pub lock: LockKind,
+    /// Racing tasks (at least 2).
+    pub tasks: usize,
+    /// Rounds each task runs (at least 1).
+    pub rounds: u32,
+    /// The TTL of the managers that expire (Redis, the lease), ms.
+    pub ttl_ms: i64,
+    /// The PostgreSQL server; `None`: a fresh database of the throwaway cluster.
+    pub database_url: Option<String>,
+    /// The Redis server; `None`: `REDIS_URL` or a throwaway `redis-server`.
+    pub redis_url: Option<String>,
+}
+
+/// `race --lock`: `args.tasks` tasks × `args.rounds` rounds on one table
+/// through the chosen manager; a certain double hold, a token against real time or a
+/// vacuous race fails it.
+pub async fn lock_race(args: &LockRace) -> Result<LockRaceDocument, String> {
+    let mut _database = None;
+    let url = match &args.database_url {
+        Some(url) => url.clone(),
+        None => {
+            let server = leaseproof_pgcluster::shared_server()
+                .await
+                .map_err(|error| error.reason)?;
+            let database = server
+                .fresh_database()
+                .await
+                .map_err(|error| error.to_string())?;
+            let url = database.url.clone();
+            _database = Some(database);
+            url
+        }
+    };
+    let ttl = Duration::from_millis(u64::try_from(args.ttl_ms.max(1)).unwrap_or(150));
+    let (manager, lifetime_min): (Arc<dyn LockManager>, Option<Duration>) = match args.lock {
+        LockKind::Advisory => (
+            Arc::new(
+                leaseproof_locks::PostgresAdvisoryLockManager::new(&url, "race")
+                    .map_err(|error| error.to_string())?,
+            ),
+            None,
+        ),
+        LockKind::Redis => {
+            let redis_url = match &args.redis_url {
+                Some(url) => url.clone(),
+                None => leaseproof_redis_server::shared_server()?.url.clone(),
+            };
+            let options = leaseproof_locks::RedisLockOptions {
+                ttl,
+                keep_alive: true,
+            };
+            (
+                Arc::new(
+                    leaseproof_locks::RedisDistributedLockManager::connect(
+                        &redis_url, "race", options,
+                    )
+                    .await
+                    .map_err(|error| error.to_string())?,
+                ),
+                Some(ttl),
+            )
+        }
+        LockKind::Lease => {
+            let leases = leaseproof_postgres::PostgresLeases::connect(&url, 16)
+                .await
+                .map_err(|error| error.to_string())?;
+            leases
+                .ensure_schema()
+                .await
+                .map_err(|error| error.to_string())?;
+            let lease_ttl = leaseproof_protocol::Ttl::from_millis(args.ttl_ms)
+                .map_err(|error| error.to_string())?;
+            (
+                Arc::new(leaseproof_locks::LeaseLockManager::new(
+                    leases,
+                    "race",
+                    leaseproof_locks::LeaseLockOptions {
+                        ttl: lease_ttl,
+                        keep_alive: true,
+                    },
+                )),
+                Some(ttl),
+            )
+        }
+    };
+    let table = TableName::new("public", format!("race_{}", std::process::id()));
+    let summary = tasks_never_hold_one_table_at_once(
+        manager,
+        &table,
+        args.tasks.max(2),
+        usize::try_from(args.rounds.max(1)).unwrap_or(1),
+        Duration::from_millis(5),
+        lifetime_min,
+    )
+    .await
+    .map_err(|error| error.to_string())?;
+    Ok(LockRaceDocument {
+        format: LockRaceDocument::FORMAT.to_string(),
+        version: LockRaceDocument::VERSION,
+        passed: true,
+        lock: args.lock.name().to_string(),
+        tasks: args.tasks.max(2),
+        rounds: args.rounds.max(1),
+        holds: summary.holds as u64,
+        winners: summary.winners as u64,
+        refusals: summary.refusals as u64,
+    })
+}
+
+/// `race --lock … --json`: the race of tasks through a lock manager
+/// (docs/json.md). Written only when the race passed: a failure is an error
+/// whose message is the finding.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockRaceDocument {
+    /// Always `leaseproof-lock-race`.
+    pub format: String,
+    /// Always 1.
+    pub version: u32,
+    /// No certain double hold, no token against real time, not vacuous.
+    pub passed: bool,
+    /// The manager: `advisory`, `redis` or `lease`.
+    pub lock: String,
+    /// Tasks that raced.
+    pub tasks: usize,
+    /// Rounds each task ran.
+    pub rounds: u32,
+    /// Holds granted, all tasks together.
+    pub holds: u64,
+    /// Distinct tasks that held the lock at least once.
+    pub winners: u64,
+    /// Acquisitions refused because another task held it.
+    pub refusals: u64,
+}
+
+impl leaseproof_history::Document for LockRaceDocument {
+    const FORMAT: &'static str = "leaseproof-lock-race";
+    const VERSION: u32 = 1;
+}
+
+/// The lease's race: `config`'s workers as tasks, or as `processes` OS
+/// processes (0: tasks) started by `launcher` (default: this executable's
+/// hidden worker subcommand), on `database_url` or a fresh database of the
+/// throwaway cluster.
+pub async fn race_on(
+    database_url: Option<&str>,
+    processes: usize,
+    config: &RaceConfig,
+    launcher: Option<WorkerLauncher>,
+) -> Result<RaceOutcome, RaceError> {
+    // The fresh database lives as long as the race.
+    let mut _database = None;
+    let url = match database_url {
+        Some(url) => url.to_string(),
+        None => {
+            let server = leaseproof_pgcluster::shared_server().await?;
+            let database = server.fresh_database().await?;
+            let url = database.url.clone();
+            _database = Some(database);
+            url
+        }
+    };
+    if processes > 0 {
+        let launcher = match launcher {
+            Some(launcher) => launcher,
+            None => WorkerLauncher::current_exe(&[WORKER_SUBCOMMAND])?,
+        };
+        process_race(&url, processes, config, &launcher).await
+    } else {
+        task_race(&url, config).await
+    }
+}
+
+/// The short race of `leaseproof verify`: 4 tasks, 6 rounds each, on a fresh
+/// database of the throwaway cluster (or `DATABASE_URL`). `Err` when no server
+/// is available, or when the race found a violation or was vacuous.
+pub async fn verify_race() -> Result<Summary, RaceError> {
+    let server = leaseproof_pgcluster::shared_server().await?;
+    let database = server.fresh_database().await?;
+    let outcome = task_race(&database.url, &RaceConfig::new(4, 6)).await?;
+    let summary = outcome.summary();
+    if summary.passed() {
+        Ok(summary)
+    } else {
+        Err(RaceError::Failed(Box::new(summary)))
+    }
+}
