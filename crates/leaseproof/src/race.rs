@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use leaseproof_history::Document as _;
 use leaseproof_races::{
-    lock_race, race_on, LockKind, LockRace, RaceConfig, RaceDocument, RaceFence, RaceReadFirst,
+    lock_race, race_on, LockRace, ManagerKind, RaceConfig, RaceDocument, RaceFence, RaceReadFirst,
 };
 
 /// `leaseproof race [--workers N] [--rounds R] [--processes P] [--database-url URL]`.
@@ -44,7 +44,7 @@ pub struct RaceArgs {
     /// by the conformance suite's real-time mutual-exclusion check. `redis`
     /// uses `--redis-url`, else `REDIS_URL` or a throwaway `redis-server`.
     #[arg(long, value_parser = parse_lock)]
-    pub lock: Option<LockKind>,
+    pub lock: Option<ManagerKind>,
     /// The Redis server for `--lock redis`.
     #[arg(long)]
     pub redis_url: Option<String>,
@@ -153,11 +153,8 @@ pub async fn interrupted() -> &'static str {
     }
 }
 
-fn parse_lock(text: &str) -> Result<LockKind, String> {
-    LockKind::ALL
-        .into_iter()
-        .find(|(name, _)| *name == text.trim())
-        .map(|(_, kind)| kind)
+fn parse_lock(text: &str) -> Result<ManagerKind, String> {
+    ManagerKind::from_name(text.trim())
         .ok_or_else(|| format!("--lock {text:?}: advisory, redis or lease"))
 }
 

@@ -733,50 +733,31 @@ async fn locks_stage(report: &mut Report) {
 }
 
 async fn locks_conformance() -> Result<Vec<String>, String> {
-    use leaseproof_locks::LockManager;
+    use leaseproof_races::{build_manager, ManagerKind, ManagerSpec};
     use std::sync::Arc;
     let database = fresh_database().await?;
     let redis = leaseproof_redis_server::shared_server()?;
-    let leases = leaseproof_postgres::PostgresLeases::connect(&database.url, 16)
+    let mut managers = Vec::new();
+    for kind in [
+        ManagerKind::Advisory,
+        ManagerKind::Redis,
+        ManagerKind::Lease,
+    ] {
+        // Each manager's TTL as a user would leave it: Redis's default, the
+        // lease's 30 s.
+        let ttl = match kind {
+            ManagerKind::Redis => leaseproof_locks::RedisLockOptions::default().ttl,
+            _ => std::time::Duration::from_secs(30),
+        };
+        let built = build_manager(ManagerSpec {
+            redis_url: Some(redis.url.clone()),
+            ttl,
+            ..ManagerSpec::new(kind, "verify", database.url.clone())
+        })
         .await
         .map_err(|error| error.to_string())?;
-    leases
-        .ensure_schema()
-        .await
-        .map_err(|error| error.to_string())?;
-    let lease_ttl = std::time::Duration::from_secs(30);
-    let managers: Vec<(Arc<dyn LockManager>, Option<std::time::Duration>)> = vec![
-        (
-            Arc::new(
-                leaseproof_locks::PostgresAdvisoryLockManager::new(&database.url, "verify")
-                    .map_err(|error| error.to_string())?,
-            ),
-            None,
-        ),
-        (
-            Arc::new(
-                leaseproof_locks::RedisDistributedLockManager::connect(
-                    &redis.url,
-                    "verify",
-                    leaseproof_locks::RedisLockOptions::default(),
-                )
-                .await
-                .map_err(|error| error.to_string())?,
-            ),
-            Some(leaseproof_locks::RedisLockOptions::default().ttl),
-        ),
-        (
-            Arc::new(leaseproof_locks::LeaseLockManager::new(
-                leases,
-                "verify",
-                leaseproof_locks::LeaseLockOptions {
-                    ttl: leaseproof_protocol::Ttl::from_millis(30_000).expect("valid"),
-                    keep_alive: true,
-                },
-            )),
-            Some(lease_ttl),
-        ),
-    ];
+        managers.push((built.manager, built.lifetime_min));
+    }
     let mut lines = Vec::new();
     for (manager, lifetime_min) in managers {
         let prefix = format!("verify_{}", std::process::id());

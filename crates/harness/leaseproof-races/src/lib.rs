@@ -26,12 +26,14 @@ pub mod clock;
 pub mod hooks;
 pub mod lock_matrix;
 mod lock_race;
+pub mod managers;
 pub mod process;
 pub mod proxy;
 pub mod race;
 pub mod scenes;
 
-pub use lock_race::{lock_race, race_on, verify_race, LockKind, LockRace, LockRaceDocument};
+pub use lock_race::{lock_race, race_on, verify_race, LockRace, LockRaceDocument};
+pub use managers::{build_manager, BuildError, BuiltManager, ManagerKind, ManagerSpec};
 pub use process::{
     process_race, run_worker_process, WorkerLauncher, WORKER_CONFIG_ENV, WORKER_SUBCOMMAND,
 };

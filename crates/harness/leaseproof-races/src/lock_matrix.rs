@@ -41,15 +41,14 @@ use leaseproof_history::{
     check, CheckConfig, CheckReport, EventKind, FailReason, History, Invariant, Op, OpResult,
     Outcome, Recorder, Stamp, Violation, WorkRow,
 };
-use leaseproof_locks::{
-    advisory_key, LeaseLockManager, LockError, LockGuard, LockManager, PostgresAdvisoryLockManager,
-    RedisDistributedLockManager, RedisLockOptions, TableName,
-};
+use leaseproof_locks::{advisory_key, LockError, LockGuard, LockManager, TableName};
 use leaseproof_pgcluster::DedicatedCluster;
 use leaseproof_postgres::{CycleError, PostgresLeases};
-use leaseproof_protocol::{Scope, Ttl};
+use leaseproof_protocol::Scope;
 use leaseproof_redis_server::RedisServer;
 use sqlx::{PgPool, Postgres};
+
+use crate::managers::{build_manager, ManagerKind, ManagerSpec};
 
 /// The locks the matrix judges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -416,7 +415,7 @@ impl Held {
 /// One scene's lock, work store and fault knobs.
 struct Stage {
     lock: LockKind,
-    manager: Box<dyn LockManager>,
+    manager: std::sync::Arc<dyn LockManager>,
     work: PgPool,
     leases: Option<PostgresLeases>,
     table: TableName,
@@ -744,52 +743,34 @@ async fn stage(
         .map_err(scene("work tables"))?;
     let ttl = fault.ttl();
     let table = TableName::new("public", format!("{}_{}", lock.name(), fault.slug()));
-    let mut leases = None;
-    let manager: Box<dyn LockManager> = match lock {
-        // The probe interval decides how late a holder learns its lock
-        // connection died; any interval longer than the rival's takeover
-        // shows the overlap, and a long one keeps the verdict deterministic.
-        LockKind::Advisory => Box::new(
-            PostgresAdvisoryLockManager::new(database_url, "matrix")
-                .map_err(scene("advisory manager"))?
-                .with_probe_interval(Duration::from_secs(60)),
-        ),
+    // The probe interval decides how late a holder learns its lock
+    // connection died; any interval longer than the rival's takeover shows
+    // the overlap, and a long one keeps the verdict deterministic.
+    let redis_url = if fault == Fault::PersistentServerRestart {
+        &servers.redis_persistent.url
+    } else {
+        &servers.redis.url
+    };
+    let (kind, prefix) = match lock {
+        LockKind::Advisory => (ManagerKind::Advisory, "matrix".to_string()),
         LockKind::Redis | LockKind::RedisFenced => {
-            let url = if fault == Fault::PersistentServerRestart {
-                &servers.redis_persistent.url
-            } else {
-                &servers.redis.url
-            };
-            Box::new(
-                RedisDistributedLockManager::connect(
-                    url,
-                    format!("matrix-{}", lock.name()),
-                    RedisLockOptions {
-                        ttl,
-                        keep_alive: false,
-                    },
-                )
-                .await
-                .map_err(scene("redis manager"))?,
-            )
+            (ManagerKind::Redis, format!("matrix-{}", lock.name()))
         }
         LockKind::Lease | LockKind::LeaseUnfenced => {
-            let library = PostgresLeases::new(work.clone());
-            library
-                .ensure_schema()
-                .await
-                .map_err(scene("lease schema"))?;
-            leases = Some(library.clone());
-            Box::new(LeaseLockManager::new(
-                library,
-                format!("matrix-{}", lock.name()),
-                leaseproof_locks::LeaseLockOptions {
-                    ttl: Ttl::from_millis(ttl.as_millis() as i64).expect("valid"),
-                    keep_alive: false,
-                },
-            ))
+            (ManagerKind::Lease, format!("matrix-{}", lock.name()))
         }
     };
+    let built = build_manager(ManagerSpec {
+        redis_url: Some(redis_url.clone()),
+        ttl,
+        keep_alive: false,
+        probe_interval: Some(Duration::from_secs(60)),
+        leases: Some(PostgresLeases::new(work.clone())),
+        ..ManagerSpec::new(kind, prefix, database_url)
+    })
+    .await
+    .map_err(scene("manager"))?;
+    let (manager, leases) = (built.manager, built.leases);
     Ok(Stage {
         lock,
         manager,

@@ -8,50 +8,21 @@
 //! Invariant: a passing document or summary is returned only for a race
 //! that was clean and real.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use leaseproof_history::Document as _;
 use leaseproof_locks::conformance::tasks_never_hold_one_table_at_once;
-use leaseproof_locks::{LockManager, TableName};
+use leaseproof_locks::TableName;
 
+use crate::managers::{build_manager, BuiltManager, ManagerKind, ManagerSpec};
 use crate::process::{process_race, WorkerLauncher, WORKER_SUBCOMMAND};
 use crate::race::{task_race, RaceConfig, RaceError, RaceOutcome, Summary};
-
-/// Which lock manager [`lock_race`] races.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockKind {
-    /// `PostgresAdvisoryLockManager`.
-    Advisory,
-    /// `RedisDistributedLockManager`.
-    Redis,
-    /// `LeaseLockManager`.
-    Lease,
-}
-
-impl LockKind {
-    /// Every kind, by name.
-    pub const ALL: [(&'static str, LockKind); 3] = [
-        ("advisory", LockKind::Advisory),
-        ("redis", LockKind::Redis),
-        ("lease", LockKind::Lease),
-    ];
-
-    /// `advisory`, `redis` or `lease`.
-    pub fn name(self) -> &'static str {
-        match self {
-            LockKind::Advisory => "advisory",
-            LockKind::Redis => "redis",
-            LockKind::Lease => "lease",
-        }
-    }
-}
 
 /// A lock manager's race: `tasks` tasks × `rounds` rounds on one table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockRace {
     /// The manager.
-    pub lock: LockKind,
+    pub lock: ManagerKind,
     /// Racing tasks (at least 2).
     pub tasks: usize,
     /// Rounds each task runs (at least 1).
@@ -84,58 +55,18 @@ pub async fn lock_race(args: &LockRace) -> Result<LockRaceDocument, String> {
             url
         }
     };
-    let ttl = Duration::from_millis(u64::try_from(args.ttl_ms.max(1)).unwrap_or(150));
-    let (manager, lifetime_min): (Arc<dyn LockManager>, Option<Duration>) = match args.lock {
-        LockKind::Advisory => (
-            Arc::new(
-                leaseproof_locks::PostgresAdvisoryLockManager::new(&url, "race")
-                    .map_err(|error| error.to_string())?,
-            ),
-            None,
-        ),
-        LockKind::Redis => {
-            let redis_url = match &args.redis_url {
-                Some(url) => url.clone(),
-                None => leaseproof_redis_server::shared_server()?.url.clone(),
-            };
-            let options = leaseproof_locks::RedisLockOptions {
-                ttl,
-                keep_alive: true,
-            };
-            (
-                Arc::new(
-                    leaseproof_locks::RedisDistributedLockManager::connect(
-                        &redis_url, "race", options,
-                    )
-                    .await
-                    .map_err(|error| error.to_string())?,
-                ),
-                Some(ttl),
-            )
-        }
-        LockKind::Lease => {
-            let leases = leaseproof_postgres::PostgresLeases::connect(&url, 16)
-                .await
-                .map_err(|error| error.to_string())?;
-            leases
-                .ensure_schema()
-                .await
-                .map_err(|error| error.to_string())?;
-            let lease_ttl = leaseproof_protocol::Ttl::from_millis(args.ttl_ms)
-                .map_err(|error| error.to_string())?;
-            (
-                Arc::new(leaseproof_locks::LeaseLockManager::new(
-                    leases,
-                    "race",
-                    leaseproof_locks::LeaseLockOptions {
-                        ttl: lease_ttl,
-                        keep_alive: true,
-                    },
-                )),
-                Some(ttl),
-            )
-        }
+    let spec = ManagerSpec {
+        redis_url: args.redis_url.clone(),
+        ttl: Duration::from_millis(u64::try_from(args.ttl_ms.max(1)).unwrap_or(150)),
+        ..ManagerSpec::new(args.lock, "race", url)
     };
+    let BuiltManager {
+        manager,
+        lifetime_min,
+        ..
+    } = build_manager(spec)
+        .await
+        .map_err(|error| error.to_string())?;
     let table = TableName::new("public", format!("race_{}", std::process::id()));
     let summary = tasks_never_hold_one_table_at_once(
         manager,

@@ -16,10 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::wire::{FailKind, Message, Request, PROTOCOL};
-use leaseproof_locks::{
-    LockError, LockGuard, LockManager, PostgresAdvisoryLockManager, RedisDistributedLockManager,
-    RedisLockOptions, TableName,
-};
+use crate::managers::{build_manager, BuildError, ManagerKind, ManagerSpec};
+use leaseproof_locks::{LockError, LockGuard, LockManager, TableName};
 use leaseproof_postgres::{CycleError, PostgresLeases};
 use leaseproof_protocol::{Lease, LeaseError, Owner, Scope, Ttl};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
@@ -98,24 +96,24 @@ impl Client {
         if let Some(manager) = &self.manager {
             return Ok(Arc::clone(manager));
         }
-        let manager: Arc<dyn LockManager> = match self.kind {
-            Kind::Redis => Arc::new(
-                RedisDistributedLockManager::connect(
-                    &self.redis_url,
-                    "leaseproof",
-                    RedisLockOptions {
-                        ttl: Duration::from_millis(ttl_ms),
-                        keep_alive: true,
-                    },
-                )
-                .await?,
-            ),
-            Kind::Advisory => Arc::new(PostgresAdvisoryLockManager::new(
-                &self.database_url,
-                "leaseproof",
-            )?),
+        let kind = match self.kind {
+            Kind::Redis => ManagerKind::Redis,
+            Kind::Advisory => ManagerKind::Advisory,
             Kind::Lease => unreachable!("the lease is used as a lease"),
         };
+        let manager = build_manager(ManagerSpec {
+            redis_url: Some(self.redis_url.clone()),
+            ttl: Duration::from_millis(ttl_ms),
+            ..ManagerSpec::new(kind, "leaseproof", self.database_url.clone())
+        })
+        .await
+        .map_err(|error| match error {
+            BuildError::Lock(error) => error,
+            other => LockError::Unavailable {
+                source: Box::new(other),
+            },
+        })?
+        .manager;
         self.manager = Some(Arc::clone(&manager));
         Ok(manager)
     }

@@ -9,7 +9,7 @@
 //! binary's: `crates/leaseproof/tests/it/misuse.rs` refuses the bad ones.)
 
 use leaseproof_races::{
-    lock_race, race_on, verify_race, LockKind, LockRace, RaceConfig, WorkerLauncher,
+    lock_race, race_on, verify_race, LockRace, ManagerKind, RaceConfig, WorkerLauncher,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,7 +85,7 @@ async fn a_lock_manager_is_raced_through_its_public_api() {
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
-    for lock in [LockKind::Advisory, LockKind::Lease] {
+    for lock in [ManagerKind::Advisory, ManagerKind::Lease] {
         let race = LockRace {
             lock,
             tasks: 6,
