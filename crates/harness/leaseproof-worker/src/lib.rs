@@ -410,11 +410,9 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
         });
         match self.port.renew(&held.lease, config.ttl).await {
             Ok(lease) => {
-                assert_eq!(
-                    lease.token(),
-                    held.lease.token(),
-                    "a renewal keeps its token"
-                );
+                // No assertion on what the port answered: a design under
+                // test whose renewal changed its token is recorded as it
+                // answered, and the checker convicts it (I2).
                 self.complete(
                     op_id,
                     Outcome::Ok {

@@ -791,12 +791,15 @@ impl PostgresLeases {
                 token: lease.token(),
             });
         };
-        assert_eq!(
-            granted_at_us,
-            lease.granted_at().micros,
-            "a renewal keeps its grant"
+        let renewed = Lease::from_server_reply(
+            lease.scope().clone(),
+            lease.owner().clone(),
+            lease.token(),
+            ServerTime::from_micros(granted_at_us),
+            ServerTime::from_micros(expires_at_us),
         );
-        Ok(lease.renewed_until(ServerTime::from_micros(expires_at_us)))
+        lease.assert_renewed_as(&renewed);
+        Ok(renewed)
     }
 
     /// Expires the lease now (server time). The row stays so the token never

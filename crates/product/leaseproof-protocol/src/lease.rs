@@ -139,13 +139,26 @@ impl Lease {
         }
     }
 
-    /// The same grant after a renewal the server confirmed until
-    /// `expires_at`: scope, owner, token and grant time kept.
-    pub fn renewed_until(&self, expires_at: ServerTime) -> Lease {
-        Lease {
-            expires_at,
-            ..self.clone()
-        }
+    /// Asserts that `renewed` renews this grant: the same scope, owner,
+    /// token and grant time, an end no earlier than this one's. For code whose
+    /// own store made the renewal (the lease library, the simulated
+    /// database), where anything else is a bug of this project; a harness
+    /// judging a design it does not own records the reply instead, and the
+    /// checker convicts a changed token (I2).
+    pub fn assert_renewed_as(&self, renewed: &Lease) {
+        assert_eq!(renewed.scope, self.scope, "a renewal keeps its scope");
+        assert_eq!(renewed.owner, self.owner, "a renewal keeps its owner");
+        assert_eq!(renewed.token, self.token, "a renewal keeps its token");
+        assert_eq!(
+            renewed.granted_at, self.granted_at,
+            "a renewal keeps its grant time"
+        );
+        assert!(
+            renewed.expires_at >= self.expires_at,
+            "a renewal moves the end only forward: {} before {}",
+            renewed.expires_at,
+            self.expires_at
+        );
     }
 
     /// The scope held.

@@ -29,6 +29,8 @@ enum Reply {
     Lost,
     Unknown,
     Down,
+    /// A broken design's renewal: granted, under the next token.
+    NewToken,
 }
 
 /// Answers each kind of operation from its own script (`Ok` when it runs out).
@@ -71,7 +73,7 @@ fn error(reply: Reply, scope: &Scope, token: FencingToken) -> LeaseError {
         Reply::Down => LeaseError::Unavailable {
             source: "server down".into(),
         },
-        Reply::Ok => unreachable!("not an error"),
+        Reply::Ok | Reply::NewToken => unreachable!("not an error"),
     }
 }
 
@@ -94,6 +96,13 @@ impl LeasePort for ScriptedPort {
         tokio::time::sleep(STEP).await;
         match next(&self.renew) {
             Reply::Ok => Ok(lease.clone()),
+            Reply::NewToken => Ok(Lease::from_server_reply(
+                lease.scope().clone(),
+                lease.owner().clone(),
+                lease.token().next(),
+                lease.granted_at(),
+                lease.expires_at(),
+            )),
             reply => Err(error(reply, lease.scope(), lease.token())),
         }
     }
@@ -404,4 +413,30 @@ async fn a_grant_is_released_after_its_cycles_unknown_ones_included() {
     );
     assert_eq!(summary.commits, 3);
     assert_eq!(summary.unknown, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_that_changes_its_token_is_recorded_and_convicted_not_asserted() {
+    // The loop judges nothing itself: a design under test whose renewal
+    // hands out a new token is recorded as it answered, and the checker
+    // convicts it (I2), where an assertion would have stopped the run.
+    let port = ScriptedPort {
+        renew: script(&[Reply::NewToken]),
+        ..ScriptedPort::default()
+    };
+    let recorder = Recorder::new();
+    let clocks = PausedClocks {
+        start: tokio::time::Instant::now(),
+    };
+    run_worker(&port, &config(2, 2), &clocks, &NoHooks, &recorder).await;
+    let record = render(&recorder);
+    assert!(record.contains(&"50 ok lease 8".to_string()), "{record:#?}");
+    let report = leaseproof_history::check(&recorder.snapshot(), &Default::default());
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|violation| violation.invariant == leaseproof_history::Invariant::TokenOrder),
+        "{report}"
+    );
 }

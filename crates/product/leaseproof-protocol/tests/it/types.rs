@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 use leaseproof_protocol::semantics::LeaseTable;
-use leaseproof_protocol::{FencingToken, InvalidInput, LeaseError, Owner, Scope, ServerTime, Ttl};
+use leaseproof_protocol::{
+    FencingToken, InvalidInput, Lease, LeaseError, Owner, Scope, ServerTime, Ttl,
+};
 
 #[test]
 fn ttl_bounds_are_one_millisecond_and_seven_days() {
@@ -159,4 +161,26 @@ fn errors_say_whether_the_same_call_may_succeed_again() {
     for error in &final_ {
         assert!(!error.is_retryable(), "{error}");
     }
+}
+
+fn grant(token: i64, expires_at_us: i64) -> Lease {
+    Lease::from_server_reply(
+        Scope::new("s").unwrap(),
+        Owner::new("w").unwrap(),
+        FencingToken(token),
+        ServerTime::from_micros(0),
+        ServerTime::from_micros(expires_at_us),
+    )
+}
+
+#[test]
+fn a_renewal_keeps_its_grant_and_moves_its_end_only_forward() {
+    grant(3, 1_000).assert_renewed_as(&grant(3, 1_000));
+    grant(3, 1_000).assert_renewed_as(&grant(3, 5_000));
+    let token_changed =
+        std::panic::catch_unwind(|| grant(3, 1_000).assert_renewed_as(&grant(4, 5_000)));
+    assert!(token_changed.is_err(), "a new token is not a renewal");
+    let shortened =
+        std::panic::catch_unwind(|| grant(3, 5_000).assert_renewed_as(&grant(3, 1_000)));
+    assert!(shortened.is_err(), "a renewal never shortens");
 }
