@@ -12,7 +12,6 @@ mod model;
 mod race;
 mod sim;
 mod verify;
-mod verify_clients;
 
 use std::process::ExitCode;
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use leaseproof_races::clients::{run_clients, ClientRunConfig, ClientRunReport, FaultKind};
 
-use crate::verify::Report;
+use super::Report;
 
 const STAGE: &str = "clients";
 
