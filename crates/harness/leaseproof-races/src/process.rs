@@ -60,57 +60,6 @@ pub struct WorkerProcessConfig {
     pub parent_pid: Option<u32>,
 }
 
-/// A worker's summary in a serialisable form.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkerCounts {
-    /// See [`WorkerSummary::schema_error`].
-    pub schema_error: Option<String>,
-    /// See [`WorkerSummary::grants`].
-    pub grants: u32,
-    /// See [`WorkerSummary::held`].
-    pub held: u32,
-    /// See [`WorkerSummary::commits`].
-    pub commits: u32,
-    /// See [`WorkerSummary::commits_refused`].
-    pub commits_refused: u32,
-    /// See [`WorkerSummary::unknown`].
-    pub unknown: u32,
-    /// See [`WorkerSummary::errors`].
-    pub errors: u32,
-    /// See [`WorkerSummary::operations`].
-    pub operations: u32,
-}
-
-impl From<&WorkerSummary> for WorkerCounts {
-    fn from(summary: &WorkerSummary) -> WorkerCounts {
-        WorkerCounts {
-            schema_error: summary.schema_error.clone(),
-            grants: summary.grants,
-            held: summary.held,
-            commits: summary.commits,
-            commits_refused: summary.commits_refused,
-            unknown: summary.unknown,
-            errors: summary.errors,
-            operations: summary.operations,
-        }
-    }
-}
-
-impl From<WorkerCounts> for WorkerSummary {
-    fn from(counts: WorkerCounts) -> WorkerSummary {
-        WorkerSummary {
-            schema_error: counts.schema_error,
-            grants: counts.grants,
-            held: counts.held,
-            commits: counts.commits,
-            commits_refused: counts.commits_refused,
-            unknown: counts.unknown,
-            errors: counts.errors,
-            operations: counts.operations,
-        }
-    }
-}
-
 /// The hidden subcommand of the `leaseproof` binary that runs one worker
 /// process of `leaseproof race --processes` (its front end names its
 /// subcommand with this constant, so the two never disagree).
@@ -192,7 +141,7 @@ fn exit_when_parent_is_gone(parent_pid: u32, files: Vec<PathBuf>) {
 }
 
 /// [`run_worker_process`] returning the summary or the error.
-pub async fn run_worker_process_checked(config_json: &str) -> Result<WorkerCounts, RaceError> {
+pub async fn run_worker_process_checked(config_json: &str) -> Result<WorkerSummary, RaceError> {
     let config: WorkerProcessConfig = serde_json::from_str(config_json)
         .map_err(|error| RaceError::Process(format!("bad worker configuration: {error}")))?;
     if let Some(parent_pid) = config.parent_pid {
@@ -233,11 +182,10 @@ pub async fn run_worker_process_checked(config_json: &str) -> Result<WorkerCount
         .snapshot()
         .save(&config.history_path)
         .map_err(|error| RaceError::Process(error.to_string()))?;
-    let counts = WorkerCounts::from(&summary);
-    let counts_json = serde_json::to_string(&counts).expect("counts serialise");
-    std::fs::write(&config.summary_path, counts_json)
+    let summary_json = serde_json::to_string(&summary).expect("a summary serialises");
+    std::fs::write(&config.summary_path, summary_json)
         .map_err(|error| RaceError::Process(format!("writing the summary: {error}")))?;
-    Ok(counts)
+    Ok(summary)
 }
 
 /// Races `processes` worker processes started by `launcher` for one fresh
@@ -336,7 +284,7 @@ pub async fn process_race(
                 String::from_utf8_lossy(&output.stdout)
             ))
         })?;
-        let counts: WorkerCounts = std::fs::read_to_string(&worker_config.summary_path)
+        let summary: WorkerSummary = std::fs::read_to_string(&worker_config.summary_path)
             .map_err(|error| error.to_string())
             .and_then(|text| serde_json::from_str(&text).map_err(|error| error.to_string()))
             .map_err(|error| {
@@ -346,7 +294,7 @@ pub async fn process_race(
                 ))
             })?;
         histories.push(history);
-        summaries.push((worker_config.worker.clone(), WorkerSummary::from(counts)));
+        summaries.push((worker_config.worker.clone(), summary));
     }
     let mut history = History::merge(histories);
     history.guarded_rows = read_guarded_rows(&port, &scope).await?;
