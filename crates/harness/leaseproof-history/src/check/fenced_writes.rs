@@ -5,7 +5,8 @@
 use super::*;
 
 impl<'h> Checker<'h> {
-    /// I3: every guarded row, grouped by cycle, against the grants and `seq` order.
+    /// I3: every guarded row, grouped by cycle, against the grants and `seq`
+    /// order, then in commit order; each rule one function below.
     pub(super) fn check_guarded_rows(&mut self) {
         let mut violations: Vec<PendingViolation> = Vec::new();
         let mut possible: Vec<PendingViolation> = Vec::new();
@@ -16,323 +17,39 @@ impl<'h> Checker<'h> {
             .iter()
             .map(|(scope, grants)| (scope.as_str(), GrantBounds::new(grants)))
             .collect();
-        // Who may hold a grant no ok outcome reported: owners with an unknown
-        // acquire, from the earliest invoke (true time) of one.
-        let mut unknown_acquires: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-        // Each scope's unknown acquires' invoke times, ascending: each may have
-        // granted one more token.
-        let mut unknown_acquire_times: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
-        // Renewals whose outcome is unknown may have extended their grant.
-        let mut unknown_renewals: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
-        for record in self.ops.values().filter(|record| record.is_unknown()) {
-            let invoked_true_us = record.invoke_true_us;
-            match record.op {
-                Op::Acquire { scope, owner, .. } => {
-                    let earliest = unknown_acquires
-                        .entry((scope.as_str(), owner.as_str()))
-                        .or_insert(invoked_true_us);
-                    *earliest = (*earliest).min(invoked_true_us);
-                    unknown_acquire_times
-                        .entry(scope.as_str())
-                        .or_default()
-                        .push(invoked_true_us);
-                }
-                Op::Renew {
-                    scope,
-                    owner,
-                    token,
-                    ..
-                } => {
-                    let earliest = unknown_renewals
-                        .entry((scope.as_str(), owner.as_str(), *token))
-                        .or_insert(invoked_true_us);
-                    *earliest = (*earliest).min(invoked_true_us);
-                }
-                Op::Release { .. } | Op::Commit { .. } | Op::Write { .. } => {}
-            }
-        }
-        for times in unknown_acquire_times.values_mut() {
-            times.sort_unstable();
-        }
-
-        let lock_tokens: BTreeSet<(&str, &str, u64)> = self
-            .ops
-            .values()
-            .filter_map(|record| match (record.op, record.completion) {
-                (
-                    Op::Acquire { scope, owner, .. },
-                    Some((
-                        _,
-                        Outcome::Ok {
-                            result:
-                                OpResult::Lock {
-                                    token: Some(token), ..
-                                },
-                        },
-                    )),
-                ) => Some((scope.as_str(), owner.as_str(), *token)),
-                _ => None,
-            })
-            .collect();
+        let unknown = self.unknown_grants();
+        let lock_tokens = self.lock_tokens();
         for ((owner, cycle_id), rows) in &cycles {
-            let scope = &rows[0].scope;
-            let token = rows[0].token;
-            let commit = commits.get(&(owner.as_str(), *cycle_id));
-            let commit_events = commit.map_or(vec![], |record| record.events());
-            // Unknown operations count only if they may have reached the server
-            // before the write: a write acknowledged ok cannot be excused by an
-            // operation invoked after the acknowledgement.
-            let acknowledged_by_true_us =
-                commit.map_or(i64::MAX, |record| record.acknowledged_by_true_us());
-            let unknown_acquire_before = unknown_acquires
-                .get(&(scope.as_str(), owner.as_str()))
-                .is_some_and(|invoked_true_us| {
-                    may_precede(*invoked_true_us, acknowledged_by_true_us)
-                });
-            let seqs = |rows: &[&GuardedRow]| rows.iter().map(|row| row.seq).collect::<Vec<_>>();
-            if rows
-                .iter()
-                .any(|row| row.scope != *scope || row.token != token)
-            {
-                violations.push((
-                    Invariant::FencedWrites,
-                    scope.clone(),
-                    commit_events.clone(),
-                    seqs(rows),
-                    format!("cycle {cycle_id} of {owner} has rows under several scopes or tokens"),
-                ));
-            }
-            match commit.map(|record| record.op) {
-                None => violations.push((
-                    Invariant::FencedWrites,
-                    scope.clone(),
-                    vec![],
-                    seqs(rows),
-                    format!("rows of cycle {cycle_id} of {owner} (token {token}) come from no recorded commit"),
-                )),
-                Some(Op::Commit { scope: commit_scope, token: commit_token, .. })
-                    if commit_scope != scope || *commit_token != token =>
-                {
-                    violations.push((
-                        Invariant::FencedWrites,
-                        scope.clone(),
-                        commit_events.clone(),
-                        seqs(rows),
-                        format!(
-                            "cycle {cycle_id} of {owner} committed under {commit_scope} token {commit_token} \
-                             but its rows carry {scope} token {token}"
-                        ),
-                    ));
-                }
-                Some(_) => {}
-            }
-
-            let scope_grants = self.grants.get(scope);
-            let grant = scope_grants.and_then(|grants| grants.get(&token));
+            let cycle = Cycle {
+                owner,
+                cycle_id: *cycle_id,
+                rows,
+                commit: commits.get(&(owner.as_str(), *cycle_id)).copied(),
+            };
+            violations.extend(cycle.consistency());
+            let scope_grants = self.grants.get(&rows[0].scope);
+            let grant = scope_grants.and_then(|grants| grants.get(&rows[0].token));
             // A lock that reports no server times: its rows have no window in
             // server time to lie in; only their order (seq, commit times)
             // is judged below.
-            if grant.is_none() && lock_tokens.contains(&(scope.as_str(), owner.as_str(), token)) {
+            if grant.is_none()
+                && lock_tokens.contains(&(rows[0].scope.as_str(), owner.as_str(), rows[0].token))
+            {
                 continue;
             }
-            let mut events = commit_events.clone();
-            match grant {
-                Some(grant) if grant.owner != *owner => {
-                    events.push(grant.first_event);
-                    violations.push((
-                        Invariant::FencedWrites,
-                        scope.clone(),
-                        events.clone(),
-                        seqs(rows),
-                        format!("{owner} wrote cycle {cycle_id} under token {token}, which was granted to {}", grant.owner),
-                    ));
-                }
-                Some(grant) => {
-                    // A write must also land before its own grant ended: after
-                    // expiry (or release) the grant is not current, even if no
-                    // rival has taken over yet. Unknown renewals or
-                    // re-acquisitions may have extended it: then the end is unknown.
-                    let extendable = unknown_acquire_before
-                        || unknown_renewals
-                            .get(&(scope.as_str(), owner.as_str(), token))
-                            .is_some_and(|invoked_true_us| {
-                                may_precede(*invoked_true_us, acknowledged_by_true_us)
-                            });
-                    let end_us = match grant.released {
-                        Some((released_at_us, _)) => released_at_us,
-                        None => grant.expires_at_us_max,
-                    };
-                    let after_end: Vec<&GuardedRow> = rows
-                        .iter()
-                        .copied()
-                        // Strictly after: two stamps in one microsecond
-                        // prove no order between their statements.
-                        .filter(|row| row.written_at_us > end_us)
-                        .collect();
-                    if !extendable && !after_end.is_empty() {
-                        let mut events = events.clone();
-                        events.push(grant.expires_event);
-                        violations.push((
-                            Invariant::FencedWrites,
-                            scope.clone(),
-                            events,
-                            seqs(&after_end),
-                            format!(
-                                "{owner} wrote cycle {cycle_id} under token {token} at {}, after the grant ended at {} (server us)",
-                                after_end[0].written_at_us, end_us
-                            ),
-                        ));
-                    }
-                }
-                None => {
-                    // Tokens grow by one per grant, so a token no ok outcome
-                    // reported is at most the known maximum plus one per unknown
-                    // acquire of the scope that may have come first.
-                    let token_known_max = scope_grants
-                        .and_then(|grants| grants.keys().next_back().copied())
-                        .unwrap_or(0);
-                    let unknown_acquires_before =
-                        unknown_acquire_times
-                            .get(scope.as_str())
-                            .map_or(0, |times| {
-                                times.partition_point(|invoked_true_us| {
-                                    may_precede(*invoked_true_us, acknowledged_by_true_us)
-                                })
-                            }) as u64;
-                    let maybe_granted = unknown_acquire_before
-                        && token <= token_known_max.saturating_add(unknown_acquires_before);
-                    if !maybe_granted {
-                        violations.push((
-                            Invariant::FencedWrites,
-                            scope.clone(),
-                            events.clone(),
-                            seqs(rows),
-                            format!("{owner} wrote cycle {cycle_id} under token {token}, which was never granted"),
-                        ));
-                    }
-                }
-            }
-            // Bounds in server time: no earlier than the latest grant with a token
-            // <= T, before the earliest grant with a larger token.
-            let (lower, upper) = bounds
-                .get(scope.as_str())
-                .map_or((None, None), |bounds| bounds.around(token));
-            if let Some(lower) = lower {
-                let early: Vec<&GuardedRow> = rows
-                    .iter()
-                    .copied()
-                    .filter(|row| row.written_at_us < lower.granted_at_us)
-                    .collect();
-                if !early.is_empty() {
-                    let mut events = events.clone();
-                    events.push(lower.first_event);
-                    violations.push((
-                        Invariant::FencedWrites,
-                        scope.clone(),
-                        events,
-                        seqs(&early),
-                        format!(
-                            "{owner} wrote cycle {cycle_id} (token {token}) at {} before token {} was granted at {} (server us)",
-                            early[0].written_at_us, lower.token, lower.granted_at_us
-                        ),
-                    ));
-                }
-            }
-            if let Some(upper) = upper {
-                let late: Vec<&GuardedRow> = rows
-                    .iter()
-                    .copied()
-                    .filter(|row| row.written_at_us > upper.granted_at_us)
-                    .collect();
-                // A grant stamped with its statement's start may have been
-                // decided long after its stamp (queued behind a row lock):
-                // only real time proves the write came after it — the rival's
-                // grant acknowledged before this commit was even sent.
-                let commit_invoked_us = commit.map_or(i64::MIN, |record| record.invoke_true_us);
-                let proven = match self.config.grant_stamps {
-                    GrantStamps::Decision => true,
-                    GrantStamps::StatementStart => upper.reported_by_true_us < commit_invoked_us,
-                };
-                if !late.is_empty() {
-                    let mut events = events.clone();
-                    events.push(upper.first_event);
-                    let message = format!(
-                        "stale write: {owner} wrote cycle {cycle_id} under token {token} at {}, after {} got token {} at {} (server us)",
-                        late[0].written_at_us, upper.owner, upper.token, upper.granted_at_us
-                    );
-                    if proven {
-                        violations.push((
-                            Invariant::FencedWrites,
-                            scope.clone(),
-                            events,
-                            seqs(&late),
-                            message,
-                        ));
-                    } else {
-                        possible.push((
-                            Invariant::FencedWrites,
-                            scope.clone(),
-                            events,
-                            seqs(&late),
-                            format!("{message}; stamps are statement starts and real-time order does not prove it"),
-                        ));
-                    }
-                }
-            }
+            let (outside, events) = cycle.within_its_grant(scope_grants, &unknown);
+            violations.extend(outside);
+            // Bounds in server time: no earlier than the latest grant with a
+            // token <= T, before the earliest grant with a larger token.
+            let around = bounds
+                .get(rows[0].scope.as_str())
+                .map_or((None, None), |bounds| bounds.around(rows[0].token));
+            let (certain, maybe) =
+                cycle.between_rival_grants(around, &events, self.config.grant_stamps);
+            violations.extend(certain);
+            possible.extend(maybe);
         }
-
-        // Seq order within each scope: tokens never decrease, cycles never interleave.
-        let mut by_scope: BTreeMap<&str, Vec<&GuardedRow>> = BTreeMap::new();
-        for row in &self.history.guarded_rows {
-            by_scope.entry(&row.scope).or_default().push(row);
-        }
-        for (scope, mut rows) in by_scope {
-            rows.sort_by_key(|row| row.seq);
-            let mut highest: Option<&GuardedRow> = None;
-            let mut reported_backwards = BTreeSet::new();
-            let mut closed_cycles = BTreeSet::new();
-            let mut reported_interleaved = BTreeSet::new();
-            let mut previous: Option<&GuardedRow> = None;
-            for row in rows {
-                let cycle = (row.owner.as_str(), row.cycle_id);
-                if let Some(highest) = highest {
-                    if row.token < highest.token && reported_backwards.insert(cycle) {
-                        violations.push((
-                            Invariant::FencedWrites,
-                            scope.to_string(),
-                            vec![],
-                            vec![highest.seq, row.seq],
-                            format!(
-                                "token went backwards in commit order: seq {} has token {} ({}), seq {} has token {} ({})",
-                                highest.seq, highest.token, highest.owner, row.seq, row.token, row.owner
-                            ),
-                        ));
-                    }
-                }
-                if highest.is_none_or(|highest| row.token > highest.token) {
-                    highest = Some(row);
-                }
-                if let Some(previous) = previous {
-                    let previous_cycle = (previous.owner.as_str(), previous.cycle_id);
-                    if previous_cycle != cycle {
-                        closed_cycles.insert(previous_cycle);
-                        if closed_cycles.contains(&cycle) && reported_interleaved.insert(cycle) {
-                            violations.push((
-                                Invariant::FencedWrites,
-                                scope.to_string(),
-                                vec![],
-                                vec![previous.seq, row.seq],
-                                format!(
-                                    "cycles interleave: cycle {} of {} resumes at seq {} after cycle {} of {} at seq {}",
-                                    row.cycle_id, row.owner, row.seq, previous.cycle_id, previous.owner, previous.seq
-                                ),
-                            ));
-                        }
-                    }
-                }
-                previous = Some(row);
-            }
-        }
+        violations.extend(seq_order_violations(&self.history.guarded_rows));
         violations.extend(commit_order_violations(&self.history.guarded_rows));
         let rows = &self.history.guarded_rows;
         let untimed = rows
@@ -360,6 +77,407 @@ impl<'h> Checker<'h> {
             });
         }
     }
+
+    /// Grants that may exist though no ok outcome reported them: unknown
+    /// acquisitions and renewals, by their invoke times.
+    fn unknown_grants(&self) -> UnknownGrants<'h> {
+        // Who may hold a grant no ok outcome reported: owners with an unknown
+        // acquire, from the earliest invoke (true time) of one.
+        let mut acquires: BTreeMap<(&'h str, &'h str), i64> = BTreeMap::new();
+        // Each scope's unknown acquires' invoke times, ascending: each may have
+        // granted one more token.
+        let mut acquire_times: BTreeMap<&'h str, Vec<i64>> = BTreeMap::new();
+        // Renewals whose outcome is unknown may have extended their grant.
+        let mut renewals: BTreeMap<(&'h str, &'h str, u64), i64> = BTreeMap::new();
+        for record in self.ops.values().filter(|record| record.is_unknown()) {
+            let invoked_true_us = record.invoke_true_us;
+            match record.op {
+                Op::Acquire { scope, owner, .. } => {
+                    let earliest = acquires
+                        .entry((scope.as_str(), owner.as_str()))
+                        .or_insert(invoked_true_us);
+                    *earliest = (*earliest).min(invoked_true_us);
+                    acquire_times
+                        .entry(scope.as_str())
+                        .or_default()
+                        .push(invoked_true_us);
+                }
+                Op::Renew {
+                    scope,
+                    owner,
+                    token,
+                    ..
+                } => {
+                    let earliest = renewals
+                        .entry((scope.as_str(), owner.as_str(), *token))
+                        .or_insert(invoked_true_us);
+                    *earliest = (*earliest).min(invoked_true_us);
+                }
+                Op::Release { .. } | Op::Commit { .. } | Op::Write { .. } => {}
+            }
+        }
+        for times in acquire_times.values_mut() {
+            times.sort_unstable();
+        }
+
+        UnknownGrants {
+            acquires,
+            acquire_times,
+            renewals,
+        }
+    }
+
+    /// `(scope, owner, token)` of every lock granted with a token and no
+    /// server times.
+    fn lock_tokens(&self) -> BTreeSet<(&'h str, &'h str, u64)> {
+        self.ops
+            .values()
+            .filter_map(|record| match (record.op, record.completion) {
+                (
+                    Op::Acquire { scope, owner, .. },
+                    Some((
+                        _,
+                        Outcome::Ok {
+                            result:
+                                OpResult::Lock {
+                                    token: Some(token), ..
+                                },
+                        },
+                    )),
+                ) => Some((scope.as_str(), owner.as_str(), *token)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// What unknown outcomes may have granted or extended.
+struct UnknownGrants<'h> {
+    /// Owners with an unknown acquire, from the earliest invoke (true time) of one.
+    acquires: BTreeMap<(&'h str, &'h str), i64>,
+    /// Each scope's unknown acquires' invoke times, ascending: each may have
+    /// granted one more token.
+    acquire_times: BTreeMap<&'h str, Vec<i64>>,
+    /// Renewals whose outcome is unknown may have extended their grant.
+    renewals: BTreeMap<(&'h str, &'h str, u64), i64>,
+}
+
+/// One cycle's rows and its commit, judged against the grants.
+struct Cycle<'c, 'h> {
+    owner: &'c str,
+    cycle_id: u64,
+    rows: &'c [&'h GuardedRow],
+    commit: Option<&'c OpRecord<'h>>,
+}
+
+impl<'c, 'h> Cycle<'c, 'h> {
+    fn scope(&self) -> &'h String {
+        &self.rows[0].scope
+    }
+
+    fn token(&self) -> u64 {
+        self.rows[0].token
+    }
+
+    fn commit_events(&self) -> Vec<u64> {
+        self.commit.map_or(vec![], |record| record.events())
+    }
+
+    /// Unknown operations count only if they may have reached the server
+    /// before the write: a write acknowledged ok cannot be excused by an
+    /// operation invoked after the acknowledgement.
+    fn acknowledged_by_true_us(&self) -> i64 {
+        self.commit
+            .map_or(i64::MAX, |record| record.acknowledged_by_true_us())
+    }
+
+    fn seqs(rows: &[&GuardedRow]) -> Vec<u64> {
+        rows.iter().map(|row| row.seq).collect()
+    }
+
+    /// One scope and one token for all rows, and the commit that made them
+    /// under the same.
+    fn consistency(&self) -> Vec<PendingViolation> {
+        let (owner, cycle_id, rows, commit) = (self.owner, self.cycle_id, self.rows, self.commit);
+        let (scope, token) = (self.scope(), self.token());
+        let commit_events = self.commit_events();
+        let seqs = Self::seqs;
+        let mut violations = Vec::new();
+        if rows
+            .iter()
+            .any(|row| row.scope != *scope || row.token != token)
+        {
+            violations.push((
+                Invariant::FencedWrites,
+                scope.clone(),
+                commit_events.clone(),
+                seqs(rows),
+                format!("cycle {cycle_id} of {owner} has rows under several scopes or tokens"),
+            ));
+        }
+        match commit.map(|record| record.op) {
+            None => violations.push((
+                Invariant::FencedWrites,
+                scope.clone(),
+                vec![],
+                seqs(rows),
+                format!("rows of cycle {cycle_id} of {owner} (token {token}) come from no recorded commit"),
+            )),
+            Some(Op::Commit { scope: commit_scope, token: commit_token, .. })
+                if commit_scope != scope || *commit_token != token =>
+            {
+                violations.push((
+                    Invariant::FencedWrites,
+                    scope.clone(),
+                    commit_events.clone(),
+                    seqs(rows),
+                    format!(
+                        "cycle {cycle_id} of {owner} committed under {commit_scope} token {commit_token} \
+                         but its rows carry {scope} token {token}"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+
+        violations
+    }
+
+    /// The rows lie inside their own grant: granted to this owner, before
+    /// its end, or under a token an unknown acquisition may have granted.
+    /// Returns the violations and the evidence events of the cycle (its
+    /// commit's, and the grant's first event when another owner holds it).
+    fn within_its_grant(
+        &self,
+        scope_grants: Option<&BTreeMap<u64, Grant>>,
+        unknown: &UnknownGrants<'_>,
+    ) -> (Vec<PendingViolation>, Vec<u64>) {
+        let (owner, cycle_id, rows) = (self.owner, self.cycle_id, self.rows);
+        let (scope, token) = (self.scope(), self.token());
+        let acknowledged_by_true_us = self.acknowledged_by_true_us();
+        let unknown_acquire_before = unknown
+            .acquires
+            .get(&(scope.as_str(), owner))
+            .is_some_and(|invoked_true_us| may_precede(*invoked_true_us, acknowledged_by_true_us));
+        let seqs = Self::seqs;
+        let mut violations = Vec::new();
+        let grant = scope_grants.and_then(|grants| grants.get(&token));
+        let mut events = self.commit_events();
+        match grant {
+            Some(grant) if grant.owner != *owner => {
+                events.push(grant.first_event);
+                violations.push((
+                    Invariant::FencedWrites,
+                    scope.clone(),
+                    events.clone(),
+                    seqs(rows),
+                    format!("{owner} wrote cycle {cycle_id} under token {token}, which was granted to {}", grant.owner),
+                ));
+            }
+            Some(grant) => {
+                // A write must also land before its own grant ended: after
+                // expiry (or release) the grant is not current, even if no
+                // rival has taken over yet. Unknown renewals or
+                // re-acquisitions may have extended it: then the end is unknown.
+                let extendable = unknown_acquire_before
+                    || unknown
+                        .renewals
+                        .get(&(scope.as_str(), owner, token))
+                        .is_some_and(|invoked_true_us| {
+                            may_precede(*invoked_true_us, acknowledged_by_true_us)
+                        });
+                let end_us = match grant.released {
+                    Some((released_at_us, _)) => released_at_us,
+                    None => grant.expires_at_us_max,
+                };
+                let after_end: Vec<&GuardedRow> = rows
+                    .iter()
+                    .copied()
+                    // Strictly after: two stamps in one microsecond
+                    // prove no order between their statements.
+                    .filter(|row| row.written_at_us > end_us)
+                    .collect();
+                if !extendable && !after_end.is_empty() {
+                    let mut events = events.clone();
+                    events.push(grant.expires_event);
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events,
+                        seqs(&after_end),
+                        format!(
+                            "{owner} wrote cycle {cycle_id} under token {token} at {}, after the grant ended at {} (server us)",
+                            after_end[0].written_at_us, end_us
+                        ),
+                    ));
+                }
+            }
+            None => {
+                // Tokens grow by one per grant, so a token no ok outcome
+                // reported is at most the known maximum plus one per unknown
+                // acquire of the scope that may have come first.
+                let token_known_max = scope_grants
+                    .and_then(|grants| grants.keys().next_back().copied())
+                    .unwrap_or(0);
+                let unknown_acquires_before =
+                    unknown
+                        .acquire_times
+                        .get(scope.as_str())
+                        .map_or(0, |times| {
+                            times.partition_point(|invoked_true_us| {
+                                may_precede(*invoked_true_us, acknowledged_by_true_us)
+                            })
+                        }) as u64;
+                let maybe_granted = unknown_acquire_before
+                    && token <= token_known_max.saturating_add(unknown_acquires_before);
+                if !maybe_granted {
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events.clone(),
+                        seqs(rows),
+                        format!("{owner} wrote cycle {cycle_id} under token {token}, which was never granted"),
+                    ));
+                }
+            }
+        }
+        (violations, events)
+    }
+
+    /// Bounds in server time: no earlier than the latest grant with a token
+    /// <= T (`lower`), before the earliest grant with a larger one (`upper`).
+    /// Returns the proven violations and the possible ones.
+    fn between_rival_grants(
+        &self,
+        (lower, upper): (Option<&Grant>, Option<&Grant>),
+        events: &[u64],
+        grant_stamps: GrantStamps,
+    ) -> (Vec<PendingViolation>, Vec<PendingViolation>) {
+        let (owner, cycle_id, rows, commit) = (self.owner, self.cycle_id, self.rows, self.commit);
+        let (scope, token) = (self.scope(), self.token());
+        let seqs = Self::seqs;
+        let (mut violations, mut possible) = (Vec::new(), Vec::new());
+        if let Some(lower) = lower {
+            let early: Vec<&GuardedRow> = rows
+                .iter()
+                .copied()
+                .filter(|row| row.written_at_us < lower.granted_at_us)
+                .collect();
+            if !early.is_empty() {
+                let mut events = events.to_vec();
+                events.push(lower.first_event);
+                violations.push((
+                    Invariant::FencedWrites,
+                    scope.clone(),
+                    events,
+                    seqs(&early),
+                    format!(
+                        "{owner} wrote cycle {cycle_id} (token {token}) at {} before token {} was granted at {} (server us)",
+                        early[0].written_at_us, lower.token, lower.granted_at_us
+                    ),
+                ));
+            }
+        }
+        if let Some(upper) = upper {
+            let late: Vec<&GuardedRow> = rows
+                .iter()
+                .copied()
+                .filter(|row| row.written_at_us > upper.granted_at_us)
+                .collect();
+            // A grant stamped with its statement's start may have been
+            // decided long after its stamp (queued behind a row lock):
+            // only real time proves the write came after it — the rival's
+            // grant acknowledged before this commit was even sent.
+            let commit_invoked_us = commit.map_or(i64::MIN, |record| record.invoke_true_us);
+            let proven = match grant_stamps {
+                GrantStamps::Decision => true,
+                GrantStamps::StatementStart => upper.reported_by_true_us < commit_invoked_us,
+            };
+            if !late.is_empty() {
+                let mut events = events.to_vec();
+                events.push(upper.first_event);
+                let message = format!(
+                    "stale write: {owner} wrote cycle {cycle_id} under token {token} at {}, after {} got token {} at {} (server us)",
+                    late[0].written_at_us, upper.owner, upper.token, upper.granted_at_us
+                );
+                if proven {
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events,
+                        seqs(&late),
+                        message,
+                    ));
+                } else {
+                    possible.push((
+                        Invariant::FencedWrites,
+                        scope.clone(),
+                        events,
+                        seqs(&late),
+                        format!("{message}; stamps are statement starts and real-time order does not prove it"),
+                    ));
+                }
+            }
+        }
+        (violations, possible)
+    }
+}
+
+/// Seq order within each scope: tokens never decrease, cycles never interleave.
+fn seq_order_violations(guarded_rows: &[GuardedRow]) -> Vec<PendingViolation> {
+    let mut violations = Vec::new();
+    let mut by_scope: BTreeMap<&str, Vec<&GuardedRow>> = BTreeMap::new();
+    for row in guarded_rows {
+        by_scope.entry(&row.scope).or_default().push(row);
+    }
+    for (scope, mut rows) in by_scope {
+        rows.sort_by_key(|row| row.seq);
+        let mut highest: Option<&GuardedRow> = None;
+        let mut reported_backwards = BTreeSet::new();
+        let mut closed_cycles = BTreeSet::new();
+        let mut reported_interleaved = BTreeSet::new();
+        let mut previous: Option<&GuardedRow> = None;
+        for row in rows {
+            let cycle = (row.owner.as_str(), row.cycle_id);
+            if let Some(highest) = highest {
+                if row.token < highest.token && reported_backwards.insert(cycle) {
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.to_string(),
+                        vec![],
+                        vec![highest.seq, row.seq],
+                        format!(
+                            "token went backwards in commit order: seq {} has token {} ({}), seq {} has token {} ({})",
+                            highest.seq, highest.token, highest.owner, row.seq, row.token, row.owner
+                        ),
+                    ));
+                }
+            }
+            if highest.is_none_or(|highest| row.token > highest.token) {
+                highest = Some(row);
+            }
+            if let Some(previous) = previous {
+                let previous_cycle = (previous.owner.as_str(), previous.cycle_id);
+                if previous_cycle != cycle {
+                    closed_cycles.insert(previous_cycle);
+                    if closed_cycles.contains(&cycle) && reported_interleaved.insert(cycle) {
+                        violations.push((
+                            Invariant::FencedWrites,
+                            scope.to_string(),
+                            vec![],
+                            vec![previous.seq, row.seq],
+                            format!(
+                                "cycles interleave: cycle {} of {} resumes at seq {} after cycle {} of {} at seq {}",
+                                row.cycle_id, row.owner, row.seq, previous.cycle_id, previous.owner, previous.seq
+                            ),
+                        ));
+                    }
+                }
+            }
+            previous = Some(row);
+        }
+    }
+    violations
 }
 
 /// One scope's grants in token order, indexed so that the grant window of any
