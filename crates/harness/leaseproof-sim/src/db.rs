@@ -32,7 +32,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use leaseproof_protocol::semantics::{Acquisition, ExtensionRule, GuardedLog, LeaseTable};
-use leaseproof_protocol::{Lease, Scope, ServerTime};
+use leaseproof_protocol::{Lease, Owner, Scope, ServerTime, Ttl};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -129,6 +129,16 @@ struct Server {
     /// Woken whenever a lock is freed or the catalog changes.
     changed: Notify,
     session_next: Cell<u64>,
+}
+
+/// Where and when a request is served: its session, its client, the server's
+/// `now()` and the same instant in true time.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    session: u64,
+    client: &'a str,
+    now: ServerTime,
+    arrived_true_us: i64,
 }
 
 /// An open transaction.
@@ -326,154 +336,23 @@ impl Server {
         // The same instant in true time: the true-time monitor holds the
         // server's clock to it.
         let arrived_true_us = sim_now_us();
+        let at = At {
+            session,
+            client,
+            now,
+            arrived_true_us,
+        };
         match request {
             Request::EnsureSchema => self.ensure_schema(session, client).await,
-            Request::Acquire { scope, owner, ttl } => {
-                self.wait_for_row(session, client, &scope).await;
-                self.assert_row_free_for(session, &scope);
-                let acquisition = {
-                    let mut durable = self.durable.borrow_mut();
-                    let acquisition = durable.leases.acquire(&scope, &owner, ttl, now);
-                    if let Acquisition::Granted { lease, kind } = &acquisition {
-                        durable
-                            .true_time
-                            .granted(lease, *kind, arrived_true_us, now);
-                    }
-                    acquisition
-                };
-                self.line(client, || match &acquisition {
-                    Acquisition::Granted { lease, kind } => format!(
-                        "db s{session}: acquire {scope} by {owner} at {} => GRANTED {:?} token {} until {}",
-                        format_us(now.micros),
-                        kind,
-                        lease.token(),
-                        format_us(lease.expires_at().micros)
-                    ),
-                    Acquisition::Held {
-                        holder, expires_at, ..
-                    } => format!(
-                        "db s{session}: acquire {scope} by {owner} at {} => HELD by {holder} until {}",
-                        format_us(now.micros),
-                        format_us(expires_at.micros)
-                    ),
-                });
-                Response::Acquired(acquisition)
-            }
-            Request::Renew { lease, ttl } => {
-                self.wait_for_row(session, client, lease.scope()).await;
-                self.assert_row_free_for(session, lease.scope());
-                let renewed = {
-                    let mut durable = self.durable.borrow_mut();
-                    let renewed = durable.leases.renew(&lease, ttl, now);
-                    if let Some(renewed) = &renewed {
-                        durable.true_time.extended(renewed, arrived_true_us, now);
-                    }
-                    renewed
-                };
-                self.line(client, || {
-                    format!(
-                        "db s{session}: renew {} token {} at {} => {}",
-                        lease.scope(),
-                        lease.token(),
-                        format_us(now.micros),
-                        renewed
-                            .as_ref()
-                            .map_or("LOST".to_string(), |renewed| format!(
-                                "renewed until {}",
-                                format_us(renewed.expires_at().micros)
-                            ))
-                    )
-                });
-                // `LeaseTable::renew` asserts that a renewal keeps its
-                // grant (and, under the reference rule, never shortens it).
-                Response::Renewed(renewed)
-            }
-            Request::Release { lease } => {
-                self.wait_for_row(session, client, lease.scope()).await;
-                self.assert_row_free_for(session, lease.scope());
-                let released = {
-                    let mut durable = self.durable.borrow_mut();
-                    let released = durable.leases.release(&lease, now);
-                    if released.is_some() {
-                        durable
-                            .true_time
-                            .released(lease.scope(), lease.token(), arrived_true_us);
-                    }
-                    released
-                };
-                self.line(client, || {
-                    format!(
-                        "db s{session}: release {} token {} at {} => {}",
-                        lease.scope(),
-                        lease.token(),
-                        format_us(now.micros),
-                        if released.is_some() {
-                            "released"
-                        } else {
-                            "not held"
-                        }
-                    )
-                });
-                Response::Released(released)
-            }
+            Request::Acquire { scope, owner, ttl } => self.acquire(at, scope, owner, ttl).await,
+            Request::Renew { lease, ttl } => self.renew(at, lease, ttl).await,
+            Request::Release { lease } => self.release(at, lease).await,
             Request::Holds { lease } => {
                 let holds = self.durable.borrow().leases.holds(&lease, now);
                 Response::Holds(holds)
             }
-            Request::Begin => {
-                if transaction.is_some() {
-                    return server_error("25001", "there is already a transaction in progress");
-                }
-                *transaction = Some(Transaction {
-                    begun_at: now,
-                    fenced_at: None,
-                    locked: Vec::new(),
-                    writes: Vec::new(),
-                });
-                self.line(client, || {
-                    format!("db s{session}: BEGIN at {}", format_us(now.micros))
-                });
-                Response::Begun(now)
-            }
-            Request::Fence { lease } => {
-                if transaction.is_none() {
-                    return server_error("25P01", "fence outside a transaction");
-                }
-                self.wait_for_row(session, client, lease.scope()).await;
-                let holds = self.durable.borrow().leases.holds(&lease, now);
-                let transaction = transaction.as_mut().expect("checked above");
-                if holds && !self.config.fence_without_lock {
-                    let previous = self
-                        .locks
-                        .borrow_mut()
-                        .insert(lease.scope().clone(), session);
-                    assert!(
-                        previous.is_none() || previous == Some(session),
-                        "the fence took a row lock another session holds"
-                    );
-                    if previous.is_none() {
-                        transaction.locked.push(lease.scope().clone());
-                    }
-                }
-                if holds {
-                    transaction.fenced_at = Some(now);
-                }
-                self.line(client, || {
-                    format!(
-                        "db s{session}: FENCE {} token {} owner {} at {} => {}",
-                        lease.scope(),
-                        lease.token(),
-                        lease.owner(),
-                        format_us(now.micros),
-                        if holds {
-                            "current, row locked"
-                        } else {
-                            "NOT current (stale)"
-                        }
-                    )
-                });
-                Response::Fenced(holds.then_some(now))
-            }
+            Request::Begin => self.begin(at, transaction),
+            Request::Fence { lease } => self.fence(at, transaction, lease).await,
             Request::Write {
                 lease,
                 cycle_id,
@@ -485,73 +364,266 @@ impl Server {
                 transaction.writes.push((lease, cycle_id, items));
                 Response::Written
             }
-            Request::Commit => {
-                let Some(open) = transaction.take() else {
-                    return server_error("25P01", "commit outside a transaction");
-                };
-                // Paired with the fence: a fenced transaction still holds the
-                // row lock its fence took, until this COMMIT frees it.
-                if open.fenced_at.is_some() && !self.config.fence_without_lock {
-                    assert!(
-                        !open.locked.is_empty(),
-                        "a fenced transaction holds a row lock"
-                    );
-                    for scope in &open.locked {
-                        assert_eq!(
-                            self.locks.borrow().get(scope),
-                            Some(&session),
-                            "the fence's row lock is held until COMMIT"
-                        );
-                    }
-                }
-                let mut seq_first = None;
-                {
-                    let mut durable = self.durable.borrow_mut();
-                    for (lease, cycle_id, items) in &open.writes {
-                        // I3 at the commit instant, which only the simulation
-                        // knows exactly: the row must still carry the
-                        // write's token (a fence's row lock guarantees it).
-                        let row_token = durable.leases.row(lease.scope()).map(|row| row.token);
-                        durable
-                            .true_time
-                            .committed(lease, row_token, arrived_true_us);
-                        // The rows carry the transaction's now() (its BEGIN)
-                        // and the commit instant: exact commit-time evidence.
-                        let seqs = durable.guarded.append_committed(
-                            lease,
-                            *cycle_id,
-                            *items,
-                            open.begun_at,
-                            now,
-                        );
-                        seq_first.get_or_insert(seqs.start);
-                    }
-                }
-                let fenced_at = open.fenced_at.unwrap_or(open.begun_at);
-                self.line(client, || {
-                    format!(
-                        "db s{session}: COMMIT at {} of {} cycle(s) {}, rows written_at {}",
-                        format_us(now.micros),
-                        open.writes.len(),
-                        open.writes
-                            .iter()
-                            .map(|(lease, cycle_id, _)| format!(
-                                "{}:{} token {}",
-                                lease.owner(),
-                                cycle_id,
-                                lease.token()
-                            ))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        format_us(open.begun_at.micros)
-                    )
-                });
-                self.unlock(session, &open);
-                Response::Committed {
-                    seq_first: seq_first.unwrap_or(0),
-                    fenced_at,
-                }
+            Request::Commit => self.commit(at, transaction),
+        }
+    }
+
+    /// `acquire`: the one statement, under the row's lock.
+    async fn acquire(&self, at: At<'_>, scope: Scope, owner: Owner, ttl: Ttl) -> Response {
+        let At {
+            session,
+            client,
+            now,
+            arrived_true_us,
+        } = at;
+        self.wait_for_row(session, client, &scope).await;
+        self.assert_row_free_for(session, &scope);
+        let acquisition = {
+            let mut durable = self.durable.borrow_mut();
+            let acquisition = durable.leases.acquire(&scope, &owner, ttl, now);
+            if let Acquisition::Granted { lease, kind } = &acquisition {
+                durable
+                    .true_time
+                    .granted(lease, *kind, arrived_true_us, now);
             }
+            acquisition
+        };
+        self.line(client, || match &acquisition {
+            Acquisition::Granted { lease, kind } => format!(
+                "db s{session}: acquire {scope} by {owner} at {} => GRANTED {:?} token {} until {}",
+                format_us(now.micros),
+                kind,
+                lease.token(),
+                format_us(lease.expires_at().micros)
+            ),
+            Acquisition::Held {
+                holder, expires_at, ..
+            } => format!(
+                "db s{session}: acquire {scope} by {owner} at {} => HELD by {holder} until {}",
+                format_us(now.micros),
+                format_us(expires_at.micros)
+            ),
+        });
+        Response::Acquired(acquisition)
+    }
+
+    /// `renew`: keeps the grant, extends its end, under the row's lock.
+    async fn renew(&self, at: At<'_>, lease: Lease, ttl: Ttl) -> Response {
+        let At {
+            session,
+            client,
+            now,
+            arrived_true_us,
+        } = at;
+        self.wait_for_row(session, client, lease.scope()).await;
+        self.assert_row_free_for(session, lease.scope());
+        let renewed = {
+            let mut durable = self.durable.borrow_mut();
+            let renewed = durable.leases.renew(&lease, ttl, now);
+            if let Some(renewed) = &renewed {
+                durable.true_time.extended(renewed, arrived_true_us, now);
+            }
+            renewed
+        };
+        self.line(client, || {
+            format!(
+                "db s{session}: renew {} token {} at {} => {}",
+                lease.scope(),
+                lease.token(),
+                format_us(now.micros),
+                renewed
+                    .as_ref()
+                    .map_or("LOST".to_string(), |renewed| format!(
+                        "renewed until {}",
+                        format_us(renewed.expires_at().micros)
+                    ))
+            )
+        });
+        // `LeaseTable::renew` asserts that a renewal keeps its
+        // grant (and, under the reference rule, never shortens it).
+        Response::Renewed(renewed)
+    }
+
+    /// `release`: expires the grant, keeps the row, under the row's lock.
+    async fn release(&self, at: At<'_>, lease: Lease) -> Response {
+        let At {
+            session,
+            client,
+            now,
+            arrived_true_us,
+        } = at;
+        self.wait_for_row(session, client, lease.scope()).await;
+        self.assert_row_free_for(session, lease.scope());
+        let released = {
+            let mut durable = self.durable.borrow_mut();
+            let released = durable.leases.release(&lease, now);
+            if released.is_some() {
+                durable
+                    .true_time
+                    .released(lease.scope(), lease.token(), arrived_true_us);
+            }
+            released
+        };
+        self.line(client, || {
+            format!(
+                "db s{session}: release {} token {} at {} => {}",
+                lease.scope(),
+                lease.token(),
+                format_us(now.micros),
+                if released.is_some() {
+                    "released"
+                } else {
+                    "not held"
+                }
+            )
+        });
+        Response::Released(released)
+    }
+
+    /// `BEGIN`: a transaction whose `now()` is this instant.
+    fn begin(&self, at: At<'_>, transaction: &mut Option<Transaction>) -> Response {
+        let At {
+            session,
+            client,
+            now,
+            arrived_true_us: _,
+        } = at;
+        if transaction.is_some() {
+            return server_error("25001", "there is already a transaction in progress");
+        }
+        *transaction = Some(Transaction {
+            begun_at: now,
+            fenced_at: None,
+            locked: Vec::new(),
+            writes: Vec::new(),
+        });
+        self.line(client, || {
+            format!("db s{session}: BEGIN at {}", format_us(now.micros))
+        });
+        Response::Begun(now)
+    }
+
+    /// The fence: the lease row locked until `COMMIT` when the lease is current.
+    async fn fence(
+        &self,
+        at: At<'_>,
+        transaction: &mut Option<Transaction>,
+        lease: Lease,
+    ) -> Response {
+        let At {
+            session,
+            client,
+            now,
+            arrived_true_us: _,
+        } = at;
+        if transaction.is_none() {
+            return server_error("25P01", "fence outside a transaction");
+        }
+        self.wait_for_row(session, client, lease.scope()).await;
+        let holds = self.durable.borrow().leases.holds(&lease, now);
+        let transaction = transaction.as_mut().expect("checked above");
+        if holds && !self.config.fence_without_lock {
+            let previous = self
+                .locks
+                .borrow_mut()
+                .insert(lease.scope().clone(), session);
+            assert!(
+                previous.is_none() || previous == Some(session),
+                "the fence took a row lock another session holds"
+            );
+            if previous.is_none() {
+                transaction.locked.push(lease.scope().clone());
+            }
+        }
+        if holds {
+            transaction.fenced_at = Some(now);
+        }
+        self.line(client, || {
+            format!(
+                "db s{session}: FENCE {} token {} owner {} at {} => {}",
+                lease.scope(),
+                lease.token(),
+                lease.owner(),
+                format_us(now.micros),
+                if holds {
+                    "current, row locked"
+                } else {
+                    "NOT current (stale)"
+                }
+            )
+        });
+        Response::Fenced(holds.then_some(now))
+    }
+
+    /// `COMMIT`: the writes land with their commit instant; the row locks end.
+    fn commit(&self, at: At<'_>, transaction: &mut Option<Transaction>) -> Response {
+        let At {
+            session,
+            client,
+            now,
+            arrived_true_us,
+        } = at;
+        let Some(open) = transaction.take() else {
+            return server_error("25P01", "commit outside a transaction");
+        };
+        // Paired with the fence: a fenced transaction still holds the
+        // row lock its fence took, until this COMMIT frees it.
+        if open.fenced_at.is_some() && !self.config.fence_without_lock {
+            assert!(
+                !open.locked.is_empty(),
+                "a fenced transaction holds a row lock"
+            );
+            for scope in &open.locked {
+                assert_eq!(
+                    self.locks.borrow().get(scope),
+                    Some(&session),
+                    "the fence's row lock is held until COMMIT"
+                );
+            }
+        }
+        let mut seq_first = None;
+        {
+            let mut durable = self.durable.borrow_mut();
+            for (lease, cycle_id, items) in &open.writes {
+                // I3 at the commit instant, which only the simulation
+                // knows exactly: the row must still carry the
+                // write's token (a fence's row lock guarantees it).
+                let row_token = durable.leases.row(lease.scope()).map(|row| row.token);
+                durable
+                    .true_time
+                    .committed(lease, row_token, arrived_true_us);
+                // The rows carry the transaction's now() (its BEGIN)
+                // and the commit instant: exact commit-time evidence.
+                let seqs =
+                    durable
+                        .guarded
+                        .append_committed(lease, *cycle_id, *items, open.begun_at, now);
+                seq_first.get_or_insert(seqs.start);
+            }
+        }
+        let fenced_at = open.fenced_at.unwrap_or(open.begun_at);
+        self.line(client, || {
+            format!(
+                "db s{session}: COMMIT at {} of {} cycle(s) {}, rows written_at {}",
+                format_us(now.micros),
+                open.writes.len(),
+                open.writes
+                    .iter()
+                    .map(|(lease, cycle_id, _)| format!(
+                        "{}:{} token {}",
+                        lease.owner(),
+                        cycle_id,
+                        lease.token()
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                format_us(open.begun_at.micros)
+            )
+        });
+        self.unlock(session, &open);
+        Response::Committed {
+            seq_first: seq_first.unwrap_or(0),
+            fenced_at,
         }
     }
 
