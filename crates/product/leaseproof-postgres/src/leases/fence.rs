@@ -1,0 +1,330 @@
+//! The guarded transaction: `begin`, the fence (`hold_for_update`), and
+//! `commit_cycle`, which runs the caller's writes under it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures_core::future::BoxFuture;
+use leaseproof_protocol::{Lease, LeaseError, ServerTime};
+use sqlx::{Connection, PgConnection, Postgres};
+
+use crate::errors::{after_send, connection_lost, unavailable, without_effect};
+use crate::statements::{Arg, Statements};
+use crate::{observe, sql};
+
+use super::{Domain, PostgresLeases};
+
+/// Which row lock the commit-time fence takes on the lease row. Either way a
+/// rival's takeover (and a renewal) queues behind the fenced transaction's
+/// commit; they differ in how writers under *one* lease meet each other.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FenceMode {
+    /// `SELECT … FOR UPDATE` ([`sql::HOLD_FOR_UPDATE`]): writers under one
+    /// lease serialise on its row. The default: also keeps the holder's own
+    /// cycles from interleaving.
+    #[default]
+    Exclusive,
+    /// `SELECT … FOR SHARE` ([`sql::HOLD_FOR_SHARE`]): writers under one lease
+    /// run side by side. A renewal waits for the writers in flight, so a
+    /// keep-alive under a continuous stream of overlapping cycles can be
+    /// delayed; give the TTL room for the longest cycle.
+    Shared,
+}
+
+impl FenceMode {
+    /// The fence statement of this mode.
+    pub fn statement(self) -> &'static str {
+        match self {
+            FenceMode::Exclusive => sql::HOLD_FOR_UPDATE,
+            FenceMode::Shared => sql::HOLD_FOR_SHARE,
+        }
+    }
+}
+
+/// A transaction begun by [`PostgresLeases::begin`] on the lease pool: the
+/// transaction domain the fence and the guarded writes share.
+pub struct LeaseTransaction {
+    transaction: sqlx::Transaction<'static, Postgres>,
+    pub(crate) domain: Arc<Domain>,
+}
+
+impl fmt::Debug for LeaseTransaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseTransaction").finish_non_exhaustive()
+    }
+}
+
+impl LeaseTransaction {
+    /// The connection, for the guarded writes.
+    pub fn connection(&mut self) -> &mut PgConnection {
+        &mut self.transaction
+    }
+
+    /// Commits. A connection lost during `COMMIT` is `OutcomeUnknown`: the
+    /// server may have committed before the reply was lost.
+    pub async fn commit(self) -> Result<(), LeaseError> {
+        self.transaction
+            .commit()
+            .await
+            .map_err(|error| after_send("commit", error))
+    }
+
+    /// Rolls back (dropping the transaction also does, without waiting).
+    pub async fn rollback(self) -> Result<(), LeaseError> {
+        match self.transaction.rollback().await {
+            Ok(()) => Ok(()),
+            // A dead connection has rolled back by dying.
+            Err(error) if connection_lost(&error) => Ok(()),
+            Err(error) => Err(LeaseError::Database {
+                source: Box::new(error),
+            }),
+        }
+    }
+}
+
+/// Why a commit cycle did not commit.
+#[derive(Debug)]
+pub enum CycleError<E> {
+    /// The lease layer refused or failed: `Lost` (the fence found the lease no
+    /// longer ours; nothing was written), `Unavailable`, `OutcomeUnknown` (the
+    /// commit's reply was lost), ...
+    Lease(LeaseError),
+    /// The caller's writes failed; the transaction was rolled back.
+    Work(E),
+}
+
+impl<E: fmt::Display> fmt::Display for CycleError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CycleError::Lease(error) => write!(f, "commit cycle: {error}"),
+            CycleError::Work(error) => write!(f, "commit cycle: guarded writes failed: {error}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for CycleError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CycleError::Lease(error) => Some(error),
+            CycleError::Work(error) => Some(error),
+        }
+    }
+}
+
+type ServerIdentity = (String, i64, String, i64);
+
+impl PostgresLeases {
+    /// Begins a transaction on the lease pool: the domain in which the fence
+    /// and the guarded writes commit together.
+    pub async fn begin(&self) -> Result<LeaseTransaction, LeaseError> {
+        // sqlx begins an owned transaction only on a connection of its own
+        // choosing, never on a parked one: a pool with nothing left to give
+        // gets one parked connection back (a round trip later, through its
+        // ping) rather than make this wait for the reaper or time out.
+        if let Some(parked) = &self.parked {
+            let exhausted = self.pool.num_idle() == 0
+                && self.pool.size() >= self.pool.options().get_max_connections();
+            if exhausted {
+                parked.release_one();
+            }
+        }
+        let transaction = self.pool.begin().await.map_err(unavailable)?;
+        Ok(LeaseTransaction {
+            transaction,
+            domain: Arc::clone(&self.domain),
+        })
+    }
+
+    /// The commit-time fence: whether `lease` is ours, *and* keep it ours until
+    /// `transaction` ends. Takes the lease row's lock (`SELECT … FOR UPDATE`,
+    /// or `FOR SHARE` under [`FenceMode::Shared`]), so a rival acquisition
+    /// queues behind this transaction's commit instead of landing between the
+    /// answer and the writes it authorises.
+    ///
+    /// Refuses (`TransactionDomain`) a transaction begun by another
+    /// `PostgresLeases` (another pool): its writes would not commit with the lock.
+    pub async fn hold_for_update(
+        &self,
+        transaction: &mut LeaseTransaction,
+        lease: &Lease,
+    ) -> Result<bool, LeaseError> {
+        Ok(self.fence(transaction, lease).await?.is_some())
+    }
+
+    /// [`Self::hold_for_update`] returning the fence's server time, `None` when lost.
+    pub async fn fence(
+        &self,
+        transaction: &mut LeaseTransaction,
+        lease: &Lease,
+    ) -> Result<Option<ServerTime>, LeaseError> {
+        if !Arc::ptr_eq(&self.domain, &transaction.domain) {
+            return Err(LeaseError::TransactionDomain {
+                reason: "the transaction was begun on another lease pool; the fence and the writes would not commit together",
+            });
+        }
+        fence_on(
+            transaction.connection(),
+            self.statements,
+            lease,
+            self.fence_mode,
+        )
+        .await
+    }
+
+    /// The fence on a caller's own connection, for code that manages its own
+    /// sqlx transaction (`&mut *tx`). Refuses (`TransactionDomain`) when the
+    /// connection is not inside a transaction — the lock would be released with
+    /// the statement and the fence would only pretend — or when its database is
+    /// not the lease pool's (compared by database, oid, port and server start).
+    /// Costs two extra round trips for the domain check; [`Self::begin`] +
+    /// [`Self::hold_for_update`] is free of them.
+    pub async fn hold_for_update_on(
+        &self,
+        connection: &mut PgConnection,
+        lease: &Lease,
+    ) -> Result<bool, LeaseError> {
+        if !connection.is_in_transaction() {
+            return Err(LeaseError::TransactionDomain {
+                reason: "not inside a transaction: the row lock would end with the statement",
+            });
+        }
+        let theirs = server_identity(connection, self.statements).await?;
+        let mut ours_on = self.connection().await?;
+        let ours = server_identity(&mut ours_on, self.statements).await?;
+        self.park(ours_on);
+        if theirs != ours {
+            return Err(LeaseError::TransactionDomain {
+                reason: "the transaction is in another database than the lease table's pool",
+            });
+        }
+        Ok(
+            fence_on(connection, self.statements, lease, self.fence_mode)
+                .await?
+                .is_some(),
+        )
+    }
+
+    /// The fenced commit cycle: begins a transaction on the lease pool, fences,
+    /// runs `work` on the same connection, commits. All or nothing: a lost
+    /// lease (`CycleError::Lease(Lost)`) or a failing `work` rolls back, and so
+    /// does a `work` that swallowed a failed statement (the aborted transaction
+    /// is detected before `COMMIT`, which PostgreSQL would silently turn into
+    /// `ROLLBACK`: `CycleError::Lease(Database)`, SQLSTATE 25P02).
+    ///
+    /// ```no_run
+    /// # async fn example(leases: leaseproof_postgres::PostgresLeases, lease: leaseproof_protocol::Lease) {
+    /// let committed = leases
+    ///     .commit_cycle(&lease, |connection| {
+    ///         Box::pin(async move {
+    ///             sqlx::query("INSERT INTO results VALUES ($1)").bind(42).execute(connection).await
+    ///         })
+    ///     })
+    ///     .await;
+    /// # }
+    /// ```
+    pub async fn commit_cycle<T, E, F>(&self, lease: &Lease, work: F) -> Result<T, CycleError<E>>
+    where
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    {
+        self.commit_cycle_at(lease, work)
+            .await
+            .map(|(value, _fenced_at)| value)
+    }
+
+    /// [`Self::commit_cycle`], also returning the server time at which the
+    /// fence proved the lease ours (the harness records it with the commit).
+    /// The harness's guarded writes go through this, so every race and
+    /// conformance check drives the commit path users call.
+    pub async fn commit_cycle_at<T, E, F>(
+        &self,
+        lease: &Lease,
+        work: F,
+    ) -> Result<(T, ServerTime), CycleError<E>>
+    where
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    {
+        let started = std::time::Instant::now();
+        let result = self.commit_cycle_unobserved(lease, work).await;
+        let outcome = match &result {
+            Ok(_) => "committed",
+            Err(CycleError::Lease(LeaseError::Lost { .. })) => "lost",
+            Err(_) => "error",
+        };
+        observe::committed(lease, outcome, started.elapsed());
+        result
+    }
+
+    async fn commit_cycle_unobserved<T, E, F>(
+        &self,
+        lease: &Lease,
+        work: F,
+    ) -> Result<(T, ServerTime), CycleError<E>>
+    where
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    {
+        let mut transaction = self.begin().await.map_err(CycleError::Lease)?;
+        let fenced = self
+            .fence(&mut transaction, lease)
+            .await
+            .map_err(CycleError::Lease)?;
+        let Some(fenced_at) = fenced else {
+            // Dropping the transaction rolls it back; nothing was written.
+            return Err(CycleError::Lease(LeaseError::Lost {
+                scope: lease.scope().clone(),
+                token: lease.token(),
+            }));
+        };
+        let value = match work(transaction.connection()).await {
+            Ok(value) => value,
+            Err(error) => {
+                let _ = transaction.rollback().await;
+                return Err(CycleError::Work(error));
+            }
+        };
+        // A `work` that swallowed a failed statement leaves the transaction
+        // aborted, and PostgreSQL answers its COMMIT with ROLLBACK and no error:
+        // a cycle reported committed would be missing (I4). One cheap probe
+        // tells an aborted transaction (25P02) from a live one.
+        if let Err(error) = self
+            .statements
+            .execute(transaction.connection(), sql::TRANSACTION_PROBE, &[])
+            .await
+        {
+            let _ = transaction.rollback().await;
+            return Err(CycleError::Lease(without_effect(error)));
+        }
+        transaction.commit().await.map_err(CycleError::Lease)?;
+        Ok((value, fenced_at))
+    }
+}
+
+async fn fence_on(
+    connection: &mut PgConnection,
+    statements: Statements,
+    lease: &Lease,
+    mode: FenceMode,
+) -> Result<Option<ServerTime>, LeaseError> {
+    let args = [
+        Arg::Text(lease.scope().as_str()),
+        Arg::Text(lease.owner().as_str()),
+        Arg::Int8(lease.token().0),
+    ];
+    let fenced_at: Option<(i64,)> = statements
+        .fetch_optional(connection, mode.statement(), &args)
+        .await
+        // A fence that lost its connection lost its transaction too: nothing
+        // can commit, so the outcome is known — no effect.
+        .map_err(without_effect)?;
+    Ok(fenced_at.map(|(at_us,)| ServerTime::from_micros(at_us)))
+}
+
+async fn server_identity(
+    connection: &mut PgConnection,
+    statements: Statements,
+) -> Result<ServerIdentity, LeaseError> {
+    statements
+        .fetch_one(connection, sql::SERVER_IDENTITY, &[])
+        .await
+        .map_err(|error| after_send("hold_for_update", error))
+}
