@@ -15,11 +15,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use leaseproof_history::{check, CheckConfig, GrantStamps, Op, OpResult, Outcome, Recorder, Stamp};
+use leaseproof_history::{check, CheckConfig, GrantStamps, Recorder};
 use leaseproof_postgres::{CycleError, Election, GuardedTable, PostgresLeases};
 use leaseproof_protocol::{GuardedCycle, LeaseError, Owner, Scope, Ttl};
 use leaseproof_races::clock::RunClock;
 use leaseproof_races::race::history_rows;
+
+use crate::support::{commit_op, committed, release_op, released, SceneWorker};
 
 const TERMS_EACH: u64 = 4;
 
@@ -39,55 +41,28 @@ async fn election(url: &str, scope: &str, term_ttl_ms: i64) -> (PostgresLeases, 
 }
 
 /// One candidate: `TERMS_EACH` terms, each one fenced write, then resign.
-async fn candidate(election: Election, worker: String, recorder: Recorder, clock: RunClock) {
-    fn stamp(worker: &str, clock: RunClock) -> Stamp<'_> {
-        Stamp {
-            worker,
-            incarnation: 0,
-            true_time_us: clock.elapsed_us(),
-            local_time_us: clock.elapsed_us(),
-        }
-    }
-    let scope = "election".to_string();
+async fn candidate(election: Election, name: String, recorder: Recorder, clock: RunClock) {
+    let worker = SceneWorker {
+        name: &name,
+        recorder: &recorder,
+        clock,
+    };
     for term in 0..TERMS_EACH {
         let owner = Owner::generate();
-        let campaign = recorder.invoke(
-            stamp(&worker, clock),
-            Op::Acquire {
-                scope: scope.clone(),
-                owner: owner.to_string(),
-                ttl_us: 2_000_000,
-            },
-        );
+        let campaign = worker.invoke(SceneWorker::acquire_op(
+            "election",
+            owner.as_str(),
+            2_000_000,
+        ));
         let leadership = election
             .campaign(&owner, Duration::from_secs(30))
             .await
             .expect("every candidate leads in its turn");
         let lease = leadership.lease().clone();
-        recorder.complete(
-            stamp(&worker, clock),
-            campaign,
-            Outcome::Ok {
-                result: OpResult::Lease {
-                    token: u64::try_from(lease.token().0).unwrap(),
-                    owner: owner.to_string(),
-                    granted_at_us: lease.granted_at().micros,
-                    expires_at_us: lease.expires_at().micros,
-                },
-            },
-        );
+        worker.complete_acquire(campaign, &Ok(lease.clone()));
         tokio::time::sleep(Duration::from_millis(15)).await;
-        let cycle_id = i64::try_from(term).unwrap() + 1_000 * worker_number(&worker);
-        let commit = recorder.invoke(
-            stamp(&worker, clock),
-            Op::Commit {
-                scope: scope.clone(),
-                owner: owner.to_string(),
-                token: u64::try_from(lease.token().0).unwrap(),
-                cycle_id: u64::try_from(cycle_id).unwrap(),
-                items: 2,
-            },
-        );
+        let cycle_id = i64::try_from(term).unwrap() + 1_000 * worker_number(&name);
+        let commit = worker.invoke(commit_op(&lease, u64::try_from(cycle_id).unwrap(), 2));
         let written = leadership
             .commit_cycle(|connection| {
                 let lease = lease.clone();
@@ -98,37 +73,14 @@ async fn candidate(election: Election, worker: String, recorder: Recorder, clock
             })
             .await;
         assert!(written.is_ok(), "a leader's fenced write: {written:?}");
-        recorder.complete(
-            stamp(&worker, clock),
-            commit,
-            Outcome::Ok {
-                result: OpResult::Committed {
-                    committed_at_us: None,
-                },
-            },
-        );
-        let resign = recorder.invoke(
-            stamp(&worker, clock),
-            Op::Release {
-                scope: scope.clone(),
-                owner: owner.to_string(),
-                token: u64::try_from(lease.token().0).unwrap(),
-            },
-        );
+        worker.complete(commit, committed());
+        let resign = worker.invoke(release_op(&lease));
         let ended = leadership
             .resign()
             .await
             .unwrap()
             .expect("resigned while leading");
-        recorder.complete(
-            stamp(&worker, clock),
-            resign,
-            Outcome::Ok {
-                result: OpResult::Released {
-                    released_at_us: ended.micros,
-                },
-            },
-        );
+        worker.complete(resign, released(ended));
     }
 }
 

@@ -17,3 +17,4 @@ mod processes;
 mod schema;
 mod support;
 mod task_races;
+mod waiting;

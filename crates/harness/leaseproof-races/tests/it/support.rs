@@ -8,7 +8,7 @@ use leaseproof_races::clock::RunClock;
 
 /// Records one hand-driven worker's operations.
 pub struct SceneWorker<'a> {
-    pub name: &'static str,
+    pub name: &'a str,
     pub recorder: &'a Recorder,
     pub clock: RunClock,
 }
@@ -85,6 +85,32 @@ pub fn lease_result(lease: &Lease) -> OpResult {
         owner: lease.owner().to_string(),
         granted_at_us: lease.granted_at().micros,
         expires_at_us: lease.expires_at().micros,
+    }
+}
+
+pub fn release_op(lease: &Lease) -> Op {
+    Op::Release {
+        scope: lease.scope().to_string(),
+        owner: lease.owner().to_string(),
+        token: token(lease),
+    }
+}
+
+/// A commit that succeeded (its rows carry their commit times).
+pub fn committed() -> Outcome {
+    Outcome::Ok {
+        result: OpResult::Committed {
+            committed_at_us: None,
+        },
+    }
+}
+
+/// A release that ended its grant at `released_at` (server time).
+pub fn released(released_at: leaseproof_protocol::ServerTime) -> Outcome {
+    Outcome::Ok {
+        result: OpResult::Released {
+            released_at_us: released_at.micros,
+        },
     }
 }
 
