@@ -6,7 +6,8 @@
 //! crate's normal dependencies, with its default features, as a user's
 //! build resolves them. Invariant: no harness crate (nor turmoil,
 //! stateright, clap, indicatif) in a product crate's tree; the conformance
-//! suite, which judges with the checker, is behind a feature.
+//! suite, which judges with the checker, and the harness's port are behind
+//! features a user's build leaves off.
 
 use std::process::Command;
 
@@ -77,10 +78,44 @@ fn no_product_crate_pulls_in_the_harness() {
             );
         }
     }
+    // Nor do they build the harness's port and checks: the feature that
+    // compiles them (`harness`) is off in a user's build of each.
+    for package in PRODUCT {
+        let features = feature_tree(package);
+        assert!(
+            !features.contains("feature \"harness\""),
+            "{package} builds the harness's port by default:\n{features}"
+        );
+    }
+    assert!(
+        feature_tree("leaseproof-races").contains("leaseproof-postgres feature \"harness\""),
+        "the negative control: the harness enables it"
+    );
     // The negative control: the suite's feature does bring in the checker,
     // so the scan above can see a harness crate when there is one.
     let with_suite = tree("leaseproof-locks", &["conformance"]);
     assert!(with_suite.iter().any(|found| found == "leaseproof-history"));
+}
+
+/// The features `package`'s normal dependency tree enables, as `cargo tree
+/// -e normal,features` prints them.
+fn feature_tree(package: &str) -> String {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "-e",
+            "normal,features",
+            "-p",
+            package,
+        ])
+        .current_dir(repository())
+        .output()
+        .expect("run cargo tree");
+    assert!(output.status.success(), "cargo tree -p {package}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// Only the binary parses arguments and draws progress: the harness crates

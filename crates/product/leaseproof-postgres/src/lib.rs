@@ -18,8 +18,10 @@
 //!   guarded transaction, so a rival's takeover queues behind the commit;
 //! - `ensure_schema` survives workers that all start at once.
 //!
-//! [`PostgresLeases`] is the library API; [`HarnessPort`] adapts it to the
-//! harness's [`LeasePort`](leaseproof_protocol::LeasePort) with a guarded table.
+//! [`PostgresLeases`] is the library API. With the feature `harness` (the
+//! verification harness's, never a user's), `HarnessPort` adapts it to the
+//! harness's `LeasePort` with a guarded table, and `conformance` holds the
+//! checks the tests and `leaseproof verify` share.
 //!
 //! # Using the lease
 //!
@@ -59,6 +61,9 @@
 //! ```
 #![deny(missing_docs)]
 
+// What the harness drives and checks the lease with (feature `harness`):
+// built for the harness and the crate's own tests, never for a user's build.
+#[cfg(feature = "harness")]
 pub mod conformance;
 mod election;
 pub mod errors;
@@ -67,6 +72,7 @@ mod guarded_write;
 pub mod keep_alive;
 mod leases;
 mod observe;
+#[cfg(feature = "harness")]
 mod port;
 mod read_first;
 mod reuse;
@@ -79,6 +85,7 @@ pub use guard::LeaseGuard;
 pub use guarded_write::{GuardedInsert, GuardedWrite};
 pub use keep_alive::LostReason;
 pub use leases::{CycleError, FenceMode, LeaseTransaction, PostgresLeases, SchemaMismatch};
+#[cfg(feature = "harness")]
 pub use port::{CommitPath, GuardedTable, HarnessPort};
 pub use read_first::ReadFirst;
 pub use statements::Statements;

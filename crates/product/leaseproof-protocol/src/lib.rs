@@ -10,7 +10,8 @@
 //! - [`semantics::LeaseTable`]: an executable model of every lease statement with
 //!   the server clock passed in. It is the specification the SQL is tested
 //!   against and the state the simulated database serves.
-//! - [`LeasePort`]: the operations the worker loop drives, whatever the backend.
+//! - `LeasePort` (feature `harness`, for the verification harness): the
+//!   operations the worker loop drives, whatever the backend.
 //! - [`client`]: the client-side rules (schema retry, error classification)
 //!   every backend calls, so the simulation runs the library's own decisions.
 #![deny(missing_docs)]
@@ -19,6 +20,8 @@ pub mod client;
 mod error;
 mod lease;
 mod owner;
+// The port the harness's worker loop drives: built only for the harness.
+#[cfg(feature = "harness")]
 mod port;
 mod scope;
 pub mod semantics;
@@ -27,6 +30,7 @@ mod ttl;
 pub use error::{BackendError, InvalidInput, LeaseError};
 pub use lease::{FencingToken, Holder, Lease, ServerTime};
 pub use owner::Owner;
+#[cfg(feature = "harness")]
 pub use port::{
     CommitReceipt, CycleFault, CycleFaults, CyclePoint, GuardedCycle, LeasePort, NoCycleFaults,
 };

@@ -26,6 +26,7 @@ mod grants;
 mod schema;
 
 pub use fence::{CycleError, FenceMode, LeaseTransaction};
+#[cfg(feature = "harness")]
 pub(crate) use grants::{acquire_row, rival_row, GrantRow};
 pub use schema::SchemaMismatch;
 
