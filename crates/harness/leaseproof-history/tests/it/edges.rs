@@ -4,8 +4,8 @@
 //! other test let live.
 
 use leaseproof_history::{
-    check, CheckConfig, CheckReport, EventKind, GrantStamps, History, Invariant, Op, OpResult,
-    Outcome, Violation,
+    check, CheckConfig, CheckReport, EventKind, GrantStamps, GuardedRow, History, Invariant, Op,
+    OpResult, Outcome, Violation,
 };
 
 use crate::builder::{assert_passes, only_violation, Builder, CommitEnd};
@@ -891,4 +891,85 @@ fn op_ids_need_only_be_unique_not_increasing() {
     let report = check(&builder.build(), &CheckConfig::default());
     assert!(report.is_ok(), "{report}");
     assert_eq!(report.stats.grants, 1);
+}
+
+/// a granted [1000, 1200) (acknowledged at true 20); b granted token 2
+/// stamped 1050 (its statement's start), acknowledged at true 30; a's
+/// commit, invoked at true `commit_invoked_us`, writes at 1100: after b's
+/// stamp, inside a's own grant.
+fn statement_start_stale_write(commit_invoked_us: i64) -> CheckReport {
+    let lease = |owner: &str, token: u64, granted_at_us: i64, expires_at_us: i64| Outcome::Ok {
+        result: OpResult::Lease {
+            token,
+            owner: owner.to_string(),
+            granted_at_us,
+            expires_at_us,
+        },
+    };
+    let acquire = |owner: &str| Op::Acquire {
+        scope: "s".to_string(),
+        owner: owner.to_string(),
+        ttl_us: 100,
+    };
+    let mut history = History::default();
+    let mut push = |worker: &str, true_us: i64, kind: EventKind| {
+        history.push(worker, 0, true_us, true_us, kind);
+    };
+    let invoke = |op_id, op| EventKind::Invoke { op_id, op };
+    let complete = |op_id, outcome| EventKind::Complete { op_id, outcome };
+    push("a", 10, invoke(0, acquire("a")));
+    push("a", 20, complete(0, lease("a", 1, 1_000, 1_200)));
+    push("b", 21, invoke(1, acquire("b")));
+    push("b", 30, complete(1, lease("b", 2, 1_050, 1_150)));
+    let commit = Op::Commit {
+        scope: "s".to_string(),
+        owner: "a".to_string(),
+        token: 1,
+        cycle_id: 1,
+        items: 1,
+    };
+    push("a", commit_invoked_us, invoke(2, commit));
+    let committed = Outcome::Ok {
+        result: OpResult::Committed {
+            committed_at_us: None,
+        },
+    };
+    push("a", commit_invoked_us + 5, complete(2, committed));
+    history.guarded_rows.push(GuardedRow {
+        seq: 1,
+        scope: "s".to_string(),
+        owner: "a".to_string(),
+        token: 1,
+        cycle_id: 1,
+        item: 0,
+        written_at_us: 1_100,
+        committed_at_us: None,
+    });
+    check(&history, &statement_start())
+}
+
+#[test]
+fn a_stale_write_under_statement_start_stamps_needs_the_rival_acknowledged_strictly_before() {
+    // Proven: b's grant came back (30) before a's commit was sent (40).
+    let proven = statement_start_stale_write(40);
+    assert_eq!(
+        proven.violations_of(Invariant::FencedWrites).len(),
+        1,
+        "{proven}"
+    );
+    // Sent the same microsecond b's grant came back: no order, only possible.
+    let same_instant = statement_start_stale_write(30);
+    assert!(
+        same_instant
+            .violations_of(Invariant::FencedWrites)
+            .is_empty(),
+        "{same_instant}"
+    );
+    assert!(
+        same_instant
+            .possible
+            .iter()
+            .any(|possible| possible.message.contains("stale write")),
+        "{same_instant}"
+    );
 }

@@ -384,3 +384,42 @@ fn rows_without_commit_times_say_the_commit_order_was_not_judged() {
     );
     assert!(judged.not_judged.is_empty(), "{judged}");
 }
+
+#[test]
+fn a_backwards_token_is_shown_against_the_first_row_that_reached_the_higher_one() {
+    // b's two rows under token 2 (seq 1 and 2), then a's under token 1: the
+    // evidence is the row where the tokens first reached 2, not the last.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 1_050);
+    builder.acquire_ok("b", "s", 2, 1_200);
+    builder.commit("b", "s", 2, 1, 2, CommitEnd::Ok, 1_250);
+    builder.rows("b", "s", 2, 1, 0..2, 1, 1_250);
+    builder.rows("a", "s", 1, 1, 0..1, 3, 1_050);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.rows, vec![1, 3], "{violation}");
+}
+
+#[test]
+fn a_cycle_committed_out_of_order_is_shown_against_the_first_commit_of_the_higher_token() {
+    // b commits two cycles under token 2 (at 1130 and 1135), a's cycle under
+    // token 1 commits after both: the evidence names b's first.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_050);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_050);
+    builder.acquire_ok("b", "s", 2, 1_100);
+    builder.commit("b", "s", 2, 1, 1, CommitEnd::Ok, 1_120);
+    builder.rows("b", "s", 2, 1, 0..1, 2, 1_120);
+    builder.commit("b", "s", 2, 2, 1, CommitEnd::Ok, 1_125);
+    builder.rows("b", "s", 2, 2, 0..1, 3, 1_125);
+    builder.committed_at(2..3, 1_130);
+    builder.committed_at(3..4, 1_135);
+    builder.committed_at(1..2, 1_140);
+    let violation = only_violation(&builder.build());
+    assert_eq!(
+        violation.message,
+        "committed out of token order: cycle 7 of a (token 1) committed at 1140, \
+         after cycle 1 of b (token 2) committed at 1130 (server us)"
+    );
+}

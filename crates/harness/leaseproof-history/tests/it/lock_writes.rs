@@ -9,7 +9,7 @@
 
 use leaseproof_history::{EventKind, Invariant, Op, OpResult, Outcome, WorkRow};
 
-use crate::builder::{assert_passes, only_violation, Builder};
+use crate::builder::{assert_passes, only_violation, Builder, CommitEnd};
 
 const SCOPE: &str = "t";
 
@@ -517,4 +517,56 @@ fn a_failed_write_with_no_rows_is_what_it_said() {
         },
     );
     assert_passes(&builder.build());
+}
+
+/// `worker` takes the lock with fencing `token` (a lock that reports no
+/// server times, like Redis with its `INCR` counter), invoked at `at`.
+fn fenced_lock(builder: &mut Builder, worker: &str, token: u64, at: i64) {
+    builder.at(at);
+    let (_, op_id) = builder.invoke(
+        worker,
+        Op::Acquire {
+            scope: SCOPE.to_string(),
+            owner: worker.to_string(),
+            ttl_us: 100,
+        },
+    );
+    builder.at(at + 2);
+    builder.complete(
+        worker,
+        op_id,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: Some(token),
+                lifetime_us: Some(100),
+            },
+        },
+    );
+}
+
+/// `a` (token 1) then `b` (token 2) each commit a guarded cycle under their
+/// lock's token; `b`'s rows carry `b_token`.
+fn fenced_lock_hand_over(b_token: u64) -> leaseproof_history::History {
+    let mut builder = Builder::new();
+    fenced_lock(&mut builder, "a", 1, 10);
+    builder.at(20);
+    builder.commit("a", SCOPE, 1, 1, 1, CommitEnd::Ok, 5_000);
+    builder.rows("a", SCOPE, 1, 1, 0..1, 1, 5_000);
+    fenced_lock(&mut builder, "b", 2, 200);
+    builder.at(210);
+    builder.commit("b", SCOPE, b_token, 1, 1, CommitEnd::Ok, 6_000);
+    builder.rows("b", SCOPE, b_token, 1, 0..1, 2, 6_000);
+    builder.build()
+}
+
+#[test]
+fn guarded_rows_under_a_fenced_locks_tokens_are_judged_by_order_alone() {
+    // The lock reports its tokens but no server times: its rows have no
+    // window in server time to lie in, and are not "never granted".
+    let report = assert_passes(&fenced_lock_hand_over(2));
+    assert_eq!(report.stats.commits, 2);
+    // A token the lock never handed out is still one nobody was granted.
+    let violation = only_violation(&fenced_lock_hand_over(3));
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(violation.message.contains("never granted"), "{violation}");
 }
