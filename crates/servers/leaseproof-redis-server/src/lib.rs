@@ -77,10 +77,6 @@ impl RedisServer {
     /// the keys (and their absolute expiry times).
     pub fn start_throwaway_with(persistent: bool) -> Result<RedisServer, String> {
         let binary = redis_binary().ok_or("redis-server not found on PATH")?;
-        let dir = tempfile::Builder::new()
-            .prefix("leaseproof-redis-")
-            .tempdir()
-            .map_err(|error| format!("temp dir: {error}"))?;
         let password: String = {
             let mut rng = rand::thread_rng();
             (0..32)
@@ -88,9 +84,15 @@ impl RedisServer {
                 .collect()
         };
         let port = free_port().map_err(|error| format!("free port: {error}"))?;
-        // Armed before the server exists: a SIGKILL at any later moment
+        // The directory is made the moment before its watchdog is armed, and
+        // the watchdog before the server exists: a SIGKILL at any later moment
         // (while it starts, before it answers, during a restart) still stops
-        // it and removes the directory.
+        // it and removes the directory. (Finding the port in between once left
+        // a directory behind a SIGKILL that landed there.)
+        let dir = tempfile::Builder::new()
+            .prefix("leaseproof-redis-")
+            .tempdir()
+            .map_err(|error| format!("temp dir: {error}"))?;
         spawn_watchdog(port, dir.path())?;
         let child = spawn_server(&binary, port, &password, persistent, dir.path())?;
         let mut throwaway = Throwaway {
