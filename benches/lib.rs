@@ -22,6 +22,7 @@ mod handoff;
 mod measure;
 mod observing;
 mod report;
+mod report_table;
 mod report_waiting;
 mod rig;
 mod workload;

@@ -11,11 +11,7 @@
 //! Invariant: the goals are reported as measured — "met" or "NOT met" — and a
 //! run with a wrong outcome (a loser granted, a fence lost) fails the command.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::Duration;
-
-use leaseproof_history::Document as _;
 
 use crate::measure::{measure, transactions_per_operation, Measurement};
 use crate::report_waiting::{BenchHandOff, BenchObserved};
@@ -26,11 +22,11 @@ use crate::{hand_offs, overhead, HandOffs, Overhead};
 /// What one run measures.
 #[derive(Debug, Clone)]
 pub struct BenchPlan {
-    seconds_per_row: f64,
+    pub(crate) seconds_per_row: f64,
     /// Slices each row is measured in, interleaved with the other rows'.
     rounds: usize,
     contention_levels: Vec<usize>,
-    lifecycle_levels: Vec<usize>,
+    pub(crate) lifecycle_levels: Vec<usize>,
     /// Waiters on one scope, per hand-off run.
     waiting_levels: Vec<usize>,
     /// Contenders of the observed and quiet loops.
@@ -107,9 +103,9 @@ impl BenchPlan {
 
 /// The transaction counts per attempt, for the goals.
 #[derive(Debug, Clone, Copy)]
-struct TransactionCounts {
-    loser: f64,
-    takeover: f64,
+pub(crate) struct TransactionCounts {
+    pub(crate) loser: f64,
+    pub(crate) takeover: f64,
 }
 
 /// Measures `plan` on the database at `url`: the table's text and the
@@ -171,7 +167,7 @@ pub async fn run_plan(
         takeover: transactions_per_operation(url, Workload::AcquireTakeover, contenders, 100, 600)
             .await?,
     };
-    let (mut text, mut document) = report(plan, &measurements, counts);
+    let (mut text, mut document) = crate::report_table::report(plan, &measurements, counts);
     let waiting = measure_waiting(url, plan, progress).await?;
     let select_one_p50 = measurements
         .iter()
@@ -213,22 +209,6 @@ async fn measure_waiting(
     Ok((runs, overheads))
 }
 
-fn format_duration(duration: Duration) -> String {
-    let micros = duration.as_secs_f64() * 1e6;
-    if micros >= 10_000.0 {
-        format!("{:.1} ms", micros / 1000.0)
-    } else {
-        format!("{micros:.0} µs")
-    }
-}
-
-fn ratio(value: f64, baseline: Option<f64>) -> String {
-    match baseline {
-        Some(baseline) if baseline > 0.0 => format!("{:.2}x", value / baseline),
-        _ => "-".to_string(),
-    }
-}
-
 /// How the table marks a missed goal (`--check` counts the document's).
 const NOT_MET: &str = "NOT met";
 
@@ -243,416 +223,6 @@ pub(crate) fn verdict(met: bool) -> &'static str {
 /// A finite ratio, `None` for NaN or infinity (JSON has no NaN).
 pub(crate) fn finite(value: f64) -> Option<f64> {
     value.is_finite().then_some(value)
-}
-
-/// The table as text and the same figures as a document.
-fn report(
-    plan: &BenchPlan,
-    measurements: &[Measurement],
-    counts: TransactionCounts,
-) -> (String, BenchDocument) {
-    let mut goals: Vec<BenchGoal> = Vec::new();
-    let by_key: BTreeMap<(usize, &'static str), &Measurement> = measurements
-        .iter()
-        .map(|m| ((m.contenders, m.workload.name()), m))
-        .collect();
-    let throughput = |workload: Workload, contenders: usize| {
-        by_key
-            .get(&(contenders, workload.name()))
-            .map(|m| m.throughput_per_second)
-    };
-    let p50 = |workload: Workload, contenders: usize| {
-        by_key
-            .get(&(contenders, workload.name()))
-            .map(|m| m.p50.as_secs_f64())
-    };
-
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "leaseproof bench: {:.2} s per row; ratios are throughput / the baseline's at the same contenders, this run",
-        plan.seconds_per_row
-    );
-    let _ = writeln!(
-        out,
-        "{:<28} {:>4} {:>11} {:>9} {:>9} {:>9} {:>9}  note",
-        "operation", "n", "ops/s", "p50", "p99", "/select1", "/advisory"
-    );
-    for m in measurements {
-        let mut note = String::new();
-        if m.workload.is_acquisition() {
-            note = format!("granted {}", m.granted);
-        }
-        if m.workload == Workload::FencedCommit {
-            if let Some(unfenced) = throughput(Workload::UnfencedWrite, m.contenders) {
-                note = format!(
-                    "fence costs {:.2}x unfenced",
-                    unfenced / m.throughput_per_second
-                );
-            }
-        }
-        if let Some(takeover) = m.takeover {
-            note = format!(
-                "{note}; takeover after expiry p50/p99: server {}/{}, client {}/{}",
-                format_duration(takeover.server_p50),
-                format_duration(takeover.server_p99),
-                format_duration(takeover.client_p50),
-                format_duration(takeover.client_p99),
-            );
-        }
-        let _ = writeln!(
-            out,
-            "{:<28} {:>4} {:>11.0} {:>9} {:>9} {:>9} {:>9}  {}",
-            m.workload.name(),
-            m.contenders,
-            m.throughput_per_second,
-            format_duration(m.p50),
-            format_duration(m.p99),
-            ratio(
-                m.throughput_per_second,
-                throughput(Workload::SelectOne, m.contenders)
-            ),
-            ratio(
-                m.throughput_per_second,
-                throughput(Workload::AdvisoryXactLock, m.contenders)
-            ),
-            note
-        );
-    }
-    let _ = writeln!(
-        out,
-        "{:<28} {:>4} {:>11}  (pg_stat_database; loser {:.2}, takeover workload {:.2})",
-        "transactions per attempt",
-        8,
-        format!("{:.2}", counts.loser.max(counts.takeover)),
-        counts.loser,
-        counts.takeover
-    );
-
-    let _ = writeln!(out, "goals:");
-    let loser = throughput(Workload::AcquireHeld, 8);
-    let select_one = throughput(Workload::SelectOne, 8);
-    let advisory = throughput(Workload::AdvisoryXactLock, 8);
-    if let (Some(loser), Some(select_one), Some(advisory)) = (loser, select_one, advisory) {
-        let to_select = loser / select_one;
-        let to_advisory = loser / advisory;
-        let _ = writeln!(
-            out,
-            "  losing acquisitions, 8-way, / SELECT 1:         {to_select:.2}x  (goal >= 0.80x) {}",
-            verdict(to_select >= 0.80)
-        );
-        goals.push(BenchGoal::new(
-            "losing acquisitions, 8-way, / SELECT 1",
-            to_select,
-            ">= 0.80",
-            to_select >= 0.80,
-        ));
-        let _ = writeln!(
-            out,
-            "  losing acquisitions, 8-way, / advisory lock:    {to_advisory:.2}x  (goal >= 0.90x) {}",
-            verdict(to_advisory >= 0.90)
-        );
-        goals.push(BenchGoal::new(
-            "losing acquisitions, 8-way, / advisory lock",
-            to_advisory,
-            ">= 0.90",
-            to_advisory >= 0.90,
-        ));
-        if let Some(unguarded) = throughput(Workload::AcquireHeldUnguarded, 8) {
-            let _ = writeln!(
-                out,
-                "  (the seed's bare upsert, 8-way, / SELECT 1:     {:.2}x)",
-                unguarded / select_one
-            );
-        }
-    }
-    let one_transaction = (counts.loser - 1.0).abs() < 0.05 && (counts.takeover - 1.0).abs() < 0.05;
-    let p50_ratio = |workload: Workload| match (p50(workload, 1), p50(Workload::SelectOne, 1)) {
-        (Some(value), Some(select_one)) => value / select_one,
-        _ => f64::NAN,
-    };
-    let _ = writeln!(
-        out,
-        "  one round trip per attempt: {:.2} / {:.2} server transactions per losing / takeover \
-         attempt, one statement each  {}",
-        counts.loser,
-        counts.takeover,
-        verdict(one_transaction)
-    );
-    goals.push(BenchGoal::new(
-        "server transactions per losing / takeover attempt",
-        counts.loser.max(counts.takeover),
-        "== 1",
-        one_transaction,
-    ));
-    let _ = writeln!(
-        out,
-        "    p50 at 1 contender / SELECT 1: {:.2}x on its own connection (server work, not round \
-         trips); through PostgresLeases {:.2}x on a default sqlx pool, {:.2}x with \
-         test_before_acquire(false): the default pool pings once per checkout, a second round trip",
-        p50_ratio(Workload::AcquireHeld),
-        p50_ratio(Workload::AcquireHeldViaLibrary),
-        p50_ratio(Workload::AcquireHeldViaLibraryNoPing),
-    );
-    for writers in &plan.lifecycle_levels {
-        if let (Some(fenced), Some(unfenced)) = (
-            p50(Workload::FencedCommit, *writers),
-            p50(Workload::UnfencedWrite, *writers),
-        ) {
-            let cost = fenced / unfenced;
-            let throughput_cost = throughput(Workload::UnfencedWrite, *writers)
-                .zip(throughput(Workload::FencedCommit, *writers))
-                .map_or(f64::NAN, |(unfenced, fenced)| unfenced / fenced);
-            let _ = writeln!(
-                out,
-                "  fenced commit, {writers} writer(s) on one lease: p50 {cost:.2}x, throughput cost \
-                 {throughput_cost:.2}x the unfenced write  (goal <= 1.30x) {}",
-                verdict(cost <= 1.30 && throughput_cost <= 1.30)
-            );
-            goals.push(BenchGoal::new(
-                &format!("fenced commit, {writers} writer(s), p50 and throughput / unfenced"),
-                cost.max(throughput_cost),
-                "<= 1.30",
-                cost <= 1.30 && throughput_cost <= 1.30,
-            ));
-        }
-    }
-    for writers in &plan.lifecycle_levels {
-        let shared = p50(Workload::FencedCommitShared, *writers)
-            .zip(p50(Workload::UnfencedWrite, *writers))
-            .map(|(shared, unfenced)| shared / unfenced);
-        let shared_throughput = throughput(Workload::UnfencedWrite, *writers)
-            .zip(throughput(Workload::FencedCommitShared, *writers))
-            .map(|(unfenced, shared)| unfenced / shared);
-        if let (Some(cost), Some(throughput_cost)) = (shared, shared_throughput) {
-            let met = cost <= 1.30 && throughput_cost <= 1.30;
-            let _ = writeln!(
-                out,
-                "  shared fence (FOR SHARE), {writers} writer(s) on one lease: p50 {cost:.2}x, \
-                 throughput cost {throughput_cost:.2}x the unfenced write  (goal <= 1.30x) {}",
-                verdict(met)
-            );
-            goals.push(BenchGoal::new(
-                &format!("shared fence, {writers} writer(s), p50 and throughput / unfenced"),
-                cost.max(throughput_cost),
-                "<= 1.30",
-                met,
-            ));
-        }
-    }
-    if let (Some(single), Some(unfenced)) = (
-        p50(Workload::GuardedInsertOneStatement, 1),
-        p50(Workload::UnfencedWrite, 1),
-    ) {
-        let cost = single / unfenced;
-        let _ = writeln!(
-            out,
-            "  single-statement guarded insert, 1 writer: p50 {cost:.2}x the unfenced \
-             BEGIN/INSERT/COMMIT  (goal <= 1.00x) {}",
-            verdict(cost <= 1.00)
-        );
-        goals.push(BenchGoal::new(
-            "single-statement guarded insert, 1 writer, p50 / unfenced",
-            cost,
-            "<= 1.00",
-            cost <= 1.00,
-        ));
-    }
-    let peers = [
-        Workload::PeerUpdateWhereExpired,
-        Workload::PeerUpsertAlwaysWriting,
-        Workload::PeerPkRead,
-    ];
-    let to_peers = |rate: f64, contenders: usize| {
-        peers
-            .iter()
-            .filter_map(|peer| {
-                throughput(*peer, contenders)
-                    .map(|peer_rate| format!("{} {:.2}x", peer.name(), rate / peer_rate))
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    for contenders in [8, 1] {
-        // The library's loser on a dedicated connection, as the peers run:
-        // after its first refusal it sends only the read-only check
-        // (`ReadFirst::AfterRefusal`, the default).
-        let Some(loser) = throughput(Workload::AcquireHeldViaLibraryOnConnection, contenders)
-        else {
-            continue;
-        };
-        let mut beaten = Vec::new();
-        let mut fastest_peer: f64 = 0.0;
-        for peer in [
-            Workload::PeerUpdateWhereExpired,
-            Workload::PeerUpsertAlwaysWriting,
-        ] {
-            if let Some(rate) = throughput(peer, contenders) {
-                fastest_peer = fastest_peer.max(rate);
-                if rate > loser {
-                    beaten.push(peer.name());
-                }
-            }
-        }
-        let _ = writeln!(
-            out,
-            "  losing acquisition (PostgresLeases::acquire_on, read first after a refusal), \
-             {contenders}-way, / peers: {}",
-            to_peers(loser, contenders)
-        );
-        if let Some(statement) = throughput(Workload::AcquireHeld, contenders) {
-            let _ = writeln!(
-                out,
-                "    (the acquisition statement alone, {contenders}-way, / peers: {})",
-                to_peers(statement, contenders)
-            );
-        }
-        let met = beaten.is_empty();
-        let _ = writeln!(
-            out,
-            "  losing acquisition, {contenders}-way, at least as fast as every peer statement  {}{}",
-            verdict(met),
-            if met { String::new() } else { format!(" (slower than {})", beaten.join(", ")) }
-        );
-        goals.push(BenchGoal::new(
-            &format!("losing acquisition, {contenders}-way, / fastest peer loser"),
-            if fastest_peer > 0.0 {
-                loser / fastest_peer
-            } else {
-                f64::NAN
-            },
-            ">= 1.00",
-            met,
-        ));
-        if let Some(read) = throughput(Workload::PeerPkRead, contenders) {
-            let to_read = loser / read;
-            let _ = writeln!(
-                out,
-                "  losing acquisition, {contenders}-way, / primary-key read: {to_read:.2}x  \
-                 (goal >= 0.90x) {}",
-                verdict(to_read >= 0.90)
-            );
-            goals.push(BenchGoal::new(
-                &format!("losing acquisition, {contenders}-way, / primary-key read"),
-                to_read,
-                ">= 0.90",
-                to_read >= 0.90,
-            ));
-        }
-        // The library against the same statements sent raw: what its own
-        // code and its pool cost.
-        let Some(raw) = throughput(Workload::AcquireHeldReadFirst, contenders) else {
-            continue;
-        };
-        if let Some(library) = throughput(Workload::AcquireHeldViaLibraryNoPing, contenders) {
-            let to_raw = library / raw;
-            let pool = throughput(Workload::SelectOneViaPool, contenders)
-                .zip(throughput(Workload::SelectOne, contenders))
-                .map_or(f64::NAN, |(pooled, raw)| pooled / raw);
-            let no_reuse = throughput(Workload::AcquireHeldViaLibraryNoReuse, contenders)
-                .map_or(f64::NAN, |no_reuse| no_reuse / raw);
-            let _ = writeln!(
-                out,
-                "  PostgresLeases::acquire (pool_options), {contenders}-way losers, / the same \
-                 statements raw: {to_raw:.2}x  (goal >= 0.90x) {}; without connection reuse \
-                 {no_reuse:.2}x; SELECT 1 through the same pool / raw: {pool:.2}x",
-                verdict(to_raw >= 0.90)
-            );
-            goals.push(BenchGoal::new(
-                &format!("PostgresLeases::acquire, {contenders}-way, / raw statements"),
-                to_raw,
-                ">= 0.90",
-                to_raw >= 0.90,
-            ));
-        }
-        let to_raw = loser / raw;
-        let _ = writeln!(
-            out,
-            "  PostgresLeases::acquire_on (a dedicated connection), {contenders}-way losers, / the \
-             same statements raw: {to_raw:.2}x  (goal >= 0.90x) {}",
-            verdict(to_raw >= 0.90)
-        );
-        goals.push(BenchGoal::new(
-            &format!("PostgresLeases::acquire_on, {contenders}-way, / raw statements"),
-            to_raw,
-            ">= 0.90",
-            to_raw >= 0.90,
-        ));
-        if let Some((winner, statement)) =
-            throughput(Workload::AcquireUncontendedViaLibrary, contenders)
-                .zip(throughput(Workload::AcquireUncontended, contenders))
-        {
-            let to_statement = winner / statement;
-            let _ = writeln!(
-                out,
-                "  winners through the library (acquire_on, own scopes), {contenders}-way, / the \
-                 one statement raw: {to_statement:.2}x  (goal >= 0.90x: one round trip) {}",
-                verdict(to_statement >= 0.90)
-            );
-            goals.push(BenchGoal::new(
-                &format!("winning acquire_on, {contenders}-way, / raw statement"),
-                to_statement,
-                ">= 0.90",
-                to_statement >= 0.90,
-            ));
-        }
-        if let Some(always) = throughput(Workload::AcquireUncontendedReadFirst, contenders)
-            .zip(throughput(Workload::AcquireUncontended, contenders))
-            .map(|(read_first, statement)| read_first / statement)
-        {
-            let _ = writeln!(
-                out,
-                "    reading first every time (ReadFirst::Always), {contenders}-way winners on \
-                 their own scopes: {always:.2}x the one statement (two round trips instead of one)"
-            );
-        }
-        let statement = throughput(Workload::AcquireHeld, contenders).unwrap_or(f64::NAN);
-        let read = throughput(Workload::PeerPkRead, contenders).unwrap_or(f64::NAN);
-        for (workload, name) in [
-            (Workload::AcquireHeldCandidateUpdateFirst, "update first"),
-            (Workload::AcquireHeldCandidateFunction, "plpgsql function"),
-        ] {
-            let Some(candidate) = throughput(workload, contenders) else {
-                continue;
-            };
-            let _ = writeln!(
-                out,
-                "    candidate acquisition ({name}), {contenders}-way losers: {:.2}x the \
-                 acquisition statement, {:.2}x the primary-key read (measured, not adopted)",
-                candidate / statement,
-                candidate / read
-            );
-        }
-    }
-    let rows = measurements
-        .iter()
-        .map(|m| BenchRow {
-            operation: m.workload.name().to_string(),
-            contenders: m.contenders,
-            operations: m.operations,
-            granted: m.granted,
-            per_second: m.throughput_per_second,
-            p50_us: m.p50.as_secs_f64() * 1e6,
-            p99_us: m.p99.as_secs_f64() * 1e6,
-            ratio_to_select_one: throughput(Workload::SelectOne, m.contenders)
-                .and_then(|baseline| finite(m.throughput_per_second / baseline)),
-            ratio_to_advisory: throughput(Workload::AdvisoryXactLock, m.contenders)
-                .and_then(|baseline| finite(m.throughput_per_second / baseline)),
-        })
-        .collect();
-    let document = BenchDocument {
-        format: BenchDocument::FORMAT.to_string(),
-        version: BenchDocument::VERSION,
-        passed: goals.iter().all(|goal| goal.met),
-        seconds_per_row: plan.seconds_per_row,
-        rows,
-        transactions_per_attempt_loser: counts.loser,
-        transactions_per_attempt_takeover: counts.takeover,
-        goals,
-        hand_offs: Vec::new(),
-        observed: Vec::new(),
-    };
-    (out, document)
 }
 
 /// `bench --json`: every row and goal of one run (docs/json.md). `passed`

@@ -185,284 +185,347 @@ impl Contender {
         let workload = self.workload;
         let ttl = ttl_for(workload);
         match workload {
-            Workload::SelectOne => {
-                let one: i32 = sqlx::query_scalar("SELECT 1")
-                    .fetch_one(self.connection())
-                    .await?;
-                assert_eq!(one, 1);
-                Ok(false)
-            }
-            Workload::AdvisoryXactLock => {
-                let key = self.advisory_key;
-                let _locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-                    .bind(key)
-                    .fetch_one(self.connection())
-                    .await?;
-                Ok(false)
-            }
+            Workload::SelectOne => self.select_one().await,
+            Workload::AdvisoryXactLock => self.advisory_xact_lock().await,
             Workload::AcquireHeld
             | Workload::AcquireHeldUnguarded
             | Workload::AcquireHeldReadFirst
             | Workload::AcquireTakeover
             | Workload::AcquireUncontended
             | Workload::AcquireUncontendedReadFirst
-            | Workload::TakeoverLatency => {
-                let statement = if workload == Workload::AcquireHeldUnguarded {
-                    sql::ACQUIRE_UNGUARDED
-                } else {
-                    sql::ACQUIRE
-                };
-                let (scope, owner) = (self.scope.clone(), self.owner.clone());
-                let read_first = matches!(
-                    workload,
-                    Workload::AcquireHeldReadFirst | Workload::AcquireUncontendedReadFirst
-                );
-                if read_first {
-                    let held = sqlx::query(sql::SELECT_RIVAL)
-                        .bind(scope.as_str())
-                        .bind(owner.as_str())
-                        .fetch_optional(self.connection())
-                        .await?;
-                    if held.is_some() {
-                        return Ok(false);
-                    }
-                }
-                let grant = acquire_on(self.connection(), statement, &scope, &owner, ttl).await?;
-                let Some(grant) = grant else {
-                    return Ok(false);
-                };
-                self.granted(grant);
-                if matches!(
-                    workload,
-                    Workload::AcquireTakeover | Workload::TakeoverLatency
-                ) {
-                    // The winner "crashes": it never renews, and goes on as a
-                    // new incarnation, so its next win is a takeover too.
-                    self.next_incarnation()?;
-                }
-                Ok(true)
-            }
+            | Workload::TakeoverLatency => self.acquire_statement(workload, ttl).await,
             Workload::PeerUpdateWhereExpired | Workload::PeerUpsertAlwaysWriting => {
-                let statement = if workload == Workload::PeerUpdateWhereExpired {
-                    PEER_UPDATE_WHERE_EXPIRED
-                } else {
-                    PEER_UPSERT_ALWAYS_WRITING
-                };
-                let (scope, owner) = (self.scope.clone(), self.owner.clone());
-                let rows = sqlx::query(statement)
-                    .bind(scope.as_str())
-                    .bind(owner.as_str())
-                    .bind(ttl.as_micros())
-                    .fetch_all(self.connection())
-                    .await?;
-                // The held scope never changes hands: the update matches
-                // nothing, the upsert returns "not ours".
-                let won = match workload {
-                    Workload::PeerUpdateWhereExpired => !rows.is_empty(),
-                    _ => rows.iter().any(|row| row.get::<bool, _>(0)),
-                };
-                if won {
-                    return Err(BenchError::Outcome(format!(
-                        "a peer statement took held {scope}"
-                    )));
-                }
-                Ok(false)
+                self.peer_statement(workload, ttl).await
             }
-            Workload::PeerPkRead => {
-                let scope = self.scope.clone();
-                let found = sqlx::query(PEER_PK_READ)
-                    .bind(scope.as_str())
-                    .fetch_optional(self.connection())
-                    .await?;
-                if found.is_none() {
-                    return Err(BenchError::Outcome(format!("held {scope} has no row")));
-                }
-                Ok(false)
-            }
+            Workload::PeerPkRead => self.primary_key_read().await,
             Workload::AcquireHeldViaLibraryOnConnection => {
-                let (scope, owner) = (self.scope.clone(), self.owner.clone());
-                let leases = self
-                    .calls
-                    .clone()
-                    .expect("the acquire_on workload has its leases");
-                match leases
-                    .acquire_on(self.connection(), &scope, &owner, ttl)
-                    .await
-                {
-                    Ok(_) => Err(BenchError::Outcome(format!("a loser took held {scope}"))),
-                    Err(LeaseError::Held { .. }) => Ok(false),
-                    Err(error) => Err(error.into()),
-                }
+                self.library_loser_on_connection(ttl).await
             }
-            Workload::AcquireUncontendedViaLibrary => {
-                let (scope, owner) = (self.scope.clone(), self.owner.clone());
-                let leases = self
-                    .calls
-                    .clone()
-                    .expect("the acquire_on workload has its leases");
-                let lease = leases
-                    .acquire_on(self.connection(), &scope, &owner, ttl)
-                    .await?;
-                self.granted(Grant {
+            Workload::AcquireUncontendedViaLibrary => self.library_winner_on_connection(ttl).await,
+            Workload::AcquireHeldCandidateUpdateFirst | Workload::AcquireHeldCandidateFunction => {
+                self.candidate_statement(workload, ttl).await
+            }
+            Workload::SelectOneViaPool => self.select_one_via_pool().await,
+            Workload::GuardedInsertOneStatement => self.guarded_insert_one_statement().await,
+            Workload::AcquireHeldViaLibrary
+            | Workload::AcquireHeldViaLibraryNoPing
+            | Workload::AcquireHeldViaLibraryNoReuse => self.library_acquire(ttl).await,
+            Workload::Renew => self.renew(ttl).await,
+            Workload::ReleaseReacquire => self.release_reacquire(ttl).await,
+            Workload::FencedCommit | Workload::FencedCommitShared | Workload::UnfencedWrite => {
+                self.guarded_write(workload).await
+            }
+        }
+    }
+
+    /// `SELECT 1` on the contender's connection: the round-trip baseline.
+    async fn select_one(&mut self) -> Result<bool, BenchError> {
+        let one: i32 = sqlx::query_scalar("SELECT 1")
+            .fetch_one(self.connection())
+            .await?;
+        assert_eq!(one, 1);
+        Ok(false)
+    }
+
+    /// `pg_try_advisory_xact_lock`: the lock baseline.
+    async fn advisory_xact_lock(&mut self) -> Result<bool, BenchError> {
+        let key = self.advisory_key;
+        let _locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(key)
+            .fetch_one(self.connection())
+            .await?;
+        Ok(false)
+    }
+
+    /// The acquisition statement sent raw (read first where the workload says), a grant recorded.
+    async fn acquire_statement(
+        &mut self,
+        workload: Workload,
+        ttl: Ttl,
+    ) -> Result<bool, BenchError> {
+        let statement = if workload == Workload::AcquireHeldUnguarded {
+            sql::ACQUIRE_UNGUARDED
+        } else {
+            sql::ACQUIRE
+        };
+        let (scope, owner) = (self.scope.clone(), self.owner.clone());
+        let read_first = matches!(
+            workload,
+            Workload::AcquireHeldReadFirst | Workload::AcquireUncontendedReadFirst
+        );
+        if read_first {
+            let held = sqlx::query(sql::SELECT_RIVAL)
+                .bind(scope.as_str())
+                .bind(owner.as_str())
+                .fetch_optional(self.connection())
+                .await?;
+            if held.is_some() {
+                return Ok(false);
+            }
+        }
+        let grant = acquire_on(self.connection(), statement, &scope, &owner, ttl).await?;
+        let Some(grant) = grant else {
+            return Ok(false);
+        };
+        self.granted(grant);
+        if matches!(
+            workload,
+            Workload::AcquireTakeover | Workload::TakeoverLatency
+        ) {
+            // The winner "crashes": it never renews, and goes on as a
+            // new incarnation, so its next win is a takeover too.
+            self.next_incarnation()?;
+        }
+        Ok(true)
+    }
+
+    /// A statement bound to the contender's scope, owner and TTL (µs).
+    async fn scope_owner_ttl_statement(
+        &mut self,
+        statement: &'static str,
+        ttl: Ttl,
+    ) -> Result<Vec<sqlx::postgres::PgRow>, BenchError> {
+        let (scope, owner) = (self.scope.clone(), self.owner.clone());
+        Ok(sqlx::query(statement)
+            .bind(scope.as_str())
+            .bind(owner.as_str())
+            .bind(ttl.as_micros())
+            .fetch_all(self.connection())
+            .await?)
+    }
+
+    /// A peer library's losing statement; it must lose on the held scope.
+    async fn peer_statement(&mut self, workload: Workload, ttl: Ttl) -> Result<bool, BenchError> {
+        let statement = if workload == Workload::PeerUpdateWhereExpired {
+            PEER_UPDATE_WHERE_EXPIRED
+        } else {
+            PEER_UPSERT_ALWAYS_WRITING
+        };
+        let scope = self.scope.clone();
+        let rows = self.scope_owner_ttl_statement(statement, ttl).await?;
+        // The held scope never changes hands: the update matches
+        // nothing, the upsert returns "not ours".
+        let won = match workload {
+            Workload::PeerUpdateWhereExpired => !rows.is_empty(),
+            _ => rows.iter().any(|row| row.get::<bool, _>(0)),
+        };
+        if won {
+            return Err(BenchError::Outcome(format!(
+                "a peer statement took held {scope}"
+            )));
+        }
+        Ok(false)
+    }
+
+    /// The primary-key read of the held row: the limit of a loser.
+    async fn primary_key_read(&mut self) -> Result<bool, BenchError> {
+        let scope = self.scope.clone();
+        let found = sqlx::query(PEER_PK_READ)
+            .bind(scope.as_str())
+            .fetch_optional(self.connection())
+            .await?;
+        if found.is_none() {
+            return Err(BenchError::Outcome(format!("held {scope} has no row")));
+        }
+        Ok(false)
+    }
+
+    /// The library's loser on the contender's own connection (`acquire_on`).
+    async fn library_loser_on_connection(&mut self, ttl: Ttl) -> Result<bool, BenchError> {
+        let (scope, owner) = (self.scope.clone(), self.owner.clone());
+        let leases = self
+            .calls
+            .clone()
+            .expect("the acquire_on workload has its leases");
+        match leases
+            .acquire_on(self.connection(), &scope, &owner, ttl)
+            .await
+        {
+            Ok(_) => Err(BenchError::Outcome(format!("a loser took held {scope}"))),
+            Err(LeaseError::Held { .. }) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The library's winner on its own scope (`acquire_on`).
+    async fn library_winner_on_connection(&mut self, ttl: Ttl) -> Result<bool, BenchError> {
+        let (scope, owner) = (self.scope.clone(), self.owner.clone());
+        let leases = self
+            .calls
+            .clone()
+            .expect("the acquire_on workload has its leases");
+        let lease = leases
+            .acquire_on(self.connection(), &scope, &owner, ttl)
+            .await?;
+        self.granted(Grant {
+            token: lease.token().0,
+            granted_at_us: lease.granted_at().micros,
+            expires_at_us: lease.expires_at().micros,
+            received_at_us: wall_time_us(),
+        });
+        Ok(true)
+    }
+
+    /// A candidate acquisition, measured, not adopted; it must lose.
+    async fn candidate_statement(
+        &mut self,
+        workload: Workload,
+        ttl: Ttl,
+    ) -> Result<bool, BenchError> {
+        let statement = if workload == Workload::AcquireHeldCandidateFunction {
+            CANDIDATE_FUNCTION_CALL
+        } else {
+            CANDIDATE_UPDATE_FIRST
+        };
+        let scope = self.scope.clone();
+        let rows = self.scope_owner_ttl_statement(statement, ttl).await?;
+        if !rows.is_empty() {
+            return Err(BenchError::Outcome(format!(
+                "{workload} did not lose on held {scope}"
+            )));
+        }
+        Ok(false)
+    }
+
+    /// `SELECT 1` through the library's pool: what a checkout costs.
+    async fn select_one_via_pool(&mut self) -> Result<bool, BenchError> {
+        let Link::Library(leases) = &self.link else {
+            unreachable!("the pool workload has a pool");
+        };
+        let one: i32 = sqlx::query_scalar("SELECT 1")
+            .fetch_one(leases.pool())
+            .await?;
+        assert_eq!(one, 1);
+        Ok(false)
+    }
+
+    /// The guarded insert in one statement, under the writer's lease.
+    async fn guarded_insert_one_statement(&mut self) -> Result<bool, BenchError> {
+        self.cycle_id += 1;
+        let (scope, writer, token, cycle_id) = (
+            self.scope.clone(),
+            self.writer_owner.clone(),
+            self.token,
+            self.cycle_id,
+        );
+        let insert = guarded_insert_of_one_row();
+        let written: (i64, i64) = sqlx::query_as(insert.sql())
+            .bind(scope.as_str())
+            .bind(writer.as_str())
+            .bind(token)
+            .bind(cycle_id)
+            .fetch_one(self.connection())
+            .await?;
+        if written.0 != 1 {
+            return Err(BenchError::Outcome(format!(
+                "the guarded insert found {scope} token {token} lost"
+            )));
+        }
+        Ok(false)
+    }
+
+    /// `PostgresLeases::acquire` through its pool.
+    async fn library_acquire(&mut self, ttl: Ttl) -> Result<bool, BenchError> {
+        let Link::Library(leases) = &self.link else {
+            unreachable!("the library workload has a pool");
+        };
+        match leases.acquire(&self.scope, &self.owner, ttl).await {
+            Ok(lease) => {
+                let grant = Grant {
                     token: lease.token().0,
                     granted_at_us: lease.granted_at().micros,
                     expires_at_us: lease.expires_at().micros,
                     received_at_us: wall_time_us(),
-                });
-                Ok(true)
-            }
-            Workload::AcquireHeldCandidateUpdateFirst | Workload::AcquireHeldCandidateFunction => {
-                let statement = if workload == Workload::AcquireHeldCandidateFunction {
-                    CANDIDATE_FUNCTION_CALL
-                } else {
-                    CANDIDATE_UPDATE_FIRST
                 };
-                let (scope, owner) = (self.scope.clone(), self.owner.clone());
-                let rows = sqlx::query(statement)
-                    .bind(scope.as_str())
-                    .bind(owner.as_str())
-                    .bind(ttl.as_micros())
-                    .fetch_all(self.connection())
-                    .await?;
-                if !rows.is_empty() {
-                    return Err(BenchError::Outcome(format!(
-                        "{workload} did not lose on held {scope}"
-                    )));
-                }
-                Ok(false)
-            }
-            Workload::SelectOneViaPool => {
-                let Link::Library(leases) = &self.link else {
-                    unreachable!("the pool workload has a pool");
-                };
-                let one: i32 = sqlx::query_scalar("SELECT 1")
-                    .fetch_one(leases.pool())
-                    .await?;
-                assert_eq!(one, 1);
-                Ok(false)
-            }
-            Workload::GuardedInsertOneStatement => {
-                self.cycle_id += 1;
-                let (scope, writer, token, cycle_id) = (
-                    self.scope.clone(),
-                    self.writer_owner.clone(),
-                    self.token,
-                    self.cycle_id,
-                );
-                let insert = guarded_insert_of_one_row();
-                let written: (i64, i64) = sqlx::query_as(insert.sql())
-                    .bind(scope.as_str())
-                    .bind(writer.as_str())
-                    .bind(token)
-                    .bind(cycle_id)
-                    .fetch_one(self.connection())
-                    .await?;
-                if written.0 != 1 {
-                    return Err(BenchError::Outcome(format!(
-                        "the guarded insert found {scope} token {token} lost"
-                    )));
-                }
-                Ok(false)
-            }
-            Workload::AcquireHeldViaLibrary
-            | Workload::AcquireHeldViaLibraryNoPing
-            | Workload::AcquireHeldViaLibraryNoReuse => {
-                let Link::Library(leases) = &self.link else {
-                    unreachable!("the library workload has a pool");
-                };
-                match leases.acquire(&self.scope, &self.owner, ttl).await {
-                    Ok(lease) => {
-                        let grant = Grant {
-                            token: lease.token().0,
-                            granted_at_us: lease.granted_at().micros,
-                            expires_at_us: lease.expires_at().micros,
-                            received_at_us: wall_time_us(),
-                        };
-                        self.granted(grant);
-                        Ok(true)
-                    }
-                    Err(LeaseError::Held { .. }) => Ok(false),
-                    Err(error) => Err(error.into()),
-                }
-            }
-            Workload::Renew => {
-                let (scope, owner, token) = (self.scope.clone(), self.owner.clone(), self.token);
-                let row: Option<(i64, i64)> = sqlx::query_as(sql::RENEW)
-                    .bind(scope.as_str())
-                    .bind(owner.as_str())
-                    .bind(token)
-                    .bind(ttl.as_micros())
-                    .fetch_optional(self.connection())
-                    .await?;
-                if row.is_none() {
-                    return Err(BenchError::Outcome(format!(
-                        "renewal of {scope} token {token} found the lease gone"
-                    )));
-                }
-                Ok(false)
-            }
-            Workload::ReleaseReacquire => {
-                let (scope, owner, token) = (self.scope.clone(), self.owner.clone(), self.token);
-                let released: Option<(i64,)> = sqlx::query_as(sql::RELEASE)
-                    .bind(scope.as_str())
-                    .bind(owner.as_str())
-                    .bind(token)
-                    .fetch_optional(self.connection())
-                    .await?;
-                if released.is_none() {
-                    return Err(BenchError::Outcome(format!(
-                        "release of {scope} token {token} found the lease gone"
-                    )));
-                }
-                let grant = acquire_on(self.connection(), sql::ACQUIRE, &scope, &owner, ttl)
-                    .await?
-                    .ok_or_else(|| {
-                        BenchError::Outcome(format!("re-acquiring released {scope} was refused"))
-                    })?;
-                assert!(grant.token > token, "a new grant gets a greater token");
-                self.token = grant.token;
                 self.granted(grant);
                 Ok(true)
             }
-            Workload::FencedCommit | Workload::FencedCommitShared | Workload::UnfencedWrite => {
-                self.cycle_id += 1;
-                let (scope, writer, token, cycle_id) = (
-                    self.scope.clone(),
-                    self.writer_owner.clone(),
-                    self.token,
-                    self.cycle_id,
-                );
-                let mut transaction = self.connection().begin().await?;
-                if workload != Workload::UnfencedWrite {
-                    let fence = if workload == Workload::FencedCommit {
-                        sql::HOLD_FOR_UPDATE
-                    } else {
-                        sql::HOLD_FOR_SHARE
-                    };
-                    let fenced_at: Option<i64> = sqlx::query_scalar(fence)
-                        .bind(scope.as_str())
-                        .bind(writer.as_str())
-                        .bind(token)
-                        .fetch_optional(&mut *transaction)
-                        .await?;
-                    if fenced_at.is_none() {
-                        return Err(BenchError::Outcome(format!(
-                            "the fence found {scope} token {token} lost"
-                        )));
-                    }
-                }
-                sqlx::query(sql::INSERT_GUARDED)
-                    .bind(scope.as_str())
-                    .bind(writer.as_str())
-                    .bind(token)
-                    .bind(cycle_id)
-                    .bind(1_i32)
-                    .execute(&mut *transaction)
-                    .await?;
-                transaction.commit().await?;
-                Ok(false)
+            Err(LeaseError::Held { .. }) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// A renewal of the contender's own lease.
+    async fn renew(&mut self, ttl: Ttl) -> Result<bool, BenchError> {
+        let (scope, owner, token) = (self.scope.clone(), self.owner.clone(), self.token);
+        let row: Option<(i64, i64)> = sqlx::query_as(sql::RENEW)
+            .bind(scope.as_str())
+            .bind(owner.as_str())
+            .bind(token)
+            .bind(ttl.as_micros())
+            .fetch_optional(self.connection())
+            .await?;
+        if row.is_none() {
+            return Err(BenchError::Outcome(format!(
+                "renewal of {scope} token {token} found the lease gone"
+            )));
+        }
+        Ok(false)
+    }
+
+    /// A release and the re-acquisition, which gets a greater token.
+    async fn release_reacquire(&mut self, ttl: Ttl) -> Result<bool, BenchError> {
+        let (scope, owner, token) = (self.scope.clone(), self.owner.clone(), self.token);
+        let released: Option<(i64,)> = sqlx::query_as(sql::RELEASE)
+            .bind(scope.as_str())
+            .bind(owner.as_str())
+            .bind(token)
+            .fetch_optional(self.connection())
+            .await?;
+        if released.is_none() {
+            return Err(BenchError::Outcome(format!(
+                "release of {scope} token {token} found the lease gone"
+            )));
+        }
+        let grant = acquire_on(self.connection(), sql::ACQUIRE, &scope, &owner, ttl)
+            .await?
+            .ok_or_else(|| {
+                BenchError::Outcome(format!("re-acquiring released {scope} was refused"))
+            })?;
+        assert!(grant.token > token, "a new grant gets a greater token");
+        self.token = grant.token;
+        self.granted(grant);
+        Ok(true)
+    }
+
+    /// A guarded write: fenced (`FOR UPDATE`, `FOR SHARE`) or not.
+    async fn guarded_write(&mut self, workload: Workload) -> Result<bool, BenchError> {
+        self.cycle_id += 1;
+        let (scope, writer, token, cycle_id) = (
+            self.scope.clone(),
+            self.writer_owner.clone(),
+            self.token,
+            self.cycle_id,
+        );
+        let mut transaction = self.connection().begin().await?;
+        if workload != Workload::UnfencedWrite {
+            let fence = if workload == Workload::FencedCommit {
+                sql::HOLD_FOR_UPDATE
+            } else {
+                sql::HOLD_FOR_SHARE
+            };
+            let fenced_at: Option<i64> = sqlx::query_scalar(fence)
+                .bind(scope.as_str())
+                .bind(writer.as_str())
+                .bind(token)
+                .fetch_optional(&mut *transaction)
+                .await?;
+            if fenced_at.is_none() {
+                return Err(BenchError::Outcome(format!(
+                    "the fence found {scope} token {token} lost"
+                )));
             }
         }
+        sqlx::query(sql::INSERT_GUARDED)
+            .bind(scope.as_str())
+            .bind(writer.as_str())
+            .bind(token)
+            .bind(cycle_id)
+            .bind(1_i32)
+            .execute(&mut *transaction)
+            .await?;
+        transaction.commit().await?;
+        Ok(false)
     }
 }
 

@@ -320,8 +320,8 @@ impl Recorder<'_> {
         }
     }
 
-    /// Records one step of the path. A transition table: one arm per step,
-    /// which is easier to hold next to `steps.rs` than a split would be.
+    /// Records one step of the path: a tick, or one worker's step, each
+    /// step's record in a method of its own next to `steps.rs`' rules.
     fn step(&mut self, before: &LeaseState, action: LeaseAction, after: &LeaseState) {
         let LeaseAction::Worker(worker, step) = action else {
             // A tick: beliefs whose deadline passed in their local clock end.
@@ -335,43 +335,17 @@ impl Recorder<'_> {
             return;
         };
         let worker = worker as usize;
-        let entry = before.workers[worker];
-        let incarnation = entry.incarnation;
-        let phase_after = after.workers[worker].phase;
-        match (step, entry.phase) {
-            (Step::Acquire | Step::ReadRow, _) => {
-                let op_id = self.invoke(before, worker, self.acquire_op(worker, incarnation));
-                self.note_grant(before, after, self.stamp_us);
-                if step == Step::Acquire && phase_after == Phase::Idle {
-                    // Refused (a step only with a retry interval).
-                    let held = Outcome::Fail {
-                        reason: FailReason::Held,
-                    };
-                    self.complete(after, worker, op_id, held);
-                    return;
-                }
-                let reply = matches!(phase_after, Phase::Granted { .. })
-                    .then(|| self.lease_result(after, worker));
-                self.lanes[worker].acquire = Some(Pending {
-                    op_id,
-                    reply,
-                    cycle_id: 0,
-                    fenced_at_us: 0,
-                });
-            }
-            (Step::WriteRow, _) => {
-                // The read-then-write acquire's write: the server's reply.
-                let at_us = self.stamp(before);
-                self.note_grant(before, after, at_us);
-                let reply = self.lease_result(after, worker);
-                let pending = self.lanes[worker]
-                    .acquire
-                    .as_mut()
-                    .expect("an acquire in flight");
-                pending.reply = Some(reply);
-            }
+        let moved = Moved {
+            before,
+            after,
+            worker,
+            incarnation: before.workers[worker].incarnation,
+        };
+        match (step, before.workers[worker].phase) {
+            (Step::Acquire | Step::ReadRow, _) => self.acquire_sent(&moved, step),
+            (Step::WriteRow, _) => self.acquire_written(&moved),
             (Step::StartLateAcquire, _) => {
-                let op_id = self.invoke(before, worker, self.acquire_op(worker, incarnation));
+                let op_id = self.invoke(before, worker, self.acquire_op(worker, moved.incarnation));
                 self.lanes[worker].late_stamp_us = Some(self.stamp_us);
                 self.complete(after, worker, op_id, Self::unknown("timed out"));
             }
@@ -391,95 +365,23 @@ impl Recorder<'_> {
                     .expect("an acquire in flight");
                 self.complete(after, worker, pending.op_id, Self::unknown("reply lost"));
             }
-            (Step::Renew, Phase::Holding { token, .. }) => {
-                let op_id = self.invoke(before, worker, self.renew_op(worker, incarnation, token));
-                if matches!(phase_after, Phase::Holding { .. }) {
-                    let outcome = self.lease_result(after, worker);
-                    self.complete(after, worker, op_id, outcome);
-                } else {
-                    self.complete(after, worker, op_id, Self::stale());
-                    self.belief_end(after, worker, "lost");
-                }
-            }
+            (Step::Renew, Phase::Holding { token, .. }) => self.renewed(&moved, token),
             (Step::RenewReplyLost | Step::StartLateRenew, Phase::Holding { token, .. }) => {
-                let op_id = self.invoke(before, worker, self.renew_op(worker, incarnation, token));
+                let op_id = self.invoke(
+                    before,
+                    worker,
+                    self.renew_op(worker, moved.incarnation, token),
+                );
                 self.complete(after, worker, op_id, Self::unknown("reply lost"));
             }
-            (Step::Release, Phase::Holding { token, .. }) => {
-                let op = Op::Release {
-                    scope: SCOPE.to_string(),
-                    owner: self.owner_name(worker, incarnation),
-                    token: u64::from(token),
-                };
-                let op_id = self.invoke(before, worker, op);
-                let released_at_us = self.stamp_us;
-                self.belief_end(before, worker, "released");
-                let matched = after.row != before.row || after.ghost.grant != before.ghost.grant;
-                let outcome = if matched {
-                    Outcome::Ok {
-                        result: OpResult::Released { released_at_us },
-                    }
-                } else {
-                    Self::stale()
-                };
-                self.complete(after, worker, op_id, outcome);
-            }
+            (Step::Release, Phase::Holding { token, .. }) => self.released(&moved, token),
             (Step::Commit | Step::CommitReplyLost, Phase::Holding { token, .. }) => {
-                let committed = self.commits(before, worker, incarnation, token);
-                let (op, cycle_id) = self.commit_op(worker, incarnation, token);
-                let owner = op.owner().to_string();
-                let op_id = self.invoke(before, worker, op);
-                let at_us = self.stamp_us;
-                if committed {
-                    self.guarded_row(owner, token, cycle_id, at_us, at_us);
-                }
-                let outcome = match (step, committed) {
-                    (Step::CommitReplyLost, _) => Self::unknown("reply lost"),
-                    (_, true) => Self::committed(at_us),
-                    (_, false) => Self::stale(),
-                };
-                let refused = matches!(outcome, Outcome::Fail { .. });
-                self.complete(after, worker, op_id, outcome);
-                if refused {
-                    self.belief_end(after, worker, "stale");
-                }
+                self.commit_sent(&moved, step, token);
             }
-            (Step::Fence, Phase::Holding { token, .. }) => {
-                let (op, cycle_id) = self.commit_op(worker, incarnation, token);
-                let op_id = self.invoke(before, worker, op);
-                if matches!(phase_after, Phase::Fenced { .. }) {
-                    self.lanes[worker].fence = Some(Pending {
-                        op_id,
-                        reply: None,
-                        cycle_id,
-                        fenced_at_us: self.stamp_us,
-                    });
-                } else {
-                    self.complete(after, worker, op_id, Self::stale());
-                    self.belief_end(after, worker, "stale");
-                }
-            }
-            (Step::Write, Phase::Fenced { token, .. }) => {
-                let pending = self.lanes[worker].fence.take().expect("a fenced cycle");
-                let owner = self.owner_name(worker, incarnation);
-                let at_us = self.stamp(before);
-                self.guarded_row(owner, token, pending.cycle_id, pending.fenced_at_us, at_us);
-                self.complete(after, worker, pending.op_id, Self::committed(at_us));
-                if phase_after == Phase::Idle {
-                    self.belief_end(after, worker, "expired");
-                }
-            }
+            (Step::Fence, Phase::Holding { token, .. }) => self.fence_sent(&moved, token),
+            (Step::Write, Phase::Fenced { token, .. }) => self.fenced_write(&moved, token),
             (Step::CrashMidCommit, Phase::Holding { token, .. }) => {
-                // The dying incarnation sent its commit: invoked, never completed.
-                let (op, cycle_id) = self.commit_op(worker, incarnation, token);
-                self.invoke(before, worker, op);
-                // A late statement of the dead incarnation may still land.
-                let late_stamp_us = self.lanes[worker].late_stamp_us;
-                self.lanes[worker] = Lane {
-                    orphan_cycle: Some(cycle_id),
-                    late_stamp_us,
-                    ..Lane::default()
-                };
+                self.crashed_mid_commit(&moved, token);
             }
             (Step::Crash, _) => {
                 // The process dies: its open operations stay open, its belief
@@ -497,30 +399,8 @@ impl Recorder<'_> {
                     ..Lane::default()
                 };
             }
-            (Step::DeliverOrphanCommit, _) => {
-                let (dead, token) = entry.orphan_commit.expect("an orphan commit in flight");
-                let cycle_id = self.lanes[worker]
-                    .orphan_cycle
-                    .take()
-                    .expect("the orphan's cycle was recorded");
-                let at_us = self.stamp(before);
-                if self.commits(before, worker, dead, token) {
-                    let owner = self.owner_name(worker, dead);
-                    self.guarded_row(owner, token, cycle_id, at_us, at_us);
-                }
-            }
-            (Step::LandLate, _) => {
-                // Server-side only: the worker gave up on the reply. A late
-                // acquisition that grants is stamped with the `now()` it
-                // started with, and decided with it.
-                if let Some(LateKind::Acquire) = entry.late.map(|late| late.kind) {
-                    let started_us = self.lanes[worker]
-                        .late_stamp_us
-                        .take()
-                        .expect("a late acquisition was started");
-                    self.note_grant(before, after, started_us);
-                }
-            }
+            (Step::DeliverOrphanCommit, _) => self.orphan_delivered(&moved),
+            (Step::LandLate, _) => self.late_landed(&moved),
             (Step::EnsureSchema | Step::CommitSchema | Step::SchemaUnblocked, _) => {}
             (Step::SessionDies, _) => {
                 // The server ends the grant with the session; nobody is told.
@@ -528,6 +408,206 @@ impl Recorder<'_> {
             (step, phase) => unreachable!("{step:?} is not enabled in {phase:?}"),
         }
     }
+
+    /// An acquisition (or the read-then-write design's read) is sent; a
+    /// refusal completes at once, a grant waits for its reply.
+    fn acquire_sent(&mut self, moved: &Moved<'_>, step: Step) {
+        let op_id = self.invoke(
+            moved.before,
+            moved.worker,
+            self.acquire_op(moved.worker, moved.incarnation),
+        );
+        self.note_grant(moved.before, moved.after, self.stamp_us);
+        let phase_after = moved.after.workers[moved.worker].phase;
+        if step == Step::Acquire && phase_after == Phase::Idle {
+            // Refused (a step only with a retry interval).
+            let held = Outcome::Fail {
+                reason: FailReason::Held,
+            };
+            self.complete(moved.after, moved.worker, op_id, held);
+            return;
+        }
+        let reply = matches!(phase_after, Phase::Granted { .. })
+            .then(|| self.lease_result(moved.after, moved.worker));
+        self.lanes[moved.worker].acquire = Some(Pending {
+            op_id,
+            reply,
+            cycle_id: 0,
+            fenced_at_us: 0,
+        });
+    }
+
+    /// The read-then-write acquisition's write: the server's reply.
+    fn acquire_written(&mut self, moved: &Moved<'_>) {
+        let at_us = self.stamp(moved.before);
+        self.note_grant(moved.before, moved.after, at_us);
+        let reply = self.lease_result(moved.after, moved.worker);
+        let pending = self.lanes[moved.worker]
+            .acquire
+            .as_mut()
+            .expect("an acquire in flight");
+        pending.reply = Some(reply);
+    }
+
+    /// A renewal: kept, or refused and the belief ends.
+    fn renewed(&mut self, moved: &Moved<'_>, token: u8) {
+        let op_id = self.invoke(
+            moved.before,
+            moved.worker,
+            self.renew_op(moved.worker, moved.incarnation, token),
+        );
+        if matches!(
+            moved.after.workers[moved.worker].phase,
+            Phase::Holding { .. }
+        ) {
+            let outcome = self.lease_result(moved.after, moved.worker);
+            self.complete(moved.after, moved.worker, op_id, outcome);
+        } else {
+            self.complete(moved.after, moved.worker, op_id, Self::stale());
+            self.belief_end(moved.after, moved.worker, "lost");
+        }
+    }
+
+    /// A release: the belief ends; it matched if the row or the grant moved.
+    fn released(&mut self, moved: &Moved<'_>, token: u8) {
+        let op = Op::Release {
+            scope: SCOPE.to_string(),
+            owner: self.owner_name(moved.worker, moved.incarnation),
+            token: u64::from(token),
+        };
+        let op_id = self.invoke(moved.before, moved.worker, op);
+        let released_at_us = self.stamp_us;
+        self.belief_end(moved.before, moved.worker, "released");
+        let matched = moved.after.row != moved.before.row
+            || moved.after.ghost.grant != moved.before.ghost.grant;
+        let outcome = if matched {
+            Outcome::Ok {
+                result: OpResult::Released { released_at_us },
+            }
+        } else {
+            Self::stale()
+        };
+        self.complete(moved.after, moved.worker, op_id, outcome);
+    }
+
+    /// A one-step commit (its reply possibly lost): the row lands if the
+    /// model's fence lets it.
+    fn commit_sent(&mut self, moved: &Moved<'_>, step: Step, token: u8) {
+        let committed = self.commits(moved.before, moved.worker, moved.incarnation, token);
+        let (op, cycle_id) = self.commit_op(moved.worker, moved.incarnation, token);
+        let owner = op.owner().to_string();
+        let op_id = self.invoke(moved.before, moved.worker, op);
+        let at_us = self.stamp_us;
+        if committed {
+            self.guarded_row(owner, token, cycle_id, at_us, at_us);
+        }
+        let outcome = match (step, committed) {
+            (Step::CommitReplyLost, _) => Self::unknown("reply lost"),
+            (_, true) => Self::committed(at_us),
+            (_, false) => Self::stale(),
+        };
+        let refused = matches!(outcome, Outcome::Fail { .. });
+        self.complete(moved.after, moved.worker, op_id, outcome);
+        if refused {
+            self.belief_end(moved.after, moved.worker, "stale");
+        }
+    }
+
+    /// A two-step commit's fence: held until the write, or refused.
+    fn fence_sent(&mut self, moved: &Moved<'_>, token: u8) {
+        let (op, cycle_id) = self.commit_op(moved.worker, moved.incarnation, token);
+        let op_id = self.invoke(moved.before, moved.worker, op);
+        if matches!(
+            moved.after.workers[moved.worker].phase,
+            Phase::Fenced { .. }
+        ) {
+            self.lanes[moved.worker].fence = Some(Pending {
+                op_id,
+                reply: None,
+                cycle_id,
+                fenced_at_us: self.stamp_us,
+            });
+        } else {
+            self.complete(moved.after, moved.worker, op_id, Self::stale());
+            self.belief_end(moved.after, moved.worker, "stale");
+        }
+    }
+
+    /// A two-step commit's write under its fence: the row and the commit.
+    fn fenced_write(&mut self, moved: &Moved<'_>, token: u8) {
+        let pending = self.lanes[moved.worker]
+            .fence
+            .take()
+            .expect("a fenced cycle");
+        let owner = self.owner_name(moved.worker, moved.incarnation);
+        let at_us = self.stamp(moved.before);
+        self.guarded_row(owner, token, pending.cycle_id, pending.fenced_at_us, at_us);
+        self.complete(
+            moved.after,
+            moved.worker,
+            pending.op_id,
+            Self::committed(at_us),
+        );
+        if moved.after.workers[moved.worker].phase == Phase::Idle {
+            self.belief_end(moved.after, moved.worker, "expired");
+        }
+    }
+
+    /// The dying incarnation sent its commit: invoked, never completed.
+    fn crashed_mid_commit(&mut self, moved: &Moved<'_>, token: u8) {
+        let (op, cycle_id) = self.commit_op(moved.worker, moved.incarnation, token);
+        self.invoke(moved.before, moved.worker, op);
+        // A late statement of the dead moved.incarnation may still land.
+        let late_stamp_us = self.lanes[moved.worker].late_stamp_us;
+        self.lanes[moved.worker] = Lane {
+            orphan_cycle: Some(cycle_id),
+            late_stamp_us,
+            ..Lane::default()
+        };
+    }
+
+    /// A dead incarnation's commit reaches the server: its row lands if the
+    /// fence lets it; nobody hears the outcome.
+    fn orphan_delivered(&mut self, moved: &Moved<'_>) {
+        let (dead, token) = moved.before.workers[moved.worker]
+            .orphan_commit
+            .expect("an orphan commit in flight");
+        let cycle_id = self.lanes[moved.worker]
+            .orphan_cycle
+            .take()
+            .expect("the orphan's cycle was recorded");
+        let at_us = self.stamp(moved.before);
+        if self.commits(moved.before, moved.worker, dead, token) {
+            let owner = self.owner_name(moved.worker, dead);
+            self.guarded_row(owner, token, cycle_id, at_us, at_us);
+        }
+    }
+
+    /// A late statement lands, server-side only: the worker gave up on the
+    /// reply. A late acquisition that grants is stamped with the `now()` it
+    /// started with, and decided with it.
+    fn late_landed(&mut self, moved: &Moved<'_>) {
+        if let Some(LateKind::Acquire) = moved.before.workers[moved.worker]
+            .late
+            .map(|late| late.kind)
+        {
+            let started_us = self.lanes[moved.worker]
+                .late_stamp_us
+                .take()
+                .expect("a late acquisition was started");
+            self.note_grant(moved.before, moved.after, started_us);
+        }
+    }
+}
+
+/// One worker's step as the recorder sees it: the states around it, the
+/// worker, and its incarnation before the step.
+#[derive(Clone, Copy)]
+struct Moved<'s> {
+    before: &'s LeaseState,
+    after: &'s LeaseState,
+    worker: usize,
+    incarnation: u8,
 }
 
 /// Breadth-first over every reachable state of `model` (no symmetry

@@ -138,43 +138,9 @@ impl Client {
                     ttl_ms,
                     ..
                 },
-            ) => {
-                let result = async {
-                    let leases = self.leases().await?;
-                    let scope = Scope::new(table.clone())?;
-                    let owner = Owner::new(owner)?;
-                    let ttl = Ttl::from_millis(i64::try_from(ttl_ms).unwrap_or(i64::MAX))?;
-                    leases.acquire_lease(&scope, &owner, ttl).await
-                }
-                .await;
-                match result {
-                    Ok(lease) => {
-                        let answer = lease_answer(msg_id, &lease);
-                        self.held_leases.insert(table, lease);
-                        answer
-                    }
-                    Err(LeaseError::Held { .. }) => fail(msg_id, FailKind::Held, "held"),
-                    Err(error) => lease_error(msg_id, error),
-                }
-            }
+            ) => self.lease_acquire(msg_id, table, owner, ttl_ms).await,
             (Kind::Lease, Request::Renew { table, ttl_ms, .. }) => {
-                let Some(lease) = self.held_leases.get(&table).cloned() else {
-                    return fail(msg_id, FailKind::Stale, "not held");
-                };
-                let result = async {
-                    let leases = self.leases().await?;
-                    let ttl = Ttl::from_millis(i64::try_from(ttl_ms).unwrap_or(i64::MAX))?;
-                    leases.renew(&lease, ttl).await
-                }
-                .await;
-                match result {
-                    Ok(renewed) => {
-                        let answer = lease_answer(msg_id, &renewed);
-                        self.held_leases.insert(table, renewed);
-                        answer
-                    }
-                    Err(error) => lease_error(msg_id, error),
-                }
+                self.lease_renew(msg_id, table, ttl_ms).await
             }
             (
                 Kind::Lease,
@@ -186,90 +152,14 @@ impl Client {
                     ..
                 },
             ) => {
-                let Some(lease) = self.held_leases.get(&table).cloned() else {
-                    return fail(msg_id, FailKind::Stale, "not held");
-                };
-                let leases = match self.leases().await {
-                    Ok(leases) => leases,
-                    Err(error) => return lease_error(msg_id, error),
-                };
-                let token = lease.token().0;
-                let result = leases
-                    .commit_cycle(&lease, |connection| {
-                        Box::pin(async move {
-                            sqlx::query(INSERT)
-                                .bind(&table)
-                                .bind(&owner)
-                                .bind(token)
-                                .bind(i64::try_from(cycle_id).unwrap_or(i64::MAX))
-                                .bind(i32::try_from(items).unwrap_or(i32::MAX))
-                                .execute(connection)
-                                .await
-                                .map(drop)
-                        })
-                    })
-                    .await;
-                match result {
-                    Ok(()) => ok(msg_id),
-                    Err(CycleError::Lease(error)) => lease_error(msg_id, error),
-                    Err(CycleError::Work(error)) => fail(msg_id, FailKind::Error, error),
-                }
+                self.lease_write(msg_id, table, owner, cycle_id, items)
+                    .await
             }
             (Kind::Lease, Request::Release { table, .. }) => {
-                let Some(lease) = self.held_leases.remove(&table) else {
-                    return fail(msg_id, FailKind::Stale, "not held");
-                };
-                match self.leases().await {
-                    Ok(leases) => match leases.release(&lease).await {
-                        Ok(released_at) => {
-                            let mut answer = ok(msg_id);
-                            if let Message::Ok { released_at_us, .. } = &mut answer {
-                                *released_at_us = released_at.map(|at| at.micros);
-                            }
-                            answer
-                        }
-                        Err(error) => lease_error(msg_id, error),
-                    },
-                    Err(error) => lease_error(msg_id, error),
-                }
+                self.lease_release(msg_id, table).await
             }
             (_, Request::Acquire { table, ttl_ms, .. }) => {
-                let manager = match self.manager(ttl_ms).await {
-                    Ok(manager) => manager,
-                    Err(error) => return lock_error(msg_id, error),
-                };
-                match manager
-                    .acquire_lock(&TableName::new("public", table.clone()))
-                    .await
-                {
-                    Ok(guard) => {
-                        let mut answer = ok(msg_id);
-                        if let Message::Ok {
-                            token, lifetime_ms, ..
-                        } = &mut answer
-                        {
-                            *token = guard
-                                .fencing_token()
-                                .and_then(|token| u64::try_from(token.0).ok());
-                            // Redis promises its TTL from the SET; a session
-                            // lock lives with its session.
-                            *lifetime_ms = (self.kind == Kind::Redis).then_some(ttl_ms);
-                        }
-                        let mut lost = guard.lost_signal();
-                        let (out, lost_table) = (self.out.clone(), table.clone());
-                        tokio::spawn(async move {
-                            if lost.wait_for(|lost| *lost).await.is_ok() {
-                                let _ = out.send(Message::Lost {
-                                    table: lost_table,
-                                    text: Some("the guard's lost signal fired".to_string()),
-                                });
-                            }
-                        });
-                        self.guards.insert(table, guard);
-                        answer
-                    }
-                    Err(error) => lock_error(msg_id, error),
-                }
+                self.lock_acquire(msg_id, table, ttl_ms).await
             }
             (
                 _,
@@ -282,74 +172,241 @@ impl Client {
                     ..
                 },
             ) => {
-                if !self.guards.contains_key(&table) {
-                    return fail(msg_id, FailKind::Stale, "not held");
-                }
-                let pool = match self.work_pool().await {
-                    Ok(pool) => pool.clone(),
-                    Err(error) => return fail(msg_id, FailKind::Error, error),
-                };
-                // The work is on another connection than the lock's, and
-                // nothing checks the lock there: the finding the harness
-                // reports for these managers.
-                let written = sqlx::query(INSERT)
-                    .bind(&table)
-                    .bind(&owner)
-                    .bind(token.and_then(|token| i64::try_from(token).ok()))
-                    .bind(i64::try_from(cycle_id).unwrap_or(i64::MAX))
-                    .bind(i32::try_from(items).unwrap_or(i32::MAX))
-                    .execute(&pool)
-                    .await;
-                match written {
-                    Ok(_) => ok(msg_id),
-                    Err(error) => unknown(msg_id, error),
-                }
+                self.lock_write(msg_id, table, owner, token, cycle_id, items)
+                    .await
             }
-            (_, Request::Release { table, .. }) => {
-                let Some(guard) = self.guards.remove(&table) else {
-                    return fail(msg_id, FailKind::Stale, "not held");
-                };
-                match guard.release().await {
-                    Ok(()) => ok(msg_id),
-                    Err(error) => lock_error(msg_id, error),
-                }
-            }
+            (_, Request::Release { table, .. }) => self.lock_release(msg_id, table).await,
+            (_, Request::IsLocked { table, .. }) => self.is_locked(msg_id, table).await,
             (_, Request::Renew { .. }) => fail(msg_id, FailKind::Error, "renew is not supported"),
-            (_, Request::IsLocked { table, .. }) => {
-                let manager = match self.kind {
-                    Kind::Lease => None,
-                    _ => self.manager(3_000).await.ok(),
-                };
-                let locked = match manager {
-                    Some(manager) => manager
-                        .is_locked(&TableName::new("public", table))
-                        .await
-                        .map_err(|error| error.to_string()),
-                    None => match (self.leases().await, Scope::new(table)) {
-                        (Ok(leases), Ok(scope)) => leases
-                            .holder(&scope)
-                            .await
-                            .map(|holder| holder.is_some())
-                            .map_err(|error| error.to_string()),
-                        (Err(error), _) => Err(error.to_string()),
-                        (_, Err(error)) => Err(error.to_string()),
-                    },
-                };
-                match locked {
-                    Ok(locked) => {
-                        let mut answer = ok(msg_id);
-                        if let Message::Ok {
-                            locked: answer_locked,
-                            ..
-                        } = &mut answer
-                        {
-                            *answer_locked = Some(locked);
-                        }
-                        answer
-                    }
-                    Err(error) => fail(msg_id, FailKind::Error, error),
-                }
+        }
+    }
+
+    /// Acquires the lease of `table` through `PostgresLeases::acquire_lease`.
+    async fn lease_acquire(
+        &mut self,
+        msg_id: u64,
+        table: String,
+        owner: String,
+        ttl_ms: u64,
+    ) -> Message {
+        let result = async {
+            let leases = self.leases().await?;
+            let scope = Scope::new(table.clone())?;
+            let owner = Owner::new(owner)?;
+            let ttl = Ttl::from_millis(i64::try_from(ttl_ms).unwrap_or(i64::MAX))?;
+            leases.acquire_lease(&scope, &owner, ttl).await
+        }
+        .await;
+        match result {
+            Ok(lease) => {
+                let answer = lease_answer(msg_id, &lease);
+                self.held_leases.insert(table, lease);
+                answer
             }
+            Err(LeaseError::Held { .. }) => fail(msg_id, FailKind::Held, "held"),
+            Err(error) => lease_error(msg_id, error),
+        }
+    }
+
+    /// Renews the held lease of `table`.
+    async fn lease_renew(&mut self, msg_id: u64, table: String, ttl_ms: u64) -> Message {
+        let Some(lease) = self.held_leases.get(&table).cloned() else {
+            return fail(msg_id, FailKind::Stale, "not held");
+        };
+        let result = async {
+            let leases = self.leases().await?;
+            let ttl = Ttl::from_millis(i64::try_from(ttl_ms).unwrap_or(i64::MAX))?;
+            leases.renew(&lease, ttl).await
+        }
+        .await;
+        match result {
+            Ok(renewed) => {
+                let answer = lease_answer(msg_id, &renewed);
+                self.held_leases.insert(table, renewed);
+                answer
+            }
+            Err(error) => lease_error(msg_id, error),
+        }
+    }
+
+    /// The maintenance through the lease's fenced commit cycle.
+    async fn lease_write(
+        &mut self,
+        msg_id: u64,
+        table: String,
+        owner: String,
+        cycle_id: u64,
+        items: u32,
+    ) -> Message {
+        let Some(lease) = self.held_leases.get(&table).cloned() else {
+            return fail(msg_id, FailKind::Stale, "not held");
+        };
+        let leases = match self.leases().await {
+            Ok(leases) => leases,
+            Err(error) => return lease_error(msg_id, error),
+        };
+        let token = lease.token().0;
+        let result = leases
+            .commit_cycle(&lease, |connection| {
+                Box::pin(async move {
+                    sqlx::query(INSERT)
+                        .bind(&table)
+                        .bind(&owner)
+                        .bind(token)
+                        .bind(i64::try_from(cycle_id).unwrap_or(i64::MAX))
+                        .bind(i32::try_from(items).unwrap_or(i32::MAX))
+                        .execute(connection)
+                        .await
+                        .map(drop)
+                })
+            })
+            .await;
+        match result {
+            Ok(()) => ok(msg_id),
+            Err(CycleError::Lease(error)) => lease_error(msg_id, error),
+            Err(CycleError::Work(error)) => fail(msg_id, FailKind::Error, error),
+        }
+    }
+
+    /// Releases the held lease of `table`.
+    async fn lease_release(&mut self, msg_id: u64, table: String) -> Message {
+        let Some(lease) = self.held_leases.remove(&table) else {
+            return fail(msg_id, FailKind::Stale, "not held");
+        };
+        match self.leases().await {
+            Ok(leases) => match leases.release(&lease).await {
+                Ok(released_at) => {
+                    let mut answer = ok(msg_id);
+                    if let Message::Ok { released_at_us, .. } = &mut answer {
+                        *released_at_us = released_at.map(|at| at.micros);
+                    }
+                    answer
+                }
+                Err(error) => lease_error(msg_id, error),
+            },
+            Err(error) => lease_error(msg_id, error),
+        }
+    }
+
+    /// Takes the manager's lock of `table`; a task reports its *lost* signal.
+    async fn lock_acquire(&mut self, msg_id: u64, table: String, ttl_ms: u64) -> Message {
+        let manager = match self.manager(ttl_ms).await {
+            Ok(manager) => manager,
+            Err(error) => return lock_error(msg_id, error),
+        };
+        match manager
+            .acquire_lock(&TableName::new("public", table.clone()))
+            .await
+        {
+            Ok(guard) => {
+                let mut answer = ok(msg_id);
+                if let Message::Ok {
+                    token, lifetime_ms, ..
+                } = &mut answer
+                {
+                    *token = guard
+                        .fencing_token()
+                        .and_then(|token| u64::try_from(token.0).ok());
+                    // Redis promises its TTL from the SET; a session
+                    // lock lives with its session.
+                    *lifetime_ms = (self.kind == Kind::Redis).then_some(ttl_ms);
+                }
+                let mut lost = guard.lost_signal();
+                let (out, lost_table) = (self.out.clone(), table.clone());
+                tokio::spawn(async move {
+                    if lost.wait_for(|lost| *lost).await.is_ok() {
+                        let _ = out.send(Message::Lost {
+                            table: lost_table,
+                            text: Some("the guard's lost signal fired".to_string()),
+                        });
+                    }
+                });
+                self.guards.insert(table, guard);
+                answer
+            }
+            Err(error) => lock_error(msg_id, error),
+        }
+    }
+
+    /// The maintenance on a connection of its own: nothing checks the lock there.
+    async fn lock_write(
+        &mut self,
+        msg_id: u64,
+        table: String,
+        owner: String,
+        token: Option<u64>,
+        cycle_id: u64,
+        items: u32,
+    ) -> Message {
+        if !self.guards.contains_key(&table) {
+            return fail(msg_id, FailKind::Stale, "not held");
+        }
+        let pool = match self.work_pool().await {
+            Ok(pool) => pool.clone(),
+            Err(error) => return fail(msg_id, FailKind::Error, error),
+        };
+        // The work is on another connection than the lock's, and
+        // nothing checks the lock there: the finding the harness
+        // reports for these managers.
+        let written = sqlx::query(INSERT)
+            .bind(&table)
+            .bind(&owner)
+            .bind(token.and_then(|token| i64::try_from(token).ok()))
+            .bind(i64::try_from(cycle_id).unwrap_or(i64::MAX))
+            .bind(i32::try_from(items).unwrap_or(i32::MAX))
+            .execute(&pool)
+            .await;
+        match written {
+            Ok(_) => ok(msg_id),
+            Err(error) => unknown(msg_id, error),
+        }
+    }
+
+    /// Releases the manager's lock of `table`.
+    async fn lock_release(&mut self, msg_id: u64, table: String) -> Message {
+        let Some(guard) = self.guards.remove(&table) else {
+            return fail(msg_id, FailKind::Stale, "not held");
+        };
+        match guard.release().await {
+            Ok(()) => ok(msg_id),
+            Err(error) => lock_error(msg_id, error),
+        }
+    }
+
+    /// Asks the manager (or the lease table) whether `table` is locked.
+    async fn is_locked(&mut self, msg_id: u64, table: String) -> Message {
+        let manager = match self.kind {
+            Kind::Lease => None,
+            _ => self.manager(3_000).await.ok(),
+        };
+        let locked = match manager {
+            Some(manager) => manager
+                .is_locked(&TableName::new("public", table))
+                .await
+                .map_err(|error| error.to_string()),
+            None => match (self.leases().await, Scope::new(table)) {
+                (Ok(leases), Ok(scope)) => leases
+                    .holder(&scope)
+                    .await
+                    .map(|holder| holder.is_some())
+                    .map_err(|error| error.to_string()),
+                (Err(error), _) => Err(error.to_string()),
+                (_, Err(error)) => Err(error.to_string()),
+            },
+        };
+        match locked {
+            Ok(locked) => {
+                let mut answer = ok(msg_id);
+                if let Message::Ok {
+                    locked: answer_locked,
+                    ..
+                } = &mut answer
+                {
+                    *answer_locked = Some(locked);
+                }
+                answer
+            }
+            Err(error) => fail(msg_id, FailKind::Error, error),
         }
     }
 }
