@@ -6,6 +6,7 @@
 //! 0 no violation, 1 a violation, 2 bad input (a client that printed
 //! something else than the protocol, or could not start).
 
+use crate::evidence::{Announce, Evidence};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -140,26 +141,18 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
                         return ExitCode::from(2);
                     }
                 }
-                if let Some(path) = &args.history {
-                    if let Err(error) = outcome.history.save(path) {
-                        eprintln!("leaseproof clients: {error}");
-                        return ExitCode::from(2);
-                    }
-                    println!("history written to {}", path.display());
-                }
-                if let Some(path) = &args.html {
-                    let title = format!("{} — seed {seed}", outcome.design);
-                    let html = leaseproof_history::timeline_html(
-                        &title,
-                        &outcome.history,
-                        &outcome.report,
-                        &[],
-                    );
-                    if let Err(error) = std::fs::write(path, html) {
-                        eprintln!("leaseproof clients: {}: {error}", path.display());
-                        return ExitCode::from(2);
-                    }
-                    println!("timeline written to {}", path.display());
+                let evidence = Evidence {
+                    command: "clients",
+                    title: format!("{} — seed {seed}", outcome.design),
+                    history: &outcome.history,
+                    report: &outcome.report,
+                };
+                if let Err(code) = evidence.write(
+                    args.history.as_deref(),
+                    args.html.as_deref(),
+                    Announce::Stdout,
+                ) {
+                    return code;
                 }
                 if !outcome.report.is_ok() {
                     save_evidence(&args, seed, &outcome);

@@ -8,6 +8,7 @@
 mod bench;
 mod check;
 mod clients;
+mod evidence;
 mod model;
 mod race;
 mod sim;

@@ -9,6 +9,7 @@
 //! Invariant: the exit code is success only when the checker found no
 //! violation and the race was real.
 
+use crate::evidence::{Announce, Evidence};
 use std::process::ExitCode;
 
 use leaseproof_history::Document as _;
@@ -221,26 +222,18 @@ pub async fn run_race(args: RaceArgs) -> ExitCode {
     };
     match outcome {
         Ok(outcome) => {
-            if let Some(path) = &args.history {
-                if let Err(error) = outcome.history.save(path) {
-                    eprintln!("leaseproof race: writing {}: {error}", path.display());
-                    return ExitCode::from(2);
-                }
-                eprintln!("history written to {}", path.display());
-            }
-            if let Some(path) = &args.html {
-                let title = format!("race of {} workers on {}", args.workers, outcome.scope);
-                let html = leaseproof_history::timeline_html(
-                    &title,
-                    &outcome.history,
-                    &outcome.report,
-                    &[],
-                );
-                if let Err(error) = std::fs::write(path, html) {
-                    eprintln!("leaseproof race: writing {}: {error}", path.display());
-                    return ExitCode::from(2);
-                }
-                eprintln!("timeline written to {}", path.display());
+            let evidence = Evidence {
+                command: "race",
+                title: format!("race of {} workers on {}", args.workers, outcome.scope),
+                history: &outcome.history,
+                report: &outcome.report,
+            };
+            if let Err(code) = evidence.write(
+                args.history.as_deref(),
+                args.html.as_deref(),
+                Announce::Stderr,
+            ) {
+                return code;
             }
             let summary = outcome.summary();
             print!("{summary}");

@@ -146,6 +146,9 @@ async fn race_lock_race_and_bench_documents_round_trip_through_their_types() {
         })
     };
 
+    // The same race leaves its evidence where it is asked to.
+    let history = directory.path().join("race.jsonl");
+    let html = directory.path().join("race.html");
     let (code, text) = run(
         &[
             "race",
@@ -155,6 +158,10 @@ async fn race_lock_race_and_bench_documents_round_trip_through_their_types() {
             "4",
             "--database-url",
             &url,
+            "--history",
+            history.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
         ],
         "race.json",
     )
@@ -163,6 +170,13 @@ async fn race_lock_race_and_bench_documents_round_trip_through_their_types() {
     let race: RaceDocument = read_back(&text);
     assert_eq!(race.passed, code == 0);
     assert!(race.passed, "{text}");
+    let written = leaseproof_history::History::load(&history).unwrap();
+    assert!(written.events.len() as u64 > race.summary.report.stats.grants);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("race of 3 workers on "),
+        "the timeline's title"
+    );
     assert_eq!(race.summary.workers, 3);
     assert!(race.summary.totals.grants > 0);
     assert!(race.summary.report.stats.grants > 0);
