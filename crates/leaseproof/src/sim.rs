@@ -99,6 +99,14 @@ pub struct ReplayArgs {
     /// of its own; `skewed-clocks` catches it in true time.
     #[arg(long)]
     pub clock_follows_client: bool,
+    /// Lock scenarios: run the manager's scripts with every comparison true
+    /// (release and keep-alive without their compare); `redis-pause` catches it.
+    #[arg(long)]
+    pub compare_skipped: bool,
+    /// Lock scenarios: the lock's store forgets keys and counters at a
+    /// restart (Redis without persistence); `redis-restart` catches it.
+    #[arg(long)]
+    pub forgetful_restarts: bool,
     /// Also write the run's judged history (guarded rows included) to this
     /// file, in the format `leaseproof check` reads.
     #[arg(long, value_name = "FILE")]
@@ -386,6 +394,15 @@ fn sweep_and_report(
     if config.unfenced {
         println!("(* every worker unfenced: violations are the expected finding)");
     }
+    for summary in summaries
+        .iter()
+        .filter(|summary| summary.known_findings > 0)
+    {
+        println!(
+            "{}: {} of {} seeds showed what this design is known to break (the scenario's `breaks`): findings, not failures",
+            summary.scenario, summary.known_findings, summary.seeds_run
+        );
+    }
     if let Some(line) = speed_line(&summaries) {
         println!("{line}");
     }
@@ -616,6 +633,8 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         shortening_extensions: args.shortening_extensions,
         fence_without_lock: args.fence_without_lock,
         clock_follows_client: args.clock_follows_client,
+        compare_skipped: args.compare_skipped,
+        forgetful_restarts: args.forgetful_restarts,
     };
     let outcome = run(&scenario, args.seed, options);
     if let Some(path) = &args.history {
@@ -682,6 +701,9 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
             );
             return ExitCode::from(2);
         }
+    }
+    for violation in outcome.known_violations() {
+        eprintln!("FOUND (a break this design is known for, not a failure): {violation}");
     }
     if outcome.is_ok() {
         ExitCode::SUCCESS

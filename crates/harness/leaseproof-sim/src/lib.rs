@@ -34,6 +34,7 @@
 pub mod db;
 mod faults;
 pub mod port;
+pub mod redis_host;
 mod run;
 mod scenario;
 pub mod shards;
@@ -42,6 +43,7 @@ mod trace;
 pub mod true_time;
 pub mod wall;
 pub mod wire;
+pub mod work_store;
 
 pub use faults::{FaultEvent, FaultPlan, WorkerPlan};
 pub use run::{

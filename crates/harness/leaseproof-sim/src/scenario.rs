@@ -70,6 +70,40 @@ pub struct Scenario {
     /// The fault ranges.
     #[serde(default)]
     pub faults: Faults,
+    /// The lock under test when it is not the lease: a manager of
+    /// `leaseproof-locks`, run by its own code (absent: the lease).
+    #[serde(default)]
+    pub lock: Option<LockUnderTest>,
+}
+
+/// A lock manager a scenario runs instead of the lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockUnderTest {
+    /// Which manager.
+    pub manager: LockManagerName,
+    /// The manager's keep-alive (extend every TTL / 3); without it the
+    /// guard's *lost* fires when the TTL runs out.
+    #[serde(default = "defaults::yes")]
+    pub keep_alive: bool,
+    /// Restarts of the lock's store keep its data (Redis with
+    /// `appendfsync always`); `false`: a restart forgets keys and counters.
+    #[serde(default = "defaults::yes")]
+    pub persistent: bool,
+    /// Invariants this design is known to break under these faults (codes:
+    /// `["I3"]`): a seed breaking only these shows a finding about the
+    /// design and passes; breaking any other fails. Every entry is a claim
+    /// the scenario's tests hold it to (some seed must show it).
+    #[serde(default, with = "leaseproof_history::invariant_codes")]
+    pub breaks: Vec<leaseproof_history::Invariant>,
+}
+
+/// The managers a scenario can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockManagerName {
+    /// `RedisDistributedLockManager` against the simulated Redis.
+    Redis,
 }
 
 /// Fault ranges; every value of a run is drawn inside them from the seed.
@@ -210,7 +244,7 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// The default scenarios, embedded: (name, TOML text).
-pub const EMBEDDED: [(&str, &str); 9] = [
+pub const EMBEDDED: [(&str, &str); 12] = [
     (
         "skewed-clocks",
         include_str!("../../../../scenarios/skewed-clocks.toml"),
@@ -243,6 +277,18 @@ pub const EMBEDDED: [(&str, &str); 9] = [
     (
         "leader-churn",
         include_str!("../../../../scenarios/leader-churn.toml"),
+    ),
+    (
+        "redis-pause",
+        include_str!("../../../../scenarios/redis-pause.toml"),
+    ),
+    (
+        "redis-restart",
+        include_str!("../../../../scenarios/redis-restart.toml"),
+    ),
+    (
+        "redis-chaos",
+        include_str!("../../../../scenarios/redis-chaos.toml"),
     ),
 ];
 
@@ -362,6 +408,27 @@ impl Scenario {
         }
         if self.workers == 0 || self.workers > 64 {
             return Err(format!("workers must be 1..=64, not {}", self.workers));
+        }
+        if self.lock.is_some() {
+            // A Redis lock reads no clock but its timers (turmoil's), and
+            // has no commit cycle: these faults would be drawn and do nothing.
+            let faults = &self.faults;
+            for (name, unused) in [
+                ("clock_offset_ms", faults.clock_offset_ms != [0, 0]),
+                ("clock_drift_ppm", faults.clock_drift_ppm != [0, 0]),
+                ("server_offset_ms", faults.server_offset_ms != [0, 0]),
+                (
+                    "cycle_pause_probability",
+                    faults.cycle_pause_probability != 0.0,
+                ),
+                ("takeover_bound_ms", self.takeover_bound_ms.is_some()),
+            ] {
+                if unused {
+                    return Err(format!(
+                        "{name} does nothing in a lock scenario ([lock]): the manager's timers are the simulation's and it has no commit cycle"
+                    ));
+                }
+            }
         }
         leaseproof_protocol::Ttl::from_millis(self.ttl_ms).map_err(|error| error.to_string())?;
         if self.duration_s == 0 || self.duration_s > 24 * 3600 {

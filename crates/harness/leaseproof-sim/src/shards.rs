@@ -66,6 +66,10 @@ pub struct ScenarioReport {
     pub violations: u64,
     /// Failed expectations over all runs.
     pub expectation_failures: u64,
+    /// Runs that showed an invariant the design is known to break (absent
+    /// in reports of scenarios without such a claim).
+    #[serde(default)]
+    pub known_findings: u64,
     /// Belief overlaps over all runs.
     pub belief_overlaps: u64,
     /// Takeovers over all runs.
@@ -124,6 +128,7 @@ impl ScenarioReport {
             seeds_run: summary.seeds_run,
             violations: summary.violations,
             expectation_failures: summary.expectation_failures,
+            known_findings: summary.known_findings,
             belief_overlaps: summary.belief_overlaps,
             takeovers: summary.takeovers,
             commits: summary.commits,
@@ -181,6 +186,7 @@ impl ScenarioReport {
                 .collect(),
             violations: self.violations,
             expectation_failures: self.expectation_failures,
+            known_findings: self.known_findings,
             belief_overlaps: self.belief_overlaps,
             takeovers: self.takeovers,
             commits: self.commits,
@@ -213,6 +219,7 @@ impl ScenarioReport {
         self.seeds_run += other.seeds_run;
         self.violations += other.violations;
         self.expectation_failures += other.expectation_failures;
+        self.known_findings += other.known_findings;
         self.belief_overlaps += other.belief_overlaps;
         self.takeovers += other.takeovers;
         self.commits += other.commits;

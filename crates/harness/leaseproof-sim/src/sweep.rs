@@ -77,6 +77,9 @@ pub struct SweepSummary {
     pub violations: u64,
     /// Failed expectations over all runs.
     pub expectation_failures: u64,
+    /// Runs that showed an invariant the design is known to break (a lock
+    /// scenario's `breaks`); their violations are not counted above.
+    pub known_findings: u64,
     /// Belief overlaps over all runs.
     pub belief_overlaps: u64,
     /// Takeovers over all runs.
@@ -194,7 +197,10 @@ impl SweepSummary {
             .iter()
             .filter(|finding| finding.invariant().is_some())
             .count();
-        self.violations += (outcome.report.violations.len() + in_true_time) as u64;
+        self.violations += (outcome.unexpected_violations().count() + in_true_time) as u64;
+        if outcome.known_violations().next().is_some() {
+            self.known_findings += 1;
+        }
         self.expectation_failures += (outcome.findings.len() - in_true_time) as u64;
         self.belief_overlaps += stats.belief_overlaps;
         self.takeovers += stats.takeovers;
@@ -207,7 +213,7 @@ impl SweepSummary {
         if !outcome.is_ok() {
             self.failures.push(SeedFailure {
                 seed,
-                problems: outcome.report.violations.len() + outcome.findings.len(),
+                problems: outcome.unexpected_violations().count() + outcome.findings.len(),
                 first_problem: outcome.first_problem().unwrap_or_default(),
                 invariants: outcome.invariants_broken(),
             });
@@ -360,6 +366,14 @@ pub struct Regression {
     /// ([`RunOptions::clock_follows_client`]).
     #[serde(default)]
     pub clock_follows_client: bool,
+    /// Run a lock scenario with its scripts' compares planted away
+    /// ([`RunOptions::compare_skipped`]).
+    #[serde(default)]
+    pub compare_skipped: bool,
+    /// Run a lock scenario with a store that forgets at restarts
+    /// ([`RunOptions::forgetful_restarts`]).
+    #[serde(default)]
+    pub forgetful_restarts: bool,
     /// What the run must show.
     pub expect: RegressionExpect,
     /// Invariants (by code: `I3`, `B`, …) the run must prove broken: a
@@ -391,6 +405,8 @@ pub fn save_regression(
         shortening_extensions: false,
         fence_without_lock: false,
         clock_follows_client: false,
+        compare_skipped: false,
+        forgetful_restarts: false,
         expect: crate::sweep::RegressionExpect::Violation,
         codes: failure.invariants.clone(),
         note: format!(
@@ -449,6 +465,8 @@ pub fn run_regression(regression: &Regression) -> Result<RunOutcome, String> {
         shortening_extensions: regression.shortening_extensions,
         fence_without_lock: regression.fence_without_lock,
         clock_follows_client: regression.clock_follows_client,
+        compare_skipped: regression.compare_skipped,
+        forgetful_restarts: regression.forgetful_restarts,
     };
     let outcome = run(&scenario, regression.seed, options);
     match (regression.expect, outcome.is_ok()) {

@@ -19,13 +19,13 @@
 //! believing it holds the lock while a rival does. Only the token, checked
 //! where the work writes, stops its stale writes.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::{FencingToken, Owner, Scope};
 use rand::Rng as _;
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionLike, ConnectionManager};
 use tokio::sync::watch;
 
 use leaseproof_postgres::keep_alive::{self, Extension, Schedule};
@@ -94,14 +94,52 @@ impl Default for RedisLockOptions {
 }
 
 /// Locks as Redis keys with a TTL, and a fencing token per acquisition.
+///
+/// `C` is the connection: redis-rs's reconnecting [`ConnectionManager`]
+/// from [`connect`](RedisDistributedLockManager::connect), or any
+/// `redis::aio::ConnectionLike` of the caller's through
+/// [`over`](RedisDistributedLockManager::over) (leaseproof's simulation runs
+/// this manager's own code over a simulated network that way).
 #[derive(Clone)]
-pub struct RedisDistributedLockManager {
-    connection: ConnectionManager,
+pub struct RedisDistributedLockManager<C = ConnectionManager> {
+    connection: C,
     prefix: String,
     options: RedisLockOptions,
+    holders: Holders,
 }
 
-impl std::fmt::Debug for RedisDistributedLockManager {
+/// Where the value a holder writes into its key comes from:
+/// `{owner}#{secret}`, unique per acquisition.
+#[derive(Clone)]
+enum Holders {
+    /// A generated owner (host, pid, 64 random bits) and 64 random bits of
+    /// secret per acquisition.
+    Generated,
+    /// The caller's owner and the caller's secrets (a simulation draws them
+    /// from its seed, so a run replays byte for byte).
+    Given {
+        owner: Owner,
+        secrets: Arc<Mutex<dyn FnMut() -> u64 + Send>>,
+    },
+}
+
+impl Holders {
+    fn next_value(&self) -> String {
+        match self {
+            Holders::Generated => format!(
+                "{}#{:016x}",
+                Owner::generate(),
+                rand::thread_rng().gen::<u64>()
+            ),
+            Holders::Given { owner, secrets } => {
+                let secret = (secrets.lock().unwrap_or_else(|poison| poison.into_inner()))();
+                format!("{owner}#{secret:016x}")
+            }
+        }
+    }
+}
+
+impl<C> std::fmt::Debug for RedisDistributedLockManager<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisDistributedLockManager")
             .field("prefix", &self.prefix)
@@ -122,7 +160,7 @@ fn backend(error: redis::RedisError) -> LockError {
     }
 }
 
-impl RedisDistributedLockManager {
+impl RedisDistributedLockManager<ConnectionManager> {
     /// Connects to `url` (`redis://[:password@]host:port/`). A TTL under a
     /// millisecond or over a day is refused.
     pub async fn connect(
@@ -130,30 +168,71 @@ impl RedisDistributedLockManager {
         prefix: impl Into<String>,
         options: RedisLockOptions,
     ) -> Result<Self, LockError> {
-        let ttl_ms = options.ttl.as_millis();
-        if ttl_ms == 0 {
-            return Err(LockError::Invalid(
-                leaseproof_protocol::InvalidInput::TtlZero,
-            ));
-        }
-        if ttl_ms > 86_400_000 {
-            return Err(LockError::Invalid(
-                leaseproof_protocol::InvalidInput::TtlTooLong {
-                    micros: i64::try_from(options.ttl.as_micros()).unwrap_or(i64::MAX),
-                    micros_max: 86_400_000_000,
-                },
-            ));
-        }
+        validate(options)?;
         let client = redis::Client::open(url).map_err(unavailable)?;
         // Reconnects by itself after the server restarts or drops the
         // connection: the command that met the dead connection fails (and
         // is reported), the next one runs on a new connection.
         let connection = ConnectionManager::new(client).await.map_err(unavailable)?;
+        Self::over(connection, prefix, options)
+    }
+}
+
+/// A TTL under a millisecond or over a day is refused.
+fn validate(options: RedisLockOptions) -> Result<(), LockError> {
+    let ttl_ms = options.ttl.as_millis();
+    if ttl_ms == 0 {
+        return Err(LockError::Invalid(
+            leaseproof_protocol::InvalidInput::TtlZero,
+        ));
+    }
+    if ttl_ms > 86_400_000 {
+        return Err(LockError::Invalid(
+            leaseproof_protocol::InvalidInput::TtlTooLong {
+                micros: i64::try_from(options.ttl.as_micros()).unwrap_or(i64::MAX),
+                micros_max: 86_400_000_000,
+            },
+        ));
+    }
+    Ok(())
+}
+
+impl<C> RedisDistributedLockManager<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A manager over `connection`, which should reconnect by itself after
+    /// the server restarts (as [`ConnectionManager`] does): the manager
+    /// clones it for each acquisition, keep-alive and release. A TTL under a
+    /// millisecond or over a day is refused.
+    pub fn over(
+        connection: C,
+        prefix: impl Into<String>,
+        options: RedisLockOptions,
+    ) -> Result<Self, LockError> {
+        validate(options)?;
         Ok(RedisDistributedLockManager {
             connection,
             prefix: prefix.into(),
             options,
+            holders: Holders::Generated,
         })
+    }
+
+    /// Holders named `owner`, each acquisition's secret from `secrets`
+    /// (which must not repeat: two acquisitions with one value would each
+    /// release the other's lock). The default generates both, as an owner
+    /// id and 64 random bits; a simulation passes its seeded draws.
+    pub fn with_holders(
+        mut self,
+        owner: Owner,
+        secrets: impl FnMut() -> u64 + Send + 'static,
+    ) -> Self {
+        self.holders = Holders::Given {
+            owner,
+            secrets: Arc::new(Mutex::new(secrets)),
+        };
+        self
     }
 
     fn key(scope: &Scope) -> (String, String) {
@@ -167,11 +246,7 @@ impl RedisDistributedLockManager {
     async fn acquire(&self, table: &TableName) -> Result<LockGuard, LockError> {
         let scope = table.scope(&self.prefix)?;
         let (key, token_key) = Self::key(&scope);
-        let value = format!(
-            "{}#{:016x}",
-            Owner::generate(),
-            rand::thread_rng().gen::<u64>()
-        );
+        let value = self.holders.next_value();
         let ttl_ms = self.options.ttl.as_millis() as u64;
         let mut connection = self.connection.clone();
         // Before the script is sent: Redis starts the PX clock no earlier.
@@ -241,8 +316,8 @@ impl RedisDistributedLockManager {
 }
 
 /// Extends the key by compare-and-pexpire through the shared keep-alive rule.
-async fn keep_alive(
-    connection: ConnectionManager,
+async fn keep_alive<C: ConnectionLike + Clone + Send + 'static>(
+    connection: C,
     key: String,
     value: String,
     ttl: Duration,
@@ -269,8 +344,8 @@ async fn keep_alive(
     lost.send_replace(true);
 }
 
-struct RedisReleaser {
-    connection: ConnectionManager,
+struct RedisReleaser<C> {
+    connection: C,
     key: String,
     value: String,
     scope: Scope,
@@ -278,7 +353,7 @@ struct RedisReleaser {
     watcher: AbortOnDrop,
 }
 
-impl Releaser for RedisReleaser {
+impl<C: ConnectionLike + Send + 'static> Releaser for RedisReleaser<C> {
     fn release(self: Box<Self>) -> BoxFuture<'static, Result<(), LockError>> {
         Box::pin(async move {
             let RedisReleaser {
@@ -304,7 +379,10 @@ impl Releaser for RedisReleaser {
     }
 }
 
-impl LockManager for RedisDistributedLockManager {
+impl<C> LockManager for RedisDistributedLockManager<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
     fn acquire_lock<'a>(
         &'a self,
         table: &'a TableName,

@@ -14,17 +14,19 @@ use std::time::Duration;
 
 use super::workers::WorkerSlot;
 use super::{Bounds, Finding};
-use crate::db::DB_HOST;
 use crate::faults::{FaultEvent, FaultPlan};
 use crate::trace::Trace;
 
 /// Steps `sim` to the end of the run; returns the expectations that failed.
+/// The database faults and partitions strike `store_host`: the simulated
+/// database, or the lock's store in a lock run.
 pub(super) fn drive(
     sim: &mut turmoil::Sim<'_>,
     plan: &FaultPlan,
     trace: &Trace,
     slots: &Rc<RefCell<Vec<WorkerSlot>>>,
     bounds: &Bounds,
+    store_host: &'static str,
 ) -> Vec<Finding> {
     let (duration, limit) = (bounds.duration, bounds.limit);
     let mut findings = Vec::new();
@@ -37,7 +39,7 @@ pub(super) fn drive(
                 break;
             }
             schedule.next();
-            apply(sim, plan, trace, slots, event, &mut db_crashed);
+            apply(sim, plan, trace, slots, event, &mut db_crashed, store_host);
         }
         let all_finished = slots
             .borrow()
@@ -74,6 +76,7 @@ fn apply(
     slots: &Rc<RefCell<Vec<WorkerSlot>>>,
     event: &FaultEvent,
     db_crashed: &mut u32,
+    store_host: &'static str,
 ) {
     let at_us = sim.elapsed().as_micros() as i64;
     let mut applied = true;
@@ -113,7 +116,7 @@ fn apply(
         }
         FaultEvent::CrashDb => {
             if *db_crashed == 0 {
-                sim.crash(DB_HOST);
+                sim.crash(store_host);
             } else {
                 applied = false;
             }
@@ -122,7 +125,7 @@ fn apply(
         FaultEvent::RestartDb => {
             *db_crashed -= 1;
             if *db_crashed == 0 {
-                sim.bounce(DB_HOST);
+                sim.bounce(store_host);
             } else {
                 applied = false;
             }
@@ -139,12 +142,12 @@ fn apply(
                 if cut {
                     slot.partitioned += 1;
                     if slot.partitioned == 1 {
-                        sim.partition(name, DB_HOST);
+                        sim.partition(name, store_host);
                     }
                 } else {
                     slot.partitioned -= 1;
                     if slot.partitioned == 0 {
-                        sim.repair(name, DB_HOST);
+                        sim.repair(name, store_host);
                     }
                 }
             }

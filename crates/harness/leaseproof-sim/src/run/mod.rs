@@ -19,6 +19,7 @@
 //! `verdict.rs` the judgement after the run.
 
 mod drive;
+mod locks;
 mod verdict;
 mod workers;
 
@@ -34,6 +35,7 @@ use leaseproof_protocol::Ttl;
 
 use crate::db::{self, DbConfig, Durable, DB_HOST};
 use crate::faults::FaultPlan;
+use crate::redis_host::REDIS_HOST;
 use crate::scenario::Scenario;
 use crate::trace::{format_us, Trace};
 
@@ -63,18 +65,28 @@ pub struct RunOptions {
     /// (a design trusting client timestamps). Skewed clocks must expose it:
     /// I1 in true time.
     pub clock_follows_client: bool,
+    /// Lock scenarios: the simulated Redis runs the manager's scripts with
+    /// every comparison true — release and keep-alive without their
+    /// compare. The harness must catch it (I1).
+    pub compare_skipped: bool,
+    /// Lock scenarios: the lock's store forgets its keys and counters at a
+    /// restart, whatever the scenario says (Redis without persistence). The
+    /// harness must catch it (I1, I2).
+    pub forgetful_restarts: bool,
 }
 
 impl RunOptions {
     /// Every option that changes a run, with its replay flag's name (also the
     /// suffix of replay file names and a key of the header line).
-    pub fn flags(&self) -> [(bool, &'static str); 5] {
+    pub fn flags(&self) -> [(bool, &'static str); 7] {
         [
             (self.unfenced, "unfenced"),
             (self.no_schema_retry, "no-schema-retry"),
             (self.shortening_extensions, "shortening-extensions"),
             (self.fence_without_lock, "fence-without-lock"),
             (self.clock_follows_client, "clock-follows-client"),
+            (self.compare_skipped, "compare-skipped"),
+            (self.forgetful_restarts, "forgetful-restarts"),
         ]
     }
 
@@ -187,12 +199,33 @@ pub struct RunOutcome {
     /// The faults injected into the run, on the history's time axis (for the
     /// timeline picture; recorded when `options.trace`).
     pub faults: Vec<Annotation>,
+    /// Invariants the design under test is known to break under the
+    /// scenario's faults (a lock scenario's `breaks`): findings, not failures.
+    pub known_breaks: Vec<Invariant>,
 }
 
 impl RunOutcome {
-    /// True when the checker found nothing and neither did the simulation.
+    /// True when the checker found nothing beyond the design's known
+    /// breaks, and the simulation found nothing.
     pub fn is_ok(&self) -> bool {
-        self.report.is_ok() && self.findings.is_empty()
+        self.unexpected_violations().next().is_none() && self.findings.is_empty()
+    }
+
+    /// The checker's violations of invariants the design is not known to break.
+    pub fn unexpected_violations(&self) -> impl Iterator<Item = &Violation> {
+        self.report
+            .violations
+            .iter()
+            .filter(|violation| !self.known_breaks.contains(&violation.invariant))
+    }
+
+    /// The checker's violations of the invariants the design is known to
+    /// break: what this seed shows about it.
+    pub fn known_violations(&self) -> impl Iterator<Item = &Violation> {
+        self.report
+            .violations
+            .iter()
+            .filter(|violation| self.known_breaks.contains(&violation.invariant))
     }
 
     /// Every invariant the run proved broken — by the checker or in true
@@ -244,7 +277,7 @@ impl RunOutcome {
 
     /// The first problem, as one line (`None` when the run passed).
     pub fn first_problem(&self) -> Option<String> {
-        if let Some(violation) = self.report.violations.first() {
+        if let Some(violation) = self.unexpected_violations().next() {
             return Some(violation.to_string());
         }
         self.findings.first().map(ToString::to_string)
@@ -326,6 +359,17 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
             header[0].push_str(&format!(" {}=true", name.replace('-', "_")));
         }
     }
+    if let Some(lock) = &scenario.lock {
+        header.push(format!(
+            "lock: manager={} keep_alive={} persistent={}",
+            serde_json::to_value(lock.manager)
+                .ok()
+                .and_then(|name| name.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            lock.keep_alive,
+            lock.persistent && !options.forgetful_restarts,
+        ));
+    }
     let trace = Trace::new(options.trace, &plan);
     let tick = Duration::from_millis(scenario.tick_ms);
     let duration = Duration::from_secs(scenario.duration_s);
@@ -348,46 +392,67 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         .max_message_latency(Duration::from_millis(scenario.latency_ms[1]))
         .build();
 
-    let durable = Rc::new(RefCell::new(Durable::with_extension_rule(
-        plan.db_rng_seed,
-        options.extension_rule(),
-    )));
-    let db_config = DbConfig {
-        server_offset_us: plan.server_offset_us,
-        lost_reply_probability: plan.lost_reply_probability,
-        schema_create: Duration::from_millis(plan.schema_create_ms),
-        idle_in_transaction_timeout: Duration::from_millis(scenario.idle_in_transaction_timeout_ms),
-        fence_without_lock: options.fence_without_lock,
-        clock_follows_client: options.clock_follows_client,
-    };
-    {
-        let durable = Rc::clone(&durable);
-        let trace = trace.clone();
-        sim.host(DB_HOST, move || {
-            db::serve(Rc::clone(&durable), db_config.clone(), trace.clone())
-        });
-    }
     let recorder = Recorder::new();
-    let slots = workers::spawn(
-        &mut sim, scenario, &plan, options, &bounds, &recorder, &trace,
-    );
-    let mut findings = drive::drive(&mut sim, &plan, &trace, &slots, &bounds);
-    let simulated = sim.elapsed();
-    drop(sim);
-    let verdict::Verdict {
-        report,
-        history,
-        incarnations,
-    } = verdict::judge(
-        scenario,
-        &plan,
-        options,
-        &durable,
-        &slots,
-        &recorder,
-        &mut findings,
-    );
-
+    let (findings, history, report, incarnations, simulated) = match &scenario.lock {
+        None => {
+            let durable = Rc::new(RefCell::new(Durable::with_extension_rule(
+                plan.db_rng_seed,
+                options.extension_rule(),
+            )));
+            let db_config = DbConfig {
+                server_offset_us: plan.server_offset_us,
+                lost_reply_probability: plan.lost_reply_probability,
+                schema_create: Duration::from_millis(plan.schema_create_ms),
+                idle_in_transaction_timeout: Duration::from_millis(
+                    scenario.idle_in_transaction_timeout_ms,
+                ),
+                fence_without_lock: options.fence_without_lock,
+                clock_follows_client: options.clock_follows_client,
+            };
+            {
+                let durable = Rc::clone(&durable);
+                let trace = trace.clone();
+                sim.host(DB_HOST, move || {
+                    db::serve(Rc::clone(&durable), db_config.clone(), trace.clone())
+                });
+            }
+            let slots = workers::spawn(
+                &mut sim, scenario, &plan, options, &bounds, &recorder, &trace,
+            );
+            let mut findings = drive::drive(&mut sim, &plan, &trace, &slots, &bounds, DB_HOST);
+            let simulated = sim.elapsed();
+            drop(sim);
+            let verdict::Verdict {
+                report,
+                history,
+                incarnations,
+            } = verdict::judge(
+                scenario,
+                &plan,
+                options,
+                &durable,
+                &slots,
+                &recorder,
+                &mut findings,
+            );
+            (findings, history, report, incarnations, simulated)
+        }
+        Some(_) => {
+            let (slots, stores) = locks::spawn(
+                &mut sim, scenario, &plan, options, &bounds, &recorder, &trace,
+            );
+            let findings = drive::drive(&mut sim, &plan, &trace, &slots, &bounds, REDIS_HOST);
+            let simulated = sim.elapsed();
+            drop(sim);
+            let (history, report) = locks::judge(&recorder, &stores);
+            let incarnations = slots
+                .borrow()
+                .iter()
+                .map(|slot| u32::try_from(slot.incarnation).unwrap_or(u32::MAX))
+                .sum();
+            (findings, history, report, incarnations, simulated)
+        }
+    };
     let faults = trace
         .faults()
         .into_iter()
@@ -417,5 +482,10 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         trace: full_trace,
         history,
         faults,
+        known_breaks: scenario
+            .lock
+            .as_ref()
+            .map(|lock| lock.breaks.clone())
+            .unwrap_or_default(),
     }
 }

@@ -70,3 +70,24 @@ fn trace_is_identical_across_processes() {
         "the child process traced seed 11 differently"
     );
 }
+
+#[test]
+fn a_redis_lock_run_replays_byte_for_byte() {
+    let scenario = Scenario::load("redis-chaos").expect("redis-chaos loads");
+    let options = RunOptions {
+        trace: true,
+        ..RunOptions::default()
+    };
+    let first = run(&scenario, 5, options).trace.join("\n");
+    let second = run(&scenario, 5, options).trace.join("\n");
+    assert!(
+        first.lines().count() > 1_000,
+        "the trace is too short to mean anything"
+    );
+    assert!(
+        first.contains("EVALSHA"),
+        "the manager's scripts ran on the simulated Redis"
+    );
+    assert!(first == second, "two runs of redis-chaos seed 5 differ");
+    assert_ne!(first, run(&scenario, 6, options).trace.join("\n"));
+}

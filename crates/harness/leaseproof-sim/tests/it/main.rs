@@ -12,6 +12,7 @@
 mod browser;
 mod determinism;
 mod fence_lock;
+mod locks;
 mod regressions;
 mod scenarios;
 mod sweeps;

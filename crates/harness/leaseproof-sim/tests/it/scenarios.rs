@@ -20,6 +20,9 @@ fn every_default_scenario_loads_from_file_and_embedded_alike() {
         "concurrent-schema",
         "chaos",
         "leader-churn",
+        "redis-pause",
+        "redis-restart",
+        "redis-chaos",
     ] {
         assert!(names.contains(&required), "{required} missing");
         let from_file = Scenario::load(required).expect("loads");
