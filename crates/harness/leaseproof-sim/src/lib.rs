@@ -33,6 +33,7 @@
 
 pub mod db;
 mod faults;
+pub mod lock_cells;
 pub mod port;
 pub mod redis_host;
 mod run;

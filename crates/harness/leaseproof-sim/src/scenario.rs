@@ -244,7 +244,7 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// The default scenarios, embedded: (name, TOML text).
-pub const EMBEDDED: [(&str, &str); 12] = [
+pub const EMBEDDED: [(&str, &str); 13] = [
     (
         "skewed-clocks",
         include_str!("../../../../scenarios/skewed-clocks.toml"),
@@ -285,6 +285,10 @@ pub const EMBEDDED: [(&str, &str); 12] = [
     (
         "redis-restart",
         include_str!("../../../../scenarios/redis-restart.toml"),
+    ),
+    (
+        "redis-crash",
+        include_str!("../../../../scenarios/redis-crash.toml"),
     ),
     (
         "redis-chaos",

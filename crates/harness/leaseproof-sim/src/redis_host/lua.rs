@@ -589,7 +589,10 @@ return 0
             &mut store_call(&mut store, &mut calls),
         );
         assert_eq!(reply, Reply::Integer(0));
-        assert!(store.contains_key(b"k".as_slice()), "a rival's key survives");
+        assert!(
+            store.contains_key(b"k".as_slice()),
+            "a rival's key survives"
+        );
         let reply = script.run(
             &[b"k".to_vec()],
             &[b"me".to_vec()],

@@ -383,7 +383,7 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         limit,
     };
 
-    let mut sim = turmoil::Builder::new()
+    let sim = turmoil::Builder::new()
         .rng_seed(seed)
         .epoch(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
         .simulation_duration(limit + Duration::from_secs(1))
@@ -393,66 +393,17 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         .build();
 
     let recorder = Recorder::new();
-    let (findings, history, report, incarnations, simulated) = match &scenario.lock {
-        None => {
-            let durable = Rc::new(RefCell::new(Durable::with_extension_rule(
-                plan.db_rng_seed,
-                options.extension_rule(),
-            )));
-            let db_config = DbConfig {
-                server_offset_us: plan.server_offset_us,
-                lost_reply_probability: plan.lost_reply_probability,
-                schema_create: Duration::from_millis(plan.schema_create_ms),
-                idle_in_transaction_timeout: Duration::from_millis(
-                    scenario.idle_in_transaction_timeout_ms,
-                ),
-                fence_without_lock: options.fence_without_lock,
-                clock_follows_client: options.clock_follows_client,
-            };
-            {
-                let durable = Rc::clone(&durable);
-                let trace = trace.clone();
-                sim.host(DB_HOST, move || {
-                    db::serve(Rc::clone(&durable), db_config.clone(), trace.clone())
-                });
-            }
-            let slots = workers::spawn(
-                &mut sim, scenario, &plan, options, &bounds, &recorder, &trace,
-            );
-            let mut findings = drive::drive(&mut sim, &plan, &trace, &slots, &bounds, DB_HOST);
-            let simulated = sim.elapsed();
-            drop(sim);
-            let verdict::Verdict {
-                report,
-                history,
-                incarnations,
-            } = verdict::judge(
-                scenario,
-                &plan,
-                options,
-                &durable,
-                &slots,
-                &recorder,
-                &mut findings,
-            );
-            (findings, history, report, incarnations, simulated)
-        }
-        Some(_) => {
-            let (slots, stores) = locks::spawn(
-                &mut sim, scenario, &plan, options, &bounds, &recorder, &trace,
-            );
-            let findings = drive::drive(&mut sim, &plan, &trace, &slots, &bounds, REDIS_HOST);
-            let simulated = sim.elapsed();
-            drop(sim);
-            let (history, report) = locks::judge(&recorder, &stores);
-            let incarnations = slots
-                .borrow()
-                .iter()
-                .map(|slot| u32::try_from(slot.incarnation).unwrap_or(u32::MAX))
-                .sum();
-            (findings, history, report, incarnations, simulated)
-        }
+    let judged = match &scenario.lock {
+        None => run_lease(sim, scenario, &plan, options, &bounds, &recorder, &trace),
+        Some(_) => run_lock(sim, scenario, &plan, options, &bounds, &recorder, &trace),
     };
+    let Judged {
+        findings,
+        history,
+        report,
+        incarnations,
+        simulated,
+    } = judged;
     let faults = trace
         .faults()
         .into_iter()
@@ -487,5 +438,101 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
             .as_ref()
             .map(|lock| lock.breaks.clone())
             .unwrap_or_default(),
+    }
+}
+
+/// What a run's hosts left behind, judged.
+struct Judged {
+    findings: Vec<Finding>,
+    history: History,
+    report: CheckReport,
+    incarnations: u32,
+    simulated: Duration,
+}
+
+/// The lease: the simulated database and the shared worker loop.
+fn run_lease(
+    mut sim: turmoil::Sim<'_>,
+    scenario: &Scenario,
+    plan: &FaultPlan,
+    options: RunOptions,
+    bounds: &Bounds,
+    recorder: &Recorder,
+    trace: &Trace,
+) -> Judged {
+    let bounds = *bounds;
+    let durable = Rc::new(RefCell::new(Durable::with_extension_rule(
+        plan.db_rng_seed,
+        options.extension_rule(),
+    )));
+    let db_config = DbConfig {
+        server_offset_us: plan.server_offset_us,
+        lost_reply_probability: plan.lost_reply_probability,
+        schema_create: Duration::from_millis(plan.schema_create_ms),
+        idle_in_transaction_timeout: Duration::from_millis(scenario.idle_in_transaction_timeout_ms),
+        fence_without_lock: options.fence_without_lock,
+        clock_follows_client: options.clock_follows_client,
+    };
+    {
+        let durable = Rc::clone(&durable);
+        let trace = trace.clone();
+        sim.host(DB_HOST, move || {
+            db::serve(Rc::clone(&durable), db_config.clone(), trace.clone())
+        });
+    }
+    let slots = workers::spawn(&mut sim, scenario, plan, options, &bounds, recorder, trace);
+    let mut findings = drive::drive(&mut sim, plan, trace, &slots, &bounds, DB_HOST);
+    let simulated = sim.elapsed();
+    drop(sim);
+    let verdict::Verdict {
+        report,
+        history,
+        incarnations,
+    } = verdict::judge(
+        scenario,
+        plan,
+        options,
+        &durable,
+        &slots,
+        recorder,
+        &mut findings,
+    );
+    Judged {
+        findings,
+        history,
+        report,
+        incarnations,
+        simulated,
+    }
+}
+
+/// A lock manager: the simulated Redis, the work store and the manager's
+/// own code on every worker host.
+fn run_lock(
+    mut sim: turmoil::Sim<'_>,
+    scenario: &Scenario,
+    plan: &FaultPlan,
+    options: RunOptions,
+    bounds: &Bounds,
+    recorder: &Recorder,
+    trace: &Trace,
+) -> Judged {
+    let bounds = *bounds;
+    let (slots, stores) = locks::spawn(&mut sim, scenario, plan, options, &bounds, recorder, trace);
+    let findings = drive::drive(&mut sim, plan, trace, &slots, &bounds, REDIS_HOST);
+    let simulated = sim.elapsed();
+    drop(sim);
+    let (history, report) = locks::judge(recorder, &stores);
+    let incarnations = slots
+        .borrow()
+        .iter()
+        .map(|slot| u32::try_from(slot.incarnation).unwrap_or(u32::MAX))
+        .sum();
+    Judged {
+        findings,
+        history,
+        report,
+        incarnations,
+        simulated,
     }
 }

@@ -256,3 +256,36 @@ fn a_lock_scenario_refuses_faults_it_cannot_apply() {
     let unknown = base.replace("breaks = [\"I3\"]", "breaks = [\"I9\"]");
     assert!(Scenario::parse(&unknown, "test").is_err());
 }
+
+#[test]
+fn the_seeded_cells_show_what_they_are_pinned_to() {
+    let cells = leaseproof_sim::lock_cells::seeded_cells(0..12).unwrap();
+    assert_eq!(cells.len(), 8);
+    for cell in &cells {
+        assert_eq!(cell.seeds_run, 12);
+        assert_eq!(
+            cell.broken,
+            cell.expected,
+            "{} / {}: {:?}",
+            cell.lock,
+            cell.fault,
+            cell.replay()
+        );
+        assert_eq!(cell.broken.is_empty(), cell.first_seed.is_none());
+    }
+    // The finding no scripted scene shows: with the token checked where the
+    // work writes, a paused holder still writes between a takeover and the
+    // new holder's first write.
+    let fenced_paused = cells
+        .iter()
+        .find(|cell| cell.lock == "redis-fenced" && cell.fault == "holder paused > TTL")
+        .unwrap();
+    assert_eq!(fenced_paused.short(), "I3");
+    assert_eq!(
+        fenced_paused.replay().unwrap(),
+        format!(
+            "replay redis-pause --seed {}",
+            fenced_paused.first_seed.unwrap()
+        )
+    );
+}

@@ -22,6 +22,7 @@ fn every_default_scenario_loads_from_file_and_embedded_alike() {
         "leader-churn",
         "redis-pause",
         "redis-restart",
+        "redis-crash",
         "redis-chaos",
     ] {
         assert!(names.contains(&required), "{required} missing");
