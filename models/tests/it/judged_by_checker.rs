@@ -104,3 +104,74 @@ fn the_checker_convicts_no_path_of_the_reference_model() {
         println!("{name}: {verdict:?}");
     }
 }
+
+/// A convicted path's history, for the recorder's own rules below.
+fn a_recorded_history() -> leaseproof_history::History {
+    let model = LeaseModel::new(2, Variant::UnfencedCommit);
+    let (path, _) = shortest_convicted_path(&model, Invariant::FencedWrites).expect("a path");
+    leaseproof_models::judged::history_of(&model, &path)
+}
+
+#[test]
+fn recorded_local_times_are_the_local_tick_plus_the_events_order() {
+    let history = a_recorded_history();
+    assert!(history
+        .events
+        .iter()
+        .any(|event| event.true_time_us >= leaseproof_models::judged::TICK_US));
+    for event in &history.events {
+        // Local and true time share the order within the tick: they differ
+        // by whole ticks of clock skew, nothing else.
+        assert_eq!(
+            (event.local_time_us - event.true_time_us) % leaseproof_models::judged::TICK_US,
+            0,
+            "{event:?}"
+        );
+    }
+}
+
+#[test]
+fn statements_get_server_times_of_their_own() {
+    use leaseproof_history::{EventKind, OpResult, Outcome};
+    let history = a_recorded_history();
+    let event_times: std::collections::BTreeSet<i64> = history
+        .events
+        .iter()
+        .map(|event| event.true_time_us)
+        .collect();
+    let stamps: Vec<i64> = history
+        .events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::Complete {
+                outcome: Outcome::Ok { result },
+                ..
+            } => match result {
+                OpResult::Lease { granted_at_us, .. } => Some(*granted_at_us),
+                OpResult::Committed {
+                    committed_at_us: Some(at),
+                } => Some(*at),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(stamps.len() >= 2, "{stamps:?}");
+    for stamp in &stamps {
+        assert!(
+            !event_times.contains(stamp),
+            "a statement stamped at an event's time: {stamp}"
+        );
+    }
+}
+
+#[test]
+fn a_sample_judges_every_nth_state_of_the_reference() {
+    let model = LeaseModel::new(2, Variant::Reference);
+    let verdict = judge_sample(&model, 50);
+    assert!(verdict.convicted.is_none());
+    assert!(verdict.states > 1_000, "{} states", verdict.states);
+    // No ghost monitor fires in the reference: exactly every 50th state.
+    assert_eq!(verdict.judged, verdict.states / 50);
+    assert!(verdict.with_unknown_outcomes <= verdict.judged);
+}

@@ -11,6 +11,7 @@ mod judged_by_checker;
 mod late_statements;
 mod lost_replies;
 mod reference;
+mod report;
 mod retry_interval;
 mod variants;
 mod vocabulary;
