@@ -74,5 +74,8 @@ fn the_explorer_serves_the_model() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert!(answer.starts_with("HTTP/1.0 200 OK"), "{answer}");
-    assert!(answer.contains("\"done\""), "the status of a search: {answer}");
+    assert!(
+        answer.contains("\"done\""),
+        "the status of a search: {answer}"
+    );
 }
