@@ -18,6 +18,7 @@
 mod container;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -50,7 +51,24 @@ struct Throwaway {
     port: u16,
     password: String,
     persistent: bool,
-    _dir: tempfile::TempDir,
+    _dir: OwnedDir,
+}
+
+/// The server's directory, removed when dropped (and by the watchdog when
+/// this process dies first).
+#[derive(Debug)]
+struct OwnedDir(PathBuf);
+
+impl OwnedDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for OwnedDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl RedisServer {
@@ -77,23 +95,25 @@ impl RedisServer {
     /// the keys (and their absolute expiry times).
     pub fn start_throwaway_with(persistent: bool) -> Result<RedisServer, String> {
         let binary = redis_binary().ok_or("redis-server not found on PATH")?;
-        let password: String = {
-            let mut rng = rand::thread_rng();
-            (0..32)
+        let mut rng = rand::thread_rng();
+        let mut letters = |count: usize| -> String {
+            (0..count)
                 .map(|_| char::from(b'a' + rng.gen_range(0..26)))
                 .collect()
         };
+        let password = letters(32);
         let port = free_port().map_err(|error| format!("free port: {error}"))?;
-        // The directory is made the moment before its watchdog is armed, and
-        // the watchdog before the server exists: a SIGKILL at any later moment
-        // (while it starts, before it answers, during a restart) still stops
-        // it and removes the directory. (Finding the port in between once left
-        // a directory behind a SIGKILL that landed there.)
-        let dir = tempfile::Builder::new()
-            .prefix("leaseproof-redis-")
-            .tempdir()
-            .map_err(|error| format!("temp dir: {error}"))?;
-        spawn_watchdog(port, dir.path())?;
+        // The watchdog is armed for the directory's path before the
+        // directory exists, and the server is spawned after both: a SIGKILL
+        // at any moment (before the directory is made, while the server
+        // starts, during a restart) leaves neither behind.
+        let path = std::env::temp_dir().join(format!("leaseproof-redis-{}", letters(12)));
+        spawn_watchdog(port, &path)?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        let dir = OwnedDir(path);
         let child = spawn_server(&binary, port, &password, persistent, dir.path())?;
         let mut throwaway = Throwaway {
             child,
@@ -445,7 +465,9 @@ mod tests {
         // (mode, milliseconds after spawn; None: once it said READY)
         for (mode, delay_ms) in [
             ("start", Some(5)),
+            ("start", Some(20)),
             ("start", Some(40)),
+            ("start", Some(60)),
             ("start", Some(120)),
             ("start", None),
             ("restart", None),
