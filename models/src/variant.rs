@@ -45,6 +45,11 @@ pub enum Variant {
     /// frees it the moment the holder's session dies, and the holder learns
     /// late (at its next probe): meanwhile it works on, unfenced.
     SessionLockLearnsLate,
+    /// A Redis lock's token checked where the work writes (leaseproof's
+    /// `redis-fenced`): the store refuses a token below the last one it
+    /// committed, and knows nothing of the lock itself — a stale holder's
+    /// write lands if it comes before the new holder's first.
+    TokenFenceAtStore,
     /// A refused rival backs off a whole TTL beyond its retry interval: safe,
     /// but a crashed holder's scope stays unclaimed longer than TTL plus one
     /// interval (checked with [`crate::LeaseModel::with_retry_interval`]).
@@ -53,7 +58,7 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, the reference first.
-    pub const ALL: [Variant; 12] = [
+    pub const ALL: [Variant; 13] = [
         Variant::Reference,
         Variant::WorkerClockExpiry,
         Variant::ReadThenWrite,
@@ -65,6 +70,7 @@ impl Variant {
         Variant::SchemaNoRetry,
         Variant::ShorteningExtension,
         Variant::SessionLockLearnsLate,
+        Variant::TokenFenceAtStore,
         Variant::BackoffBeyondInterval,
     ];
 
@@ -82,6 +88,7 @@ impl Variant {
             Variant::SchemaNoRetry => "schema-no-retry",
             Variant::ShorteningExtension => "shortening-extension",
             Variant::SessionLockLearnsLate => "session-lock-learns-late",
+            Variant::TokenFenceAtStore => "token-fence-at-store",
             Variant::BackoffBeyondInterval => "backoff-beyond-interval",
         }
     }
@@ -104,6 +111,9 @@ impl Variant {
             Variant::SessionLockLearnsLate => {
                 "a session lock freed when its session dies, the holder learning late, no fence"
             }
+            Variant::TokenFenceAtStore => {
+                "the token checked at the store only: below the last committed one is refused"
+            }
             Variant::BackoffBeyondInterval => {
                 "a refused rival backs off a TTL beyond its retry interval"
             }
@@ -124,6 +134,7 @@ impl Variant {
             Variant::SchemaNoRetry => Some(properties::EVERY_WORKER_STARTS),
             Variant::ShorteningExtension => Some(properties::MUTUAL_EXCLUSION),
             Variant::SessionLockLearnsLate => Some(properties::FENCED_WRITES),
+            Variant::TokenFenceAtStore => Some(properties::FENCED_WRITES),
             Variant::BackoffBeyondInterval => Some(properties::CRASHED_HOLDER_TAKEN_OVER),
         }
     }

@@ -209,6 +209,16 @@ impl LeaseModel {
         token: u8,
     ) -> bool {
         let owner = self.owner_id(worker, real.incarnation);
+        if self.variant == Variant::TokenFenceAtStore {
+            // The store's fence row moves forward only: it holds the last
+            // committed token, which the ghost already keeps.
+            if token < state.ghost.commit_token_last {
+                state.ghost.stale_commit_refused = true;
+                return false;
+            }
+            Self::record_commit(state, real, token);
+            return true;
+        }
         let fenced = !matches!(
             self.variant,
             Variant::UnfencedCommit | Variant::SessionLockLearnsLate

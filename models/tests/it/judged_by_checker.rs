@@ -47,6 +47,7 @@ fn every_variant_counterexample_is_convicted_of_its_invariant_by_the_checker() {
         "fence-owner-only: 11 steps, I3 I3",
         "shortening-extension: 11 steps, I1",
         "session-lock-learns-late: 7 steps, I3",
+        "token-fence-at-store: 7 steps, I3",
         "backoff-beyond-interval: 13 steps, I5",
     ];
     assert_eq!(convicted, expected);

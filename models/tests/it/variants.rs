@@ -193,6 +193,41 @@ fn a_session_lock_whose_holder_learns_late_lets_a_stale_write_land() {
 }
 
 #[test]
+fn a_token_checked_only_at_the_store_lets_a_stale_write_land_before_the_new_holders_first() {
+    // leaseproof's `redis-fenced`: the store refuses a token below the last
+    // it committed, so a paused holder whose successor has not written yet
+    // still lands its write (I3) — what the simulation finds by seed.
+    let report = check(&CheckConfig::new(LeaseModel::new(
+        2,
+        Variant::TokenFenceAtStore,
+    )));
+    assert!(report.as_expected());
+    let trace = report.counterexample.expect("a counterexample");
+    let commits = trace
+        .steps
+        .iter()
+        .filter(|step| step.action.contains("Commit"))
+        .count();
+    assert!(commits >= 1, "{trace}");
+    // Pinned: the shortest counterexample.
+    assert_eq!(counterexample_steps(Variant::TokenFenceAtStore), 7);
+    // A stale commit after the successor wrote is refused: the fence works,
+    // only its window is open (the refusal is reachable).
+    let exhaustive = check(&CheckConfig {
+        model: LeaseModel::new(2, Variant::TokenFenceAtStore),
+        search: Search::Exhaustive,
+    });
+    assert!(matches!(
+        exhaustive.outcome(properties::STALE_COMMIT_REFUSED),
+        Some(PropertyOutcome::Witnessed { .. })
+    ));
+    assert_holds(
+        &exhaustive,
+        &[properties::MUTUAL_EXCLUSION, properties::TOKEN_ORDER],
+    );
+}
+
+#[test]
 fn a_backoff_beyond_the_retry_interval_leaves_a_crashed_holders_scope_unclaimed_too_long() {
     // With the retry interval modelled: safe (I1–I3 hold), but a rival that
     // backs off a TTL beyond its interval misses the bounded takeover (I5).
