@@ -78,6 +78,19 @@ pub struct Measurement {
     /// Every operation's latency, sorted: what [`Measurement::combined`]
     /// takes its percentiles from.
     pub(crate) latencies_ns: Vec<u64>,
+    /// Each slice's own figures, in measuring order (one for a single
+    /// run): a goal is judged round by round against the baseline's slice
+    /// of the same round.
+    pub rounds: Vec<Round>,
+}
+
+/// One slice of a measurement: its throughput and median.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Round {
+    /// `operations / elapsed` of the slice.
+    pub throughput_per_second: f64,
+    /// The slice's median latency.
+    pub p50: Duration,
 }
 
 /// The `q`-quantile (0..=1) of sorted nanoseconds, nearest rank.
@@ -182,17 +195,23 @@ impl Measurement {
     ) -> Measurement {
         assert_eq!(latencies_ns.len() as u64, operations);
         latencies_ns.sort_unstable();
+        let throughput_per_second = operations as f64 / elapsed.as_secs_f64().max(1e-9);
+        let p50 = quantile(&latencies_ns, 0.50);
         Measurement {
             workload,
             contenders,
             operations,
             granted,
             elapsed,
-            throughput_per_second: operations as f64 / elapsed.as_secs_f64().max(1e-9),
-            p50: quantile(&latencies_ns, 0.50),
+            throughput_per_second,
+            p50,
             p99: quantile(&latencies_ns, 0.99),
             takeover: None,
             latencies_ns,
+            rounds: vec![Round {
+                throughput_per_second,
+                p50,
+            }],
         }
     }
 
@@ -212,18 +231,25 @@ impl Measurement {
         let operations: u64 = slices.iter().map(|slice| slice.operations).sum();
         let granted: u64 = slices.iter().map(|slice| slice.granted).sum();
         let elapsed: Duration = slices.iter().map(|slice| slice.elapsed).sum();
+        let rounds = slices
+            .iter()
+            .flat_map(|slice| slice.rounds.iter().copied())
+            .collect();
         let latencies_ns = slices
             .into_iter()
             .flat_map(|slice| slice.latencies_ns)
             .collect();
-        Measurement::totalled(
-            workload,
-            contenders,
-            operations,
-            granted,
-            elapsed,
-            latencies_ns,
-        )
+        Measurement {
+            rounds,
+            ..Measurement::totalled(
+                workload,
+                contenders,
+                operations,
+                granted,
+                elapsed,
+                latencies_ns,
+            )
+        }
     }
 }
 

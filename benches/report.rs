@@ -232,7 +232,7 @@ pub(crate) fn finite(value: f64) -> Option<f64> {
 pub struct BenchDocument {
     /// Always `leaseproof-bench`.
     pub format: String,
-    /// Always 2 (1 had no `hand_offs` and `observed`).
+    /// Always 3 (2 had no goal `rounds`; 1 had no `hand_offs` and `observed`).
     pub version: u32,
     /// Every goal met.
     pub passed: bool,
@@ -286,8 +286,13 @@ pub struct BenchGoal {
     pub value: Option<f64>,
     /// The goal, e.g. `>= 0.80`.
     pub goal: String,
-    /// Whether the value meets it.
+    /// Whether the value meets it — in every round, where it has rounds.
     pub met: bool,
+    /// The value in each round (each row's slice against its baseline's
+    /// slice of the same round), in measuring order; empty for a goal of
+    /// the whole run. Non-finite values are left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<f64>,
 }
 
 impl BenchGoal {
@@ -297,11 +302,20 @@ impl BenchGoal {
             value: finite(value),
             goal: goal.to_string(),
             met,
+            rounds: Vec::new(),
         }
+    }
+
+    /// The goal with its value in each round.
+    pub(crate) fn with_rounds(mut self, rounds: &[f64]) -> BenchGoal {
+        self.rounds = rounds.iter().copied().filter_map(finite).collect();
+        self
     }
 }
 
 impl leaseproof_history::Document for BenchDocument {
     const FORMAT: &'static str = "leaseproof-bench";
-    const VERSION: u32 = 2;
+    const VERSION: u32 = 3;
+    /// Version 2 had no `rounds` in its goals.
+    const OLDEST_VERSION_READ: u32 = 2;
 }

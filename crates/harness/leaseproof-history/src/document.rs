@@ -27,6 +27,15 @@ impl Envelope {
     /// Reads the envelope of `text` and checks it is `format` at `version`;
     /// the error says what was found instead.
     pub fn expect(text: &str, format: &str, version: u32) -> Result<Envelope, String> {
+        Envelope::expect_versions(text, format, version..=version)
+    }
+
+    /// [`Envelope::expect`] for a reader of several versions of `format`.
+    pub fn expect_versions(
+        text: &str,
+        format: &str,
+        versions: std::ops::RangeInclusive<u32>,
+    ) -> Result<Envelope, String> {
         #[derive(Deserialize)]
         struct Opening {
             format: Option<String>,
@@ -45,9 +54,14 @@ impl Envelope {
         if found_format != format {
             return Err(format!("a {found_format} document, expected {format}"));
         }
-        if found_version != version {
+        if !versions.contains(&found_version) {
+            let reads = if versions.start() == versions.end() {
+                format!("version {}", versions.start())
+            } else {
+                format!("versions {} to {}", versions.start(), versions.end())
+            };
             return Err(format!(
-                "{format} version {found_version}; this leaseproof reads version {version}"
+                "{format} version {found_version}; this leaseproof reads {reads}"
             ));
         }
         Ok(Envelope {
@@ -66,6 +80,9 @@ pub trait Document: Serialize + serde::de::DeserializeOwned {
     const FORMAT: &'static str;
     /// The format's version.
     const VERSION: u32;
+    /// The oldest version this reader still reads: a format grown only by
+    /// optional fields reads its older documents too.
+    const OLDEST_VERSION_READ: u32 = Self::VERSION;
 
     /// Pretty-printed, with a final newline.
     fn to_json(&self) -> String {
@@ -74,7 +91,11 @@ pub trait Document: Serialize + serde::de::DeserializeOwned {
 
     /// Reads a document, refusing another format, version or unknown fields.
     fn from_json(text: &str) -> Result<Self, String> {
-        Envelope::expect(text, Self::FORMAT, Self::VERSION)?;
+        Envelope::expect_versions(
+            text,
+            Self::FORMAT,
+            Self::OLDEST_VERSION_READ..=Self::VERSION,
+        )?;
         serde_json::from_str(text).map_err(|error| format!("{}: {error}", Self::FORMAT))
     }
 }
