@@ -94,15 +94,11 @@ impl Cluster {
             }
             None => None,
         };
-        let root_dir = create_unique_dir(&base_temp_dir(run_as.is_some()))?;
+        // The watchdog is armed for the directory's path before the
+        // directory exists: a SIGKILL at any moment leaves nothing behind
+        // (between making it and arming the watchdog, it once could).
+        let root_dir = unique_dir_path(&base_temp_dir(run_as.is_some()));
         let socket_dir = root_dir.join("socket");
-        std::fs::create_dir(&socket_dir).map_err(|e| Error::io("creating the socket dir", e))?;
-        if let Some((uid, gid)) = owner_ids {
-            for dir in [&root_dir, &socket_dir] {
-                std::os::unix::fs::chown(dir, Some(uid), Some(gid))
-                    .map_err(|e| Error::io("handing the temp dir to the server user", e))?;
-            }
-        }
         let mut cluster = Cluster {
             data_dir: root_dir.join("data"),
             log_path: root_dir.join("server.log"),
@@ -116,14 +112,13 @@ impl Cluster {
             password: random_password(),
             watchdog: None,
         };
-        // Armed before anything can be left behind: an interrupt during
-        // initdb or the first start still removes the dir.
         match cluster.spawn_watchdog() {
             Ok(watchdog) => cluster.watchdog = Some(watchdog),
-            Err(error) => {
-                cluster.remove_dir();
-                return Err(error);
-            }
+            Err(error) => return Err(error),
+        }
+        if let Err(error) = cluster.make_dirs(owner_ids) {
+            cluster.remove_dir();
+            return Err(error);
         }
         // initdb reads the password from a file only the server user can read;
         // the file is gone before the server starts.
@@ -390,6 +385,21 @@ impl Cluster {
         let _ = std::fs::remove_dir_all(&self.root_dir);
     }
 
+    /// Makes the root and socket directories, handed to the server user
+    /// when there is one (`owner_ids`).
+    fn make_dirs(&self, owner_ids: Option<(u32, u32)>) -> Result<(), Error> {
+        std::fs::create_dir(&self.root_dir).map_err(|e| Error::io("creating the temp dir", e))?;
+        std::fs::create_dir(&self.socket_dir)
+            .map_err(|e| Error::io("creating the socket dir", e))?;
+        if let Some((uid, gid)) = owner_ids {
+            for dir in [&self.root_dir, &self.socket_dir] {
+                std::os::unix::fs::chown(dir, Some(uid), Some(gid))
+                    .map_err(|e| Error::io("handing the temp dir to the server user", e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Runs one of the PostgreSQL programs and fails with its output if it fails.
     async fn run(&self, program: &str, args: &[&str]) -> Result<String, Error> {
         let mut command = tokio::process::Command::from(self.command(program, args));
@@ -535,17 +545,24 @@ pub(crate) fn base_temp_dir(server_runs_as_other_user: bool) -> PathBuf {
     }
 }
 
+/// A path under `base` no directory has: the process id, a counter of this
+/// process and the clock's nanoseconds (made by the caller, after it armed
+/// what removes it).
+pub(crate) fn unique_dir_path(base: &Path) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    base.join(format!(
+        "leaseproof-pg-{}-{}-{nanos}",
+        std::process::id(),
+        DIR_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
 pub(crate) fn create_unique_dir(base: &Path) -> Result<PathBuf, Error> {
     for _ in 0..100 {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let dir = base.join(format!(
-            "leaseproof-pg-{}-{}-{nanos}",
-            std::process::id(),
-            DIR_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        let dir = unique_dir_path(base);
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
