@@ -107,6 +107,11 @@ pub struct ReplayArgs {
     /// restart (Redis without persistence); `redis-restart` catches it.
     #[arg(long)]
     pub forgetful_restarts: bool,
+    /// Advisory lock scenarios: the simulated database grants an advisory
+    /// lock to every session that asks (shared, not exclusive);
+    /// `advisory-pause` catches it.
+    #[arg(long)]
+    pub shared_advisory_locks: bool,
     /// Also write the run's judged history (guarded rows included) to this
     /// file, in the format `leaseproof check` reads.
     #[arg(long, value_name = "FILE")]
@@ -635,6 +640,7 @@ pub fn run_replay(args: ReplayArgs) -> ExitCode {
         clock_follows_client: args.clock_follows_client,
         compare_skipped: args.compare_skipped,
         forgetful_restarts: args.forgetful_restarts,
+        shared_advisory_locks: args.shared_advisory_locks,
     };
     let outcome = run(&scenario, args.seed, options);
     if let Some(path) = &args.history {

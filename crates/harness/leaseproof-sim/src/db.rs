@@ -23,11 +23,16 @@
 //!   `pg_type_typname_nsp_index`.
 //! - **Lost replies**: with the drawn probability, a reply is dropped *after*
 //!   the statement took effect and the connection is reset.
+//! - **Advisory locks**: session-level, as `pg_try_advisory_lock`: held by a
+//!   session (one connection) until unlocked or the session ends — closed,
+//!   reset, terminated by the fault plan ([`Terminations`], as
+//!   `pg_terminate_backend`) or lost with the server's crash. The holder's
+//!   client learns of it only when it next sends something on the session.
 //!
 //! Invariant: every time comparison happens here, with the server's clock.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -117,6 +122,26 @@ pub struct DbConfig {
     /// clock instead of one clock of its own, as a design that trusts client
     /// timestamps does. Only the true-time monitor can see it.
     pub clock_follows_client: bool,
+    /// Planted defect: an advisory lock is granted to every session that
+    /// asks, as `pg_try_advisory_lock_shared` would (a shared lock taken
+    /// for an exclusive one).
+    pub advisory_shared: bool,
+    /// The fault plan's handle to terminate the sessions holding advisory
+    /// locks (lock runs of the advisory manager only).
+    pub terminations: Option<Terminations>,
+}
+
+/// The driver's handle to `pg_terminate_backend` every session that holds
+/// an advisory lock, shared across server incarnations: a strike while the
+/// server is down strikes nothing (no waiter is woken, no permit is kept).
+#[derive(Clone, Debug, Default)]
+pub struct Terminations(Rc<Notify>);
+
+impl Terminations {
+    /// Terminates, now, every session holding an advisory lock.
+    pub fn strike(&self) {
+        self.0.notify_waiters();
+    }
 }
 
 /// One incarnation of the server: sessions and locks, gone on crash.
@@ -129,6 +154,13 @@ struct Server {
     /// Woken whenever a lock is freed or the catalog changes.
     changed: Notify,
     session_next: Cell<u64>,
+    /// Session-level advisory locks: key → (holding session, times locked).
+    /// They live with the server incarnation: a crash frees them all.
+    advisory: RefCell<BTreeMap<i64, (u64, u32)>>,
+    /// Sessions ended by a termination; each ends at its next step.
+    terminated: RefCell<BTreeSet<u64>>,
+    /// Woken when sessions were terminated.
+    terminating: Notify,
 }
 
 /// Where and when a request is served: its session, its client, the server's
@@ -175,7 +207,19 @@ pub async fn serve(
         locks: RefCell::new(BTreeMap::new()),
         changed: Notify::new(),
         session_next: Cell::new(1),
+        advisory: RefCell::new(BTreeMap::new()),
+        terminated: RefCell::new(BTreeSet::new()),
+        terminating: Notify::new(),
     });
+    if let Some(terminations) = server.config.terminations.clone() {
+        let server = Rc::clone(&server);
+        tokio::task::spawn_local(async move {
+            loop {
+                terminations.0.notified().await;
+                server.terminate_lock_holders();
+            }
+        });
+    }
     let listener = TcpListener::bind(("0.0.0.0", DB_PORT)).await?;
     loop {
         let (stream, _peer) = listener.accept().await?;
@@ -214,25 +258,20 @@ impl Server {
         let mut transaction: Option<Transaction> = None;
         let mut client = String::from("?");
         loop {
-            let next = if transaction.is_some() {
-                match tokio::time::timeout(
-                    self.config.idle_in_transaction_timeout,
-                    lines.next_line(),
-                )
-                .await
-                {
-                    Ok(next) => next,
-                    Err(_) => {
-                        self.line(&client, || {
-                            format!("db s{session}: idle in transaction too long, terminating")
-                        });
-                        break;
-                    }
-                }
-            } else {
-                lines.next_line().await
+            if self.terminated.borrow().contains(&session) {
+                self.line(&client, || {
+                    format!("db s{session}: terminated (pg_terminate_backend), connection closed")
+                });
+                break;
+            }
+            let next = tokio::select! {
+                // In order: no randomness outside the seed.
+                biased;
+                // Checked at the top of the loop; `next_line` is cancel-safe.
+                () = self.terminating.notified() => continue,
+                next = self.next_line(session, &client, &mut lines, transaction.is_some()) => next,
             };
-            let Ok(Some(line)) = next else {
+            let Some(line) = next else {
                 break;
             };
             let message: ClientMessage = match serde_json::from_str(&line) {
@@ -272,6 +311,119 @@ impl Server {
         if let Some(transaction) = transaction.take() {
             self.abort(session, &client, transaction);
         }
+        self.free_advisory_locks(session, &client);
+    }
+
+    /// The session's next request line; `None` ends the session (closed,
+    /// reset, or idle in a transaction too long).
+    async fn next_line(
+        &self,
+        session: u64,
+        client: &str,
+        lines: &mut tokio::io::Lines<BufReader<turmoil::net::tcp::OwnedReadHalf>>,
+        in_transaction: bool,
+    ) -> Option<String> {
+        let next = if in_transaction {
+            match tokio::time::timeout(self.config.idle_in_transaction_timeout, lines.next_line())
+                .await
+            {
+                Ok(next) => next,
+                Err(_) => {
+                    self.line(client, || {
+                        format!("db s{session}: idle in transaction too long, terminating")
+                    });
+                    return None;
+                }
+            }
+        } else {
+            lines.next_line().await
+        };
+        next.ok().flatten()
+    }
+
+    /// `pg_try_advisory_lock(key)`: granted when free or already this
+    /// session's (session locks count, as PostgreSQL's).
+    fn advisory_try_lock(&self, at: At<'_>, key: i64) -> Response {
+        let mut advisory = self.advisory.borrow_mut();
+        let granted = match advisory.get_mut(&key) {
+            None => {
+                advisory.insert(key, (at.session, 1));
+                true
+            }
+            Some((holder, count)) if *holder == at.session => {
+                *count += 1;
+                true
+            }
+            // The planted defect: the holder is replaced, the lock shared.
+            Some(entry) if self.config.advisory_shared => {
+                *entry = (at.session, 1);
+                true
+            }
+            Some(_) => false,
+        };
+        drop(advisory);
+        self.line(at.client, || {
+            let verdict = if granted { "GRANTED" } else { "refused" };
+            format!("db s{}: advisory lock {key} {verdict}", at.session)
+        });
+        Response::Answer(granted)
+    }
+
+    /// `pg_advisory_unlock(key)`: `false` when this session does not hold it.
+    fn advisory_unlock(&self, at: At<'_>, key: i64) -> Response {
+        let mut advisory = self.advisory.borrow_mut();
+        let unlocked = match advisory.get_mut(&key) {
+            Some((holder, count)) if *holder == at.session => {
+                *count -= 1;
+                if *count == 0 {
+                    advisory.remove(&key);
+                }
+                true
+            }
+            _ => false,
+        };
+        drop(advisory);
+        self.line(at.client, || {
+            format!("db s{}: advisory unlock {key} => {unlocked}", at.session)
+        });
+        Response::Answer(unlocked)
+    }
+
+    /// The session ended: its advisory locks end with it.
+    fn free_advisory_locks(&self, session: u64, client: &str) {
+        let mut freed = Vec::new();
+        self.advisory.borrow_mut().retain(|key, (holder, _)| {
+            let ours = *holder == session;
+            if ours {
+                freed.push(*key);
+            }
+            !ours
+        });
+        if !freed.is_empty() {
+            self.line(client, || {
+                format!("db s{session}: session ended, advisory lock(s) {freed:?} freed")
+            });
+        }
+    }
+
+    /// `pg_terminate_backend` of every session holding an advisory lock:
+    /// the backends exit at once and their locks are free; each client
+    /// learns it at its next statement on the session.
+    fn terminate_lock_holders(&self) {
+        let holders: BTreeSet<u64> = self
+            .advisory
+            .borrow()
+            .values()
+            .map(|(holder, _)| *holder)
+            .collect();
+        self.trace.fault(None, || {
+            format!("db: pg_terminate_backend of the advisory lock holders {holders:?}")
+        });
+        for session in &holders {
+            self.free_advisory_locks(*session, "db");
+        }
+        self.terminated.borrow_mut().extend(holders);
+        self.terminating.notify_waiters();
     }
 
     fn abort(&self, session: u64, client: &str, transaction: Transaction) {
@@ -365,6 +517,12 @@ impl Server {
                 Response::Written
             }
             Request::Commit => self.commit(at, transaction),
+            Request::AdvisoryTryLock { key } => self.advisory_try_lock(at, key),
+            Request::AdvisoryUnlock { key } => self.advisory_unlock(at, key),
+            Request::AdvisoryHeld { key } => {
+                Response::Answer(self.advisory.borrow().contains_key(&key))
+            }
+            Request::Ping => Response::Answer(true),
         }
     }
 

@@ -49,6 +49,8 @@ pub enum FaultEvent {
     Partition(Option<usize>),
     /// Repair that partition.
     Repair(Option<usize>),
+    /// Terminate every database session holding an advisory lock.
+    TerminateLockSessions,
 }
 
 /// Every fault value of one run.
@@ -136,6 +138,15 @@ impl FaultPlan {
             schedule.push((at_ms, FaultEvent::Partition(target)));
             schedule.push((at_ms + length_ms, FaultEvent::Repair(target)));
         }
+        // Drawn last, and only when asked for: other scenarios' seeds keep
+        // their plans.
+        if faults.lock_session_kills != [0, 0] {
+            let kills = rng.gen_range(faults.lock_session_kills[0]..=faults.lock_session_kills[1]);
+            for _ in 0..kills {
+                let at_ms = rng.gen_range(window.clone());
+                schedule.push((at_ms, FaultEvent::TerminateLockSessions));
+            }
+        }
         // Stable: events drawn at the same instant keep their drawing order.
         schedule.sort_by_key(|(at_ms, _)| *at_ms);
         FaultPlan {
@@ -209,6 +220,7 @@ impl FaultPlan {
             FaultEvent::RestartDb => "restart-db".to_string(),
             FaultEvent::Partition(worker) => format!("partition-{}", target(worker)),
             FaultEvent::Repair(worker) => format!("repair-{}", target(worker)),
+            FaultEvent::TerminateLockSessions => "terminate-lock-sessions".to_string(),
         }
     }
 }

@@ -31,6 +31,7 @@
 //! [`wall`], which measures sweeps and decides nothing.
 #![deny(missing_docs)]
 
+pub mod advisory_client;
 pub mod db;
 mod faults;
 pub mod lock_cells;

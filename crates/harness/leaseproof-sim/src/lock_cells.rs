@@ -1,5 +1,6 @@
-//! The real-server manager × fault matrix's Redis cells, by seed: the same
-//! lock and fault, run as simulation scenarios under many seeds.
+//! The real-server manager × fault matrix's advisory and Redis cells, by
+//! seed: the same lock and fault, run as simulation scenarios under many
+//! seeds.
 //!
 //! Goal: put beside each scripted real-server scene what a sweep of seeds
 //! finds for the same lock and fault, so a verdict that rests on one
@@ -20,7 +21,7 @@ use crate::scenario::Scenario;
 /// One cell, judged over a range of seeds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SeededCell {
-    /// The lock, as the real matrix names it (`redis`, `redis-fenced`).
+    /// The lock, as the real matrix names it (`advisory`, `redis`, `redis-fenced`).
     pub lock: &'static str,
     /// The fault, as the real matrix's column is named.
     pub fault: &'static str,
@@ -73,7 +74,8 @@ struct CellDefinition {
     lock: &'static str,
     fault: &'static str,
     scenario: &'static str,
-    /// The work written without the token (the matrix's `redis` row).
+    /// The work written without the token (the matrix's `redis` row; the
+    /// advisory lock has none to write with).
     unfenced: bool,
     /// A Redis without persistence (the matrix's `server restart`).
     forgetful_restarts: bool,
@@ -103,7 +105,39 @@ const fn cell(
 /// write between a takeover and the new holder's first write, which no
 /// fence at the store can refuse), where the scripted scene lets the rival
 /// write first.
-const CELLS: [CellDefinition; 8] = [
+const CELLS: [CellDefinition; 12] = [
+    cell(
+        "advisory",
+        "holder paused > TTL",
+        "advisory-pause",
+        false,
+        false,
+        &[],
+    ),
+    cell(
+        "advisory",
+        "lock connection killed",
+        "advisory-session-kill",
+        false,
+        false,
+        &[I1, I3],
+    ),
+    cell(
+        "advisory",
+        "holder killed",
+        "advisory-crash",
+        false,
+        false,
+        &[],
+    ),
+    cell(
+        "advisory",
+        "server restart",
+        "advisory-restart",
+        false,
+        false,
+        &[I1, I3],
+    ),
     cell(
         "redis",
         "holder paused > TTL",

@@ -51,7 +51,7 @@ pub struct SimPort {
 
 /// Why an exchange broke, before classification into a [`LeaseError`].
 #[derive(Debug)]
-enum Broken {
+pub(crate) enum Broken {
     /// Nothing was sent.
     NotSent(String),
     /// The request was sent; the reply never came.
@@ -68,7 +68,8 @@ fn boxed(message: String) -> leaseproof_protocol::LeaseError {
     }
 }
 
-struct Connection {
+/// One connection to the database host: one session there.
+pub(crate) struct Connection {
     lines: Lines<BufReader<OwnedReadHalf>>,
     write: OwnedWriteHalf,
 }
@@ -78,7 +79,7 @@ impl SimPort {
         self.trace.line(Some(&self.client), text);
     }
 
-    async fn connect(&self) -> Result<Connection, Broken> {
+    pub(crate) async fn connect(&self) -> Result<Connection, Broken> {
         match tokio::time::timeout(self.request_timeout, db::connect()).await {
             Ok(Ok(stream)) => {
                 let (read, write) = stream.into_split();
@@ -92,7 +93,7 @@ impl SimPort {
         }
     }
 
-    async fn exchange(
+    pub(crate) async fn exchange(
         &self,
         connection: &mut Connection,
         request: Request,
@@ -288,6 +289,10 @@ fn describe(request: &Request) -> String {
             lease.token()
         ),
         Request::Commit => "COMMIT".to_string(),
+        Request::AdvisoryTryLock { key } => format!("pg_try_advisory_lock({key})"),
+        Request::AdvisoryUnlock { key } => format!("pg_advisory_unlock({key})"),
+        Request::AdvisoryHeld { key } => format!("advisory lock {key} held?"),
+        Request::Ping => "SELECT 1".to_string(),
     }
 }
 

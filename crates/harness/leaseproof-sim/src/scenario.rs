@@ -96,6 +96,10 @@ pub struct LockUnderTest {
     /// the scenario's tests hold it to (some seed must show it).
     #[serde(default, with = "leaseproof_history::invariant_codes")]
     pub breaks: Vec<leaseproof_history::Invariant>,
+    /// How often the advisory manager probes its lock session: the delay
+    /// before a dead session fires *lost* (the manager's default, 1 s).
+    #[serde(default = "defaults::probe_interval_ms")]
+    pub probe_interval_ms: u64,
 }
 
 /// The managers a scenario can run.
@@ -104,6 +108,9 @@ pub struct LockUnderTest {
 pub enum LockManagerName {
     /// `RedisDistributedLockManager` against the simulated Redis.
     Redis,
+    /// `PostgresAdvisoryLockManager` against the simulated database's
+    /// session locks.
+    Advisory,
 }
 
 /// Fault ranges; every value of a run is drawn inside them from the seed.
@@ -145,6 +152,10 @@ pub struct Faults {
     pub schema_create_ms: Span<u64>,
     /// Each worker starts after a delay drawn here (0 = all at the same instant).
     pub start_spread_ms: Span<u64>,
+    /// How many times the sessions holding advisory locks are terminated
+    /// (`pg_terminate_backend`) while their holders carry on; advisory lock
+    /// scenarios only.
+    pub lock_session_kills: Span<u32>,
 }
 
 impl Default for Faults {
@@ -165,6 +176,7 @@ impl Default for Faults {
             lost_reply_probability: [0.0, 0.0],
             schema_create_ms: [5, 20],
             start_spread_ms: [0, 0],
+            lock_session_kills: [0, 0],
         }
     }
 }
@@ -196,6 +208,9 @@ mod defaults {
     }
     pub fn yes() -> bool {
         true
+    }
+    pub fn probe_interval_ms() -> u64 {
+        1000
     }
 }
 
@@ -244,7 +259,7 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// The default scenarios, embedded: (name, TOML text).
-pub const EMBEDDED: [(&str, &str); 13] = [
+pub const EMBEDDED: [(&str, &str); 17] = [
     (
         "skewed-clocks",
         include_str!("../../../../scenarios/skewed-clocks.toml"),
@@ -293,6 +308,22 @@ pub const EMBEDDED: [(&str, &str); 13] = [
     (
         "redis-chaos",
         include_str!("../../../../scenarios/redis-chaos.toml"),
+    ),
+    (
+        "advisory-pause",
+        include_str!("../../../../scenarios/advisory-pause.toml"),
+    ),
+    (
+        "advisory-crash",
+        include_str!("../../../../scenarios/advisory-crash.toml"),
+    ),
+    (
+        "advisory-session-kill",
+        include_str!("../../../../scenarios/advisory-session-kill.toml"),
+    ),
+    (
+        "advisory-restart",
+        include_str!("../../../../scenarios/advisory-restart.toml"),
     ),
 ];
 
@@ -403,6 +434,28 @@ impl Scenario {
             .collect()
     }
 
+    /// What each manager can use: a setting another manager's run would
+    /// draw and ignore is refused.
+    fn validate_lock(&self) -> Result<(), String> {
+        let manager = self.lock.as_ref().map(|lock| lock.manager);
+        if self.faults.lock_session_kills != [0, 0] && manager != Some(LockManagerName::Advisory) {
+            return Err(
+                "lock_session_kills terminates advisory lock sessions: it needs [lock] manager = \"advisory\"".into(),
+            );
+        }
+        if let Some(lock) = &self.lock {
+            if lock.probe_interval_ms == 0 {
+                return Err("probe_interval_ms must be positive".into());
+            }
+            if lock.manager == LockManagerName::Advisory && !(lock.keep_alive && lock.persistent) {
+                return Err(
+                    "keep_alive and persistent do nothing for the advisory manager: its lock lives with its session".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn validate(&self) -> Result<(), String> {
         fn span<T: PartialOrd + std::fmt::Debug>(name: &str, span: &Span<T>) -> Result<(), String> {
             if span[0] > span[1] {
@@ -434,6 +487,7 @@ impl Scenario {
                 }
             }
         }
+        self.validate_lock()?;
         leaseproof_protocol::Ttl::from_millis(self.ttl_ms).map_err(|error| error.to_string())?;
         if self.duration_s == 0 || self.duration_s > 24 * 3600 {
             return Err("duration_s must be 1..=86400".into());

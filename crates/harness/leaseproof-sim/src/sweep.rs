@@ -374,6 +374,10 @@ pub struct Regression {
     /// ([`RunOptions::forgetful_restarts`]).
     #[serde(default)]
     pub forgetful_restarts: bool,
+    /// Run an advisory lock scenario with shared locks planted
+    /// ([`RunOptions::shared_advisory_locks`]).
+    #[serde(default)]
+    pub shared_advisory_locks: bool,
     /// What the run must show.
     pub expect: RegressionExpect,
     /// Invariants (by code: `I3`, `B`, …) the run must prove broken: a
@@ -407,6 +411,7 @@ pub fn save_regression(
         clock_follows_client: false,
         compare_skipped: false,
         forgetful_restarts: false,
+        shared_advisory_locks: false,
         expect: crate::sweep::RegressionExpect::Violation,
         codes: failure.invariants.clone(),
         note: format!(
@@ -467,6 +472,7 @@ pub fn run_regression(regression: &Regression) -> Result<RunOutcome, String> {
         clock_follows_client: regression.clock_follows_client,
         compare_skipped: regression.compare_skipped,
         forgetful_restarts: regression.forgetful_restarts,
+        shared_advisory_locks: regression.shared_advisory_locks,
     };
     let outcome = run(&scenario, regression.seed, options);
     match (regression.expect, outcome.is_ok()) {

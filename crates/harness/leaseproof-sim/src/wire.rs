@@ -67,6 +67,24 @@ pub enum Request {
     },
     /// `COMMIT`.
     Commit,
+    /// `pg_try_advisory_lock(key)`: a session-level lock, held by this
+    /// session (connection) until unlocked or the session ends.
+    AdvisoryTryLock {
+        /// The lock's key.
+        key: i64,
+    },
+    /// `pg_advisory_unlock(key)`.
+    AdvisoryUnlock {
+        /// The lock's key.
+        key: i64,
+    },
+    /// Whether any session holds `key` (`pg_locks`).
+    AdvisoryHeld {
+        /// The lock's key.
+        key: i64,
+    },
+    /// `SELECT 1`: fails only when the session is gone.
+    Ping,
 }
 
 impl Request {
@@ -82,6 +100,10 @@ impl Request {
             Request::Fence { .. } => "fence",
             Request::Write { .. } => "write",
             Request::Commit => "commit",
+            Request::AdvisoryTryLock { .. } => "pg_try_advisory_lock",
+            Request::AdvisoryUnlock { .. } => "pg_advisory_unlock",
+            Request::AdvisoryHeld { .. } => "pg_locks",
+            Request::Ping => "ping",
         }
     }
 }
@@ -114,6 +136,8 @@ pub enum Response {
         /// Server time of the fence.
         fenced_at: ServerTime,
     },
+    /// A one-column boolean answer (the advisory-lock functions, `SELECT 1`).
+    Answer(bool),
     /// A statement error, with its SQLSTATE.
     Error {
         /// SQLSTATE, e.g. `23505`.

@@ -32,9 +32,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_core::future::BoxFuture;
-use leaseproof_protocol::Scope;
+use leaseproof_protocol::{BackendError, Scope};
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions as _, Connection as _, PgConnection};
+use sqlx::{ConnectOptions as _, PgConnection};
 use tokio::sync::{oneshot, watch};
 
 use crate::{LockError, LockGuard, LockManager, Releaser, TableName};
@@ -53,16 +53,147 @@ pub fn advisory_key(scope: &Scope) -> i64 {
     i64::from_ne_bytes(hash.to_ne_bytes())
 }
 
-/// Session-level `pg_try_advisory_lock` on a dedicated connection per lock.
+/// A database session that can hold session-level advisory locks: the seam
+/// between the manager's logic (one session per held lock, the probe, the
+/// idle cache, release and *lost*) and what it speaks through. Production
+/// sessions are [`PgConnection`]s ([`PgSessions`]); the harness's
+/// simulation implements it over its simulated database, so the manager's
+/// own logic is what runs under the simulation's faults.
+pub trait AdvisorySession: Send + 'static {
+    /// `pg_try_advisory_lock(key)`: whether this session now holds it.
+    fn try_lock(&mut self, key: i64) -> BoxFuture<'_, Result<bool, BackendError>>;
+    /// `pg_advisory_unlock(key)`: whether this session held it.
+    fn unlock(&mut self, key: i64) -> BoxFuture<'_, Result<bool, BackendError>>;
+    /// Whether any session holds `key` (PostgreSQL's `pg_locks`).
+    fn is_held(&mut self, key: i64) -> BoxFuture<'_, Result<bool, BackendError>>;
+    /// A round trip that fails once the session is gone (`SELECT 1`).
+    fn probe(&mut self) -> BoxFuture<'_, Result<(), BackendError>>;
+    /// Ends the session; its locks end with it.
+    fn close(self) -> BoxFuture<'static, ()>;
+}
+
+/// Where the advisory manager's sessions come from: each held lock gets a
+/// session of its own.
+pub trait AdvisorySessions: Send + Sync + 'static {
+    /// The session type.
+    type Session: AdvisorySession;
+    /// Opens a fresh session; nothing was locked if it fails.
+    fn open(&self) -> BoxFuture<'_, Result<Self::Session, LockError>>;
+}
+
+/// The production sessions: a dedicated autocommit [`PgConnection`] per
+/// lock, refused behind a pooler in transaction mode ([`TransactionPooling`]).
 #[derive(Clone, Debug)]
-pub struct PostgresAdvisoryLockManager {
+pub struct PgSessions {
     options: PgConnectOptions,
-    prefix: String,
-    probe_interval: Duration,
-    idle: IdleConnections,
     /// Whether sessions were found private (checked once, on the first
     /// connection; `Some(false)`: a transaction pooler shares them).
     sessions_private: Arc<tokio::sync::OnceCell<bool>>,
+}
+
+impl AdvisorySessions for PgSessions {
+    type Session = PgConnection;
+
+    fn open(&self) -> BoxFuture<'_, Result<PgConnection, LockError>> {
+        Box::pin(async move {
+            let unavailable = |error: sqlx::Error| LockError::Unavailable {
+                source: Box::new(error),
+            };
+            let mut connection = self.options.connect().await.map_err(unavailable)?;
+            let private = self
+                .sessions_private
+                .get_or_try_init(|| sessions_are_private(&mut connection, &self.options))
+                .await
+                .map_err(unavailable)?;
+            if !private {
+                return Err(LockError::Backend {
+                    source: Box::new(TransactionPooling),
+                });
+            }
+            Ok(connection)
+        })
+    }
+}
+
+/// One boolean from `statement` with `$1 = key`.
+fn ask_bool<'c>(
+    connection: &'c mut PgConnection,
+    statement: &'static str,
+    key: i64,
+) -> BoxFuture<'c, Result<bool, BackendError>> {
+    Box::pin(async move {
+        sqlx::query_scalar(statement)
+            .bind(key)
+            .fetch_one(connection)
+            .await
+            .map_err(|error| Box::new(error) as BackendError)
+    })
+}
+
+impl AdvisorySession for PgConnection {
+    fn try_lock(&mut self, key: i64) -> BoxFuture<'_, Result<bool, BackendError>> {
+        ask_bool(self, "SELECT pg_try_advisory_lock($1)", key)
+    }
+
+    fn unlock(&mut self, key: i64) -> BoxFuture<'_, Result<bool, BackendError>> {
+        ask_bool(self, "SELECT pg_advisory_unlock($1)", key)
+    }
+
+    fn is_held(&mut self, key: i64) -> BoxFuture<'_, Result<bool, BackendError>> {
+        // A bigint advisory key is stored as classid = high 32 bits, objid =
+        // low 32 bits, objsubid = 1 (PostgreSQL's pg_locks documentation).
+        ask_bool(
+            self,
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND classid = (($1 >> 32) & 4294967295)::oid \
+             AND objid = ($1 & 4294967295)::oid AND objsubid = 1)",
+            key,
+        )
+    }
+
+    fn probe(&mut self) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            sqlx::query("SELECT 1")
+                .execute(self)
+                .await
+                .map(drop)
+                .map_err(|error| Box::new(error) as BackendError)
+        })
+    }
+
+    fn close(self) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let _ = sqlx::Connection::close(self).await;
+        })
+    }
+}
+
+/// Session-level `pg_try_advisory_lock` on a dedicated session per lock.
+pub struct PostgresAdvisoryLockManager<S: AdvisorySessions = PgSessions> {
+    sessions: Arc<S>,
+    prefix: String,
+    probe_interval: Duration,
+    idle: IdleSessions<S::Session>,
+}
+
+impl<S: AdvisorySessions> Clone for PostgresAdvisoryLockManager<S> {
+    fn clone(&self) -> Self {
+        PostgresAdvisoryLockManager {
+            sessions: Arc::clone(&self.sessions),
+            prefix: self.prefix.clone(),
+            probe_interval: self.probe_interval,
+            idle: self.idle.clone(),
+        }
+    }
+}
+
+impl<S: AdvisorySessions> std::fmt::Debug for PostgresAdvisoryLockManager<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresAdvisoryLockManager")
+            .field("prefix", &self.prefix)
+            .field("probe_interval", &self.probe_interval)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The advisory manager's refusal to run behind a transaction pooler.
@@ -75,34 +206,43 @@ pub struct PostgresAdvisoryLockManager {
 )]
 pub struct TransactionPooling;
 
-/// Connections holding no lock, ready for the next attempt.
-#[derive(Clone, Debug, Default)]
-struct IdleConnections(Arc<Mutex<Vec<PgConnection>>>);
+/// Sessions holding no lock, ready for the next attempt.
+struct IdleSessions<T>(Arc<Mutex<Vec<T>>>);
 
-/// Idle connections kept at most.
-const IDLE_CONNECTIONS_MAX: usize = 8;
+impl<T> Clone for IdleSessions<T> {
+    fn clone(&self) -> Self {
+        IdleSessions(Arc::clone(&self.0))
+    }
+}
 
-impl IdleConnections {
-    fn take(&self) -> Option<PgConnection> {
+/// Idle sessions kept at most.
+const IDLE_SESSIONS_MAX: usize = 8;
+
+impl<T> IdleSessions<T> {
+    fn new() -> Self {
+        IdleSessions(Arc::new(Mutex::new(Vec::new())))
+    }
+
+    fn take(&self) -> Option<T> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .pop()
     }
 
-    /// Keeps `connection` for reuse; it must hold no advisory lock.
-    fn give_back(&self, connection: PgConnection) {
+    /// Keeps `session` for reuse; it must hold no advisory lock.
+    fn give_back(&self, session: T) {
         let mut idle = self
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if idle.len() < IDLE_CONNECTIONS_MAX {
-            idle.push(connection);
+        if idle.len() < IDLE_SESSIONS_MAX {
+            idle.push(session);
         }
     }
 }
 
-impl PostgresAdvisoryLockManager {
+impl PostgresAdvisoryLockManager<PgSessions> {
     /// A manager for the database at `url`, scoping locks under `prefix`.
     /// The lock connection is probed every second.
     pub fn new(url: &str, prefix: impl Into<String>) -> Result<Self, LockError> {
@@ -111,73 +251,62 @@ impl PostgresAdvisoryLockManager {
                 .map_err(|error: sqlx::Error| LockError::Unavailable {
                     source: Box::new(error),
                 })?;
-        Ok(PostgresAdvisoryLockManager {
-            options,
+        Ok(PostgresAdvisoryLockManager::over(
+            PgSessions {
+                options,
+                sessions_private: Arc::new(tokio::sync::OnceCell::new()),
+            },
+            prefix,
+        ))
+    }
+}
+
+impl<S: AdvisorySessions> PostgresAdvisoryLockManager<S> {
+    /// A manager whose sessions come from `sessions`, scoping locks under
+    /// `prefix`; every session is probed every second.
+    pub fn over(sessions: S, prefix: impl Into<String>) -> Self {
+        PostgresAdvisoryLockManager {
+            sessions: Arc::new(sessions),
             prefix: prefix.into(),
             probe_interval: Duration::from_secs(1),
-            idle: IdleConnections::default(),
-            sessions_private: Arc::new(tokio::sync::OnceCell::new()),
-        })
+            idle: IdleSessions::new(),
+        }
     }
 
-    /// How often the holder's task probes its lock connection: the delay
-    /// before a dead connection fires *lost*.
+    /// How often the holder's task probes its lock session: the delay
+    /// before a dead session fires *lost*.
     pub fn with_probe_interval(mut self, probe_interval: Duration) -> Self {
         assert!(!probe_interval.is_zero());
         self.probe_interval = probe_interval;
         self
     }
 
-    async fn connect(&self) -> Result<PgConnection, LockError> {
-        let unavailable = |error: sqlx::Error| LockError::Unavailable {
-            source: Box::new(error),
-        };
-        let mut connection = self.options.connect().await.map_err(unavailable)?;
-        let private = self
-            .sessions_private
-            .get_or_try_init(|| sessions_are_private(&mut connection, &self.options))
-            .await
-            .map_err(unavailable)?;
-        if !private {
-            return Err(LockError::Backend {
-                source: Box::new(TransactionPooling),
-            });
-        }
-        Ok(connection)
-    }
-
-    /// Runs `statement` (one `bool` column, `$1` the key) on a cached
-    /// connection, or on a fresh one when there is none or the cached one died.
-    async fn ask(
-        &self,
-        statement: &'static str,
-        key: i64,
-    ) -> Result<(PgConnection, bool), LockError> {
+    /// Asks `question` on a cached session, or on a fresh one when there is
+    /// none or the cached one died.
+    async fn ask<Q>(&self, question: Q) -> Result<(S::Session, bool), LockError>
+    where
+        Q: for<'s> Fn(&'s mut S::Session) -> BoxFuture<'s, Result<bool, BackendError>>,
+    {
         if let Some(mut cached) = self.idle.take() {
-            if let Ok(answer) = sqlx::query_scalar(statement)
-                .bind(key)
-                .fetch_one(&mut cached)
-                .await
-            {
+            if let Ok(answer) = question(&mut cached).await {
                 return Ok((cached, answer));
             }
             // Died while idle (a restart, a terminated backend): a fresh one.
+            cached.close().await;
         }
-        let mut connection = self.connect().await?;
-        let answer = sqlx::query_scalar(statement)
-            .bind(key)
-            .fetch_one(&mut connection)
+        let mut session = self.sessions.open().await?;
+        let answer = question(&mut session)
             .await
-            .map_err(backend)?;
-        Ok((connection, answer))
+            .map_err(|source| LockError::Backend { source })?;
+        Ok((session, answer))
     }
 
     async fn acquire(&self, table: &TableName) -> Result<LockGuard, LockError> {
         let scope = table.scope(&self.prefix)?;
         let key = advisory_key(&scope);
-        let (connection, locked) = self.ask("SELECT pg_try_advisory_lock($1)", key).await?;
+        let (session, locked) = self.ask(|session| session.try_lock(key)).await?;
         if !locked {
-            self.idle.give_back(connection);
+            self.idle.give_back(session);
             return Err(LockError::Held {
                 scope,
                 holder: None,
@@ -186,7 +315,7 @@ impl PostgresAdvisoryLockManager {
         let (lost_tx, lost_rx) = watch::channel(false);
         let (release_tx, release_rx) = oneshot::channel();
         tokio::spawn(hold(
-            connection,
+            session,
             key,
             scope.clone(),
             self.probe_interval,
@@ -206,24 +335,9 @@ impl PostgresAdvisoryLockManager {
     async fn locked(&self, table: &TableName) -> Result<bool, LockError> {
         let scope = table.scope(&self.prefix)?;
         let key = advisory_key(&scope);
-        // A bigint advisory key is stored as classid = high 32 bits, objid =
-        // low 32 bits, objsubid = 1 (PostgreSQL's pg_locks documentation).
-        let (connection, locked) = self
-            .ask(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted \
-                 AND classid = (($1 >> 32) & 4294967295)::oid \
-                 AND objid = ($1 & 4294967295)::oid AND objsubid = 1)",
-                key,
-            )
-            .await?;
-        self.idle.give_back(connection);
+        let (session, locked) = self.ask(|session| session.is_held(key)).await?;
+        self.idle.give_back(session);
         Ok(locked)
-    }
-}
-
-fn backend(error: sqlx::Error) -> LockError {
-    LockError::Backend {
-        source: Box::new(error),
     }
 }
 
@@ -248,7 +362,7 @@ async fn sessions_are_private(
         ))
         .await?;
     let seen: Option<String> = row.try_get(0)?;
-    let _ = other.close().await;
+    let _ = sqlx::Connection::close(other).await;
     connection
         .execute(sqlx::raw_sql("RESET leaseproof.session_mark"))
         .await?;
@@ -257,29 +371,25 @@ async fn sessions_are_private(
 
 type ReleaseReply = oneshot::Sender<Result<(), LockError>>;
 
-/// The lock connection's owner: probes, and unlocks on release or drop.
-async fn hold(
-    mut connection: PgConnection,
+/// The lock session's owner: probes, and unlocks on release or drop.
+async fn hold<T: AdvisorySession>(
+    mut session: T,
     key: i64,
     scope: Scope,
     probe_interval: Duration,
-    idle: IdleConnections,
+    idle: IdleSessions<T>,
     lost: watch::Sender<bool>,
     mut release: oneshot::Receiver<ReleaseReply>,
 ) {
     loop {
         tokio::select! {
             request = &mut release => {
-                let unlocked: Result<bool, sqlx::Error> =
-                    sqlx::query_scalar("SELECT pg_advisory_unlock($1)")
-                        .bind(key)
-                        .fetch_one(&mut connection)
-                        .await;
+                let unlocked = session.unlock(key).await;
                 if matches!(unlocked, Ok(true)) {
                     // Holds nothing now: ready for the next attempt.
-                    idle.give_back(connection);
+                    idle.give_back(session);
                 } else {
-                    let _ = connection.close().await;
+                    session.close().await;
                 }
                 // `Err` on the channel: the guard was dropped unreleased; the
                 // lock is freed all the same (and with the session anyway).
@@ -293,9 +403,10 @@ async fn hold(
                 return;
             }
             () = tokio::time::sleep(probe_interval) => {
-                if sqlx::query("SELECT 1").execute(&mut connection).await.is_err() {
+                if session.probe().await.is_err() {
                     // The session died, and the server freed the lock with it.
                     let _ = lost.send(true);
+                    session.close().await;
                     if let Ok(reply) = release.await {
                         let _ = reply.send(Err(LockError::Lost { scope }));
                     }
@@ -324,7 +435,7 @@ impl Releaser for AdvisoryReleaser {
     }
 }
 
-impl LockManager for PostgresAdvisoryLockManager {
+impl<S: AdvisorySessions> LockManager for PostgresAdvisoryLockManager<S> {
     fn acquire_lock<'a>(
         &'a self,
         table: &'a TableName,

@@ -88,7 +88,10 @@ use leaseproof_protocol::{BackendError, FencingToken, InvalidInput, Lease, Scope
 /// receiver): a manager written elsewhere needs nothing else from tokio.
 pub use tokio::sync::watch;
 
-pub use advisory::{advisory_key, PostgresAdvisoryLockManager, TransactionPooling};
+pub use advisory::{
+    advisory_key, AdvisorySession, AdvisorySessions, PgSessions, PostgresAdvisoryLockManager,
+    TransactionPooling,
+};
 pub use lease::{LeaseLockManager, LeaseLockOptions};
 pub use redis_lock::{RedisDistributedLockManager, RedisLockOptions};
 

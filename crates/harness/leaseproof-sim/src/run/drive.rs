@@ -14,19 +14,30 @@ use std::time::Duration;
 
 use super::workers::WorkerSlot;
 use super::{Bounds, Finding};
+use crate::db::Terminations;
 use crate::faults::{FaultEvent, FaultPlan};
 use crate::trace::Trace;
 
+/// The host the store faults strike.
+#[derive(Clone, Copy)]
+pub(super) struct Store<'a> {
+    /// The store's host name.
+    pub(super) host: &'static str,
+    /// Its advisory lock sessions' terminations, where it has them.
+    pub(super) terminations: Option<&'a Terminations>,
+}
+
 /// Steps `sim` to the end of the run; returns the expectations that failed.
 /// The database faults and partitions strike `store_host`: the simulated
-/// database, or the lock's store in a lock run.
+/// database, or the lock's store in a lock run; terminations, the
+/// database's advisory lock sessions.
 pub(super) fn drive(
     sim: &mut turmoil::Sim<'_>,
     plan: &FaultPlan,
     trace: &Trace,
     slots: &Rc<RefCell<Vec<WorkerSlot>>>,
     bounds: &Bounds,
-    store_host: &'static str,
+    store: Store<'_>,
 ) -> Vec<Finding> {
     let (duration, limit) = (bounds.duration, bounds.limit);
     let mut findings = Vec::new();
@@ -39,7 +50,7 @@ pub(super) fn drive(
                 break;
             }
             schedule.next();
-            apply(sim, plan, trace, slots, event, &mut db_crashed, store_host);
+            apply(sim, plan, trace, slots, event, &mut db_crashed, store);
         }
         let all_finished = slots
             .borrow()
@@ -76,8 +87,9 @@ fn apply(
     slots: &Rc<RefCell<Vec<WorkerSlot>>>,
     event: &FaultEvent,
     db_crashed: &mut u32,
-    store_host: &'static str,
+    store: Store<'_>,
 ) {
+    let store_host = store.host;
     let at_us = sim.elapsed().as_micros() as i64;
     let mut applied = true;
     // The host factory borrows the slots when a worker restarts: bounce after
@@ -130,6 +142,10 @@ fn apply(
                 applied = false;
             }
         }
+        FaultEvent::TerminateLockSessions => match store.terminations {
+            Some(terminations) => terminations.strike(),
+            None => applied = false,
+        },
         FaultEvent::Partition(target) | FaultEvent::Repair(target) => {
             let cut = matches!(event, FaultEvent::Partition(_));
             let indices: Vec<usize> = match target {

@@ -1,15 +1,18 @@
-//! A lock manager's run: `RedisDistributedLockManager`'s own code on every
-//! worker host, against the simulated Redis, under the seed's faults.
+//! A lock manager's run: `RedisDistributedLockManager`'s or
+//! `PostgresAdvisoryLockManager`'s own code on every worker host, against
+//! the simulated Redis or the simulated database's session locks, under the
+//! seed's faults.
 //!
 //! Goal: judge a manager of `leaseproof-locks` the way the lease is judged —
 //! by seed, replayable — not by its scripted real-server scenes alone.
-//! Method: each worker incarnation builds the manager over
+//! Method: each worker incarnation builds the manager — Redis over
 //! [`SimRedisConnection`] (redis-rs's multiplexed connection on turmoil TCP)
-//! with holders named after the incarnation and secrets drawn from its seed,
-//! then loops: take the lock (never queueing), and while it holds, work,
+//! with holders named after the incarnation and secrets drawn from its seed;
+//! advisory over [`SimAdvisorySessions`] (a connection to the simulated
+//! database per session) — then loops: take the lock (never queueing), and while it holds, work,
 //! check the guard's *lost* signal, maybe freeze (the drawn pause: the
-//! worker stops and its traffic to Redis is held, keep-alive included, as a
-//! stopped process's would be) and write one row to the work store — with
+//! worker stops and its traffic to the lock's store is held, keep-alive and
+//! probe included, as a stopped process's would be) and write one row to the work store — with
 //! the token for the fence, or without it when the run is unfenced — then
 //! release. Every step is recorded on turmoil's clock; the work store's
 //! rows join the history and the one checker judges it.
@@ -27,7 +30,8 @@ use leaseproof_history::{
     Recorder, Stamp,
 };
 use leaseproof_locks::{
-    LockError, LockGuard, LockManager, RedisDistributedLockManager, RedisLockOptions, TableName,
+    LockError, LockGuard, LockManager, PostgresAdvisoryLockManager, RedisDistributedLockManager,
+    RedisLockOptions, TableName,
 };
 use leaseproof_protocol::Owner;
 use rand::{Rng, RngCore, SeedableRng};
@@ -35,10 +39,13 @@ use rand_chacha::ChaCha8Rng;
 
 use super::workers::WorkerSlot;
 use super::{Bounds, RunOptions};
+use crate::advisory_client::SimAdvisorySessions;
+use crate::db::{self, DbConfig, Durable, Terminations, DB_HOST};
 use crate::faults::{FaultPlan, WorkerPlan};
+use crate::port::SimPort;
 use crate::redis_host::client::SimRedisConnection;
 use crate::redis_host::{self, RedisConfig, RedisData, REDIS_HOST};
-use crate::scenario::{LockUnderTest, Scenario};
+use crate::scenario::{LockManagerName, LockUnderTest, Scenario};
 use crate::trace::{sim_now_us, Trace};
 use crate::work_store::{self, WorkData, WorkWrite, Written, WORK_HOST};
 
@@ -50,14 +57,17 @@ const SECRET_STREAM: u64 = 0x5EC2_E75E_ED00_0001;
 
 /// The stores of a lock run, read after it.
 pub(super) struct LockStores {
-    /// The Redis data (for tests and traces).
-    pub(super) redis: Rc<RefCell<RedisData>>,
     /// The rows the workers wrote.
     pub(super) work: Rc<RefCell<WorkData>>,
+    /// The lock's store: the Redis host, or the database host.
+    pub(super) host: &'static str,
+    /// The database's advisory lock sessions' terminations (advisory runs).
+    pub(super) terminations: Option<Terminations>,
 }
 
-/// Adds the Redis host, the work store and one host per worker of a lock
-/// scenario (`scenario.lock` set) to `sim`.
+/// Adds the lock's store (Redis, or the database for advisory locks), the
+/// work store and one host per worker of a lock scenario (`scenario.lock`
+/// set) to `sim`.
 pub(super) fn spawn(
     sim: &mut turmoil::Sim<'_>,
     scenario: &Scenario,
@@ -68,22 +78,10 @@ pub(super) fn spawn(
     trace: &Trace,
 ) -> (Rc<RefCell<Vec<WorkerSlot>>>, LockStores) {
     let lock: &LockUnderTest = scenario.lock.as_ref().expect("a lock scenario");
-    let stores = LockStores {
-        redis: Rc::new(RefCell::new(RedisData::default())),
-        work: Rc::new(RefCell::new(WorkData::default())),
+    let stores = match lock.manager {
+        LockManagerName::Redis => host_redis(sim, lock, plan, options, trace),
+        LockManagerName::Advisory => host_database(sim, scenario, plan, options, trace),
     };
-    let config = RedisConfig {
-        persistent: lock.persistent && !options.forgetful_restarts,
-        compare_always_equal: options.compare_skipped,
-        lost_reply_probability: plan.lost_reply_probability,
-        rng_seed: plan.db_rng_seed,
-    };
-    {
-        let (data, trace) = (Rc::clone(&stores.redis), trace.clone());
-        sim.host(REDIS_HOST, move || {
-            redis_host::serve(Rc::clone(&data), config, trace.clone())
-        });
-    }
     {
         let (data, trace) = (Rc::clone(&stores.work), trace.clone());
         sim.host(WORK_HOST, move || {
@@ -96,6 +94,9 @@ pub(super) fn spawn(
     for (index, worker) in plan.workers.iter().enumerate() {
         let settings = Settings {
             index,
+            manager: lock.manager,
+            store_host: stores.host,
+            probe_interval: Duration::from_millis(lock.probe_interval_ms),
             worker: worker.clone(),
             ttl: bounds.ttl.as_duration(),
             keep_alive: lock.keep_alive,
@@ -131,10 +132,73 @@ pub(super) fn spawn(
     (slots, stores)
 }
 
+/// The simulated Redis, with its data kept across restarts where the
+/// scenario (and no planted defect) says so.
+fn host_redis(
+    sim: &mut turmoil::Sim<'_>,
+    lock: &LockUnderTest,
+    plan: &FaultPlan,
+    options: RunOptions,
+    trace: &Trace,
+) -> LockStores {
+    let config = RedisConfig {
+        persistent: lock.persistent && !options.forgetful_restarts,
+        compare_always_equal: options.compare_skipped,
+        lost_reply_probability: plan.lost_reply_probability,
+        rng_seed: plan.db_rng_seed,
+    };
+    let (data, trace) = (Rc::new(RefCell::new(RedisData::default())), trace.clone());
+    sim.host(REDIS_HOST, move || {
+        redis_host::serve(Rc::clone(&data), config, trace.clone())
+    });
+    LockStores {
+        work: Rc::new(RefCell::new(WorkData::default())),
+        host: REDIS_HOST,
+        terminations: None,
+    }
+}
+
+/// The simulated database, serving the advisory manager's session locks
+/// (which live with its sessions and die with a crash), its sessions
+/// terminated when the fault plan says.
+fn host_database(
+    sim: &mut turmoil::Sim<'_>,
+    scenario: &Scenario,
+    plan: &FaultPlan,
+    options: RunOptions,
+    trace: &Trace,
+) -> LockStores {
+    let terminations = Terminations::default();
+    let config = DbConfig {
+        server_offset_us: 0,
+        lost_reply_probability: plan.lost_reply_probability,
+        schema_create: Duration::from_millis(plan.schema_create_ms),
+        idle_in_transaction_timeout: Duration::from_millis(scenario.idle_in_transaction_timeout_ms),
+        fence_without_lock: false,
+        clock_follows_client: false,
+        advisory_shared: options.shared_advisory_locks,
+        terminations: Some(terminations.clone()),
+    };
+    let durable = Rc::new(RefCell::new(Durable::new(plan.db_rng_seed)));
+    let trace = trace.clone();
+    sim.host(DB_HOST, move || {
+        db::serve(Rc::clone(&durable), config.clone(), trace.clone())
+    });
+    LockStores {
+        work: Rc::new(RefCell::new(WorkData::default())),
+        host: DB_HOST,
+        terminations: Some(terminations),
+    }
+}
+
 /// One worker's settings, the same for each of its incarnations.
 #[derive(Clone, Debug)]
 struct Settings {
     index: usize,
+    manager: LockManagerName,
+    /// The lock's store, whose traffic a pause holds.
+    store_host: &'static str,
+    probe_interval: Duration,
     worker: WorkerPlan,
     ttl: Duration,
     keep_alive: bool,
@@ -147,8 +211,8 @@ struct Settings {
     pause_ms: [u64; 2],
 }
 
-/// Records one incarnation's events on turmoil's clock (no clock skew: a
-/// Redis lock reads no clock but its timers, which are turmoil's).
+/// Records one incarnation's events on turmoil's clock (no clock skew: the
+/// managers read no clock but their timers, which are turmoil's).
 #[derive(Clone)]
 struct Log {
     recorder: Recorder,
@@ -198,21 +262,8 @@ async fn lock_worker(settings: Settings, incarnation: u64, recorder: Recorder, t
         .worker
         .rng_seed
         .wrapping_add(incarnation.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let mut secrets = ChaCha8Rng::seed_from_u64(seed ^ SECRET_STREAM);
     let mut pauses = ChaCha8Rng::seed_from_u64(seed);
-    let manager = RedisDistributedLockManager::over(
-        SimRedisConnection::new(settings.request_timeout, trace.clone(), owner.clone()),
-        "sim",
-        RedisLockOptions {
-            ttl: settings.ttl,
-            keep_alive: settings.keep_alive,
-        },
-    )
-    .expect("a validated TTL")
-    .with_holders(
-        Owner::new(owner.clone()).expect("a short owner id"),
-        move || secrets.next_u64(),
-    );
+    let manager = manager(&settings, &owner, seed, &trace);
     let log = Log {
         recorder,
         worker: settings.worker.name.clone(),
@@ -240,7 +291,10 @@ async fn lock_worker(settings: Settings, incarnation: u64, recorder: Recorder, t
                     Outcome::Ok {
                         result: OpResult::Lock {
                             token,
-                            lifetime_us: Some(ttl_us),
+                            // A session lock has no lifetime: it lives
+                            // with its session.
+                            lifetime_us: (settings.manager == LockManagerName::Redis)
+                                .then_some(ttl_us),
                         },
                     },
                 );
@@ -269,6 +323,50 @@ async fn lock_worker(settings: Settings, incarnation: u64, recorder: Recorder, t
         }
     }
     log.line(|| format!("{owner}: finished"));
+}
+
+/// The manager under test, its own code, over the simulation's transport:
+/// no wall clock, no OS entropy (the Redis holders' secrets come from the
+/// incarnation's seed).
+fn manager(settings: &Settings, owner: &str, seed: u64, trace: &Trace) -> Box<dyn LockManager> {
+    match settings.manager {
+        LockManagerName::Redis => {
+            let mut secrets = ChaCha8Rng::seed_from_u64(seed ^ SECRET_STREAM);
+            Box::new(
+                RedisDistributedLockManager::over(
+                    SimRedisConnection::new(
+                        settings.request_timeout,
+                        trace.clone(),
+                        owner.to_string(),
+                    ),
+                    "sim",
+                    RedisLockOptions {
+                        ttl: settings.ttl,
+                        keep_alive: settings.keep_alive,
+                    },
+                )
+                .expect("a validated TTL")
+                .with_holders(
+                    Owner::new(owner.to_string()).expect("a short owner id"),
+                    move || secrets.next_u64(),
+                ),
+            )
+        }
+        LockManagerName::Advisory => Box::new(
+            PostgresAdvisoryLockManager::over(
+                SimAdvisorySessions::new(SimPort {
+                    client: owner.to_string(),
+                    request_timeout: settings.request_timeout,
+                    schema_retry: true,
+                    unavailable_retry: settings.retry_interval,
+                    unavailable_attempts_max: 1,
+                    trace: trace.clone(),
+                }),
+                "sim",
+            )
+            .with_probe_interval(settings.probe_interval),
+        ),
+    }
 }
 
 /// Holds `guard` through the scenario's cycles, then releases it.
@@ -308,7 +406,7 @@ async fn hold(
         // The belief is checked; a pause here is the classic stale writer.
         if settings.pause_probability > 0.0 && pauses.gen_bool(settings.pause_probability) {
             let pause_ms = pauses.gen_range(settings.pause_ms[0]..=settings.pause_ms[1]);
-            freeze(log, &settings.worker.name, pause_ms).await;
+            freeze(log, &settings.worker.name, settings.store_host, pause_ms).await;
         }
         *cycle += 1;
         let cycle_id = ((settings.index as u64 + 1) << 48) | (log.incarnation << 32) | *cycle;
@@ -345,17 +443,18 @@ async fn hold(
 }
 
 /// The process stops for `pause_ms`: the worker sleeps and everything it
-/// sends to Redis meanwhile (its keep-alive) is held until it resumes.
-async fn freeze(log: &Log, host: &str, pause_ms: u64) {
+/// sends to the lock's store meanwhile (a keep-alive, a probe) is held
+/// until it resumes.
+async fn freeze(log: &Log, host: &str, store_host: &str, pause_ms: u64) {
     log.trace.fault(Some(&log.owner), || {
         format!(
             "{}: PAUSE {pause_ms} ms after the lost check, before the write",
             log.owner
         )
     });
-    turmoil::hold(host, REDIS_HOST);
+    turmoil::hold(host, store_host);
     tokio::time::sleep(Duration::from_millis(pause_ms)).await;
-    turmoil::release(host, REDIS_HOST);
+    turmoil::release(host, store_host);
 }
 
 /// One row of maintenance, recorded; `false` when the holder must stop

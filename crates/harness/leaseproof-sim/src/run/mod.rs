@@ -35,8 +35,7 @@ use leaseproof_protocol::Ttl;
 
 use crate::db::{self, DbConfig, Durable, DB_HOST};
 use crate::faults::FaultPlan;
-use crate::redis_host::REDIS_HOST;
-use crate::scenario::Scenario;
+use crate::scenario::{LockManagerName, Scenario};
 use crate::trace::{format_us, Trace};
 
 /// The scope every worker contends for.
@@ -73,12 +72,16 @@ pub struct RunOptions {
     /// restart, whatever the scenario says (Redis without persistence). The
     /// harness must catch it (I1, I2).
     pub forgetful_restarts: bool,
+    /// Advisory lock scenarios: the simulated database grants an advisory
+    /// lock to every session that asks, as `pg_try_advisory_lock_shared`
+    /// would. The harness must catch it (I1).
+    pub shared_advisory_locks: bool,
 }
 
 impl RunOptions {
     /// Every option that changes a run, with its replay flag's name (also the
     /// suffix of replay file names and a key of the header line).
-    pub fn flags(&self) -> [(bool, &'static str); 7] {
+    pub fn flags(&self) -> [(bool, &'static str); 8] {
         [
             (self.unfenced, "unfenced"),
             (self.no_schema_retry, "no-schema-retry"),
@@ -87,6 +90,7 @@ impl RunOptions {
             (self.clock_follows_client, "clock-follows-client"),
             (self.compare_skipped, "compare-skipped"),
             (self.forgetful_restarts, "forgetful-restarts"),
+            (self.shared_advisory_locks, "shared-advisory-locks"),
         ]
     }
 
@@ -360,15 +364,21 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         }
     }
     if let Some(lock) = &scenario.lock {
-        header.push(format!(
-            "lock: manager={} keep_alive={} persistent={}",
-            serde_json::to_value(lock.manager)
-                .ok()
-                .and_then(|name| name.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            lock.keep_alive,
-            lock.persistent && !options.forgetful_restarts,
-        ));
+        let manager = serde_json::to_value(lock.manager)
+            .ok()
+            .and_then(|name| name.as_str().map(str::to_string))
+            .unwrap_or_default();
+        header.push(match lock.manager {
+            LockManagerName::Redis => format!(
+                "lock: manager={manager} keep_alive={} persistent={}",
+                lock.keep_alive,
+                lock.persistent && !options.forgetful_restarts,
+            ),
+            LockManagerName::Advisory => format!(
+                "lock: manager={manager} probe_interval_ms={}",
+                lock.probe_interval_ms
+            ),
+        });
     }
     let trace = Trace::new(options.trace, &plan);
     let tick = Duration::from_millis(scenario.tick_ms);
@@ -472,6 +482,8 @@ fn run_lease(
         idle_in_transaction_timeout: Duration::from_millis(scenario.idle_in_transaction_timeout_ms),
         fence_without_lock: options.fence_without_lock,
         clock_follows_client: options.clock_follows_client,
+        advisory_shared: false,
+        terminations: None,
     };
     {
         let durable = Rc::clone(&durable);
@@ -481,7 +493,11 @@ fn run_lease(
         });
     }
     let slots = workers::spawn(&mut sim, scenario, plan, options, &bounds, recorder, trace);
-    let mut findings = drive::drive(&mut sim, plan, trace, &slots, &bounds, DB_HOST);
+    let store = drive::Store {
+        host: DB_HOST,
+        terminations: None,
+    };
+    let mut findings = drive::drive(&mut sim, plan, trace, &slots, &bounds, store);
     let simulated = sim.elapsed();
     drop(sim);
     let verdict::Verdict {
@@ -506,8 +522,8 @@ fn run_lease(
     }
 }
 
-/// A lock manager: the simulated Redis, the work store and the manager's
-/// own code on every worker host.
+/// A lock manager: its store (the simulated Redis or database), the work
+/// store and the manager's own code on every worker host.
 fn run_lock(
     mut sim: turmoil::Sim<'_>,
     scenario: &Scenario,
@@ -519,7 +535,11 @@ fn run_lock(
 ) -> Judged {
     let bounds = *bounds;
     let (slots, stores) = locks::spawn(&mut sim, scenario, plan, options, &bounds, recorder, trace);
-    let findings = drive::drive(&mut sim, plan, trace, &slots, &bounds, REDIS_HOST);
+    let store = drive::Store {
+        host: stores.host,
+        terminations: stores.terminations.as_ref(),
+    };
+    let findings = drive::drive(&mut sim, plan, trace, &slots, &bounds, store);
     let simulated = sim.elapsed();
     drop(sim);
     let (history, report) = locks::judge(recorder, &stores);

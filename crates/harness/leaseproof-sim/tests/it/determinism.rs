@@ -71,23 +71,40 @@ fn trace_is_identical_across_processes() {
     );
 }
 
-#[test]
-fn a_redis_lock_run_replays_byte_for_byte() {
-    let scenario = Scenario::load("redis-chaos").expect("redis-chaos loads");
+/// Two runs of `name` under `seed` trace byte for byte alike, and show
+/// `marker` (the manager's own traffic); another seed traces otherwise.
+fn lock_run_replays_byte_for_byte(name: &str, seed: u64, marker: &str) {
+    let scenario = Scenario::load(name).expect("the scenario loads");
     let options = RunOptions {
         trace: true,
         ..RunOptions::default()
     };
-    let first = run(&scenario, 5, options).trace.join("\n");
-    let second = run(&scenario, 5, options).trace.join("\n");
+    let first = run(&scenario, seed, options).trace.join("\n");
+    let second = run(&scenario, seed, options).trace.join("\n");
     assert!(
         first.lines().count() > 1_000,
         "the trace is too short to mean anything"
     );
     assert!(
-        first.contains("EVALSHA"),
-        "the manager's scripts ran on the simulated Redis"
+        first.contains(marker),
+        "{name} seed {seed} never shows {marker}"
     );
-    assert!(first == second, "two runs of redis-chaos seed 5 differ");
-    assert_ne!(first, run(&scenario, 6, options).trace.join("\n"));
+    assert!(first == second, "two runs of {name} seed {seed} differ");
+    assert_ne!(first, run(&scenario, seed + 1, options).trace.join("\n"));
+}
+
+#[test]
+fn a_redis_lock_run_replays_byte_for_byte() {
+    // The manager's scripts ran on the simulated Redis.
+    lock_run_replays_byte_for_byte("redis-chaos", 5, "EVALSHA");
+}
+
+#[test]
+fn an_advisory_lock_run_replays_byte_for_byte() {
+    // The fault plan terminated a session holding a lock.
+    lock_run_replays_byte_for_byte(
+        "advisory-session-kill",
+        3,
+        "pg_terminate_backend of the advisory lock holders {",
+    );
 }

@@ -76,6 +76,8 @@ fn host_db(sim: &mut turmoil::Sim<'_>, seed: u64, server_offset_us: i64, traced:
         idle_in_transaction_timeout: Duration::from_secs(60),
         fence_without_lock: false,
         clock_follows_client: false,
+        advisory_shared: false,
+        terminations: None,
     };
     sim.host(DB_HOST, move || {
         db::serve(Rc::clone(&durable), config.clone(), server_trace.clone())

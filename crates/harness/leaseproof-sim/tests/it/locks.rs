@@ -260,7 +260,7 @@ fn a_lock_scenario_refuses_faults_it_cannot_apply() {
 #[test]
 fn the_seeded_cells_show_what_they_are_pinned_to() {
     let cells = leaseproof_sim::lock_cells::seeded_cells(0..12).unwrap();
-    assert_eq!(cells.len(), 8);
+    assert_eq!(cells.len(), 12);
     for cell in &cells {
         assert_eq!(cell.seeds_run, 12);
         assert_eq!(

@@ -9,6 +9,7 @@
 //! the window is printed on stderr (`LEASEPROOF SEED WINDOW …`) and set by
 //! hand with `LEASEPROOF_SEED_BASE=b`; `LEASEPROOF_SEED_WINDOW=n` changes its
 //! size, `0` turns it off.
+mod advisory;
 mod browser;
 mod determinism;
 mod fence_lock;

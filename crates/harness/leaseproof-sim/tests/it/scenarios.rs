@@ -24,6 +24,10 @@ fn every_default_scenario_loads_from_file_and_embedded_alike() {
         "redis-restart",
         "redis-crash",
         "redis-chaos",
+        "advisory-pause",
+        "advisory-crash",
+        "advisory-session-kill",
+        "advisory-restart",
     ] {
         assert!(names.contains(&required), "{required} missing");
         let from_file = Scenario::load(required).expect("loads");
