@@ -131,6 +131,26 @@ pub struct DbConfig {
     pub terminations: Option<Terminations>,
 }
 
+impl DbConfig {
+    /// The server `plan` drew for `scenario`: its lost replies and schema
+    /// creation time, the scenario's idle-in-transaction timeout, one clock
+    /// with no offset, no planted defect, no terminations.
+    pub fn drawn(scenario: &crate::Scenario, plan: &crate::FaultPlan) -> DbConfig {
+        DbConfig {
+            server_offset_us: 0,
+            lost_reply_probability: plan.lost_reply_probability,
+            schema_create: Duration::from_millis(plan.schema_create_ms),
+            idle_in_transaction_timeout: Duration::from_millis(
+                scenario.idle_in_transaction_timeout_ms,
+            ),
+            fence_without_lock: false,
+            clock_follows_client: false,
+            advisory_shared: false,
+            terminations: None,
+        }
+    }
+}
+
 /// The driver's handle to `pg_terminate_backend` every session that holds
 /// an advisory lock, shared across server incarnations: a strike while the
 /// server is down strikes nothing (no waiter is woken, no permit is kept).

@@ -100,7 +100,7 @@ pub(super) async fn locks_stage(report: &mut Report) {
 /// Seeds per cell of the matrix by seed.
 const SEEDS_PER_CELL: u64 = 20;
 
-/// The Redis cells again, by seed in the simulation (the manager's own
+/// The advisory and Redis cells again, by seed in the simulation (the managers' own
 /// code), printed beside the real-server verdicts (`real`: lock, fault,
 /// verdict): each must show what it is pinned to; a difference from the
 /// real scene is printed, not hidden.

@@ -100,8 +100,9 @@ pub(super) fn simulation_teeth(report: &mut Report) {
             ..leaseproof_sim::RunOptions::default()
         },
         leaseproof_history::Invariant::FencedWrites,
+        Seen::InTrueTime,
     );
-    redis_compare_skipped(report);
+    lock_defects(report);
     planted_defect(
         report,
         "teeth: a server clock that follows its client is caught",
@@ -111,40 +112,55 @@ pub(super) fn simulation_teeth(report: &mut Report) {
             ..leaseproof_sim::RunOptions::default()
         },
         leaseproof_history::Invariant::MutualExclusion,
+        Seen::InTrueTime,
     );
 }
 
-/// A simulated server with a planted defect (`options`) must fail some of
-/// 20 seeds of `scenario`, with the violation of `expected` that the
-/// simulation's true-time monitor exists for.
+/// Who must see a planted defect: the simulation's true-time monitor (a
+/// defect no history shows), or the one checker, from the history.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    InTrueTime,
+    ByTheChecker,
+}
+
+/// A simulated store with a planted defect (`options`) must show `expected`
+/// in some of 20 seeds of `scenario`, seen where `seen` says.
 fn planted_defect(
     report: &mut Report,
     name: &str,
     scenario: &str,
     options: leaseproof_sim::RunOptions,
     expected: leaseproof_history::Invariant,
+    seen: Seen,
 ) {
     const STAGE: &str = "simulation";
     let started = Instant::now();
+    let shows = |outcome: &leaseproof_sim::RunOutcome| match seen {
+        Seen::InTrueTime => outcome.findings.iter().any(|finding| {
+            matches!(finding, leaseproof_sim::Finding::InTrueTime(violation)
+                if violation.invariant == expected)
+        }),
+        Seen::ByTheChecker => outcome.invariants_broken().contains(&expected),
+    };
+    let how = match seen {
+        Seen::InTrueTime => " in true time",
+        Seen::ByTheChecker => "",
+    };
     let outcome = (|| {
         let scenario =
             leaseproof_sim::Scenario::embedded(scenario).map_err(|error| error.to_string())?;
         let caught: Vec<leaseproof_sim::RunOutcome> = (0..20)
             .map(|seed| leaseproof_sim::run(&scenario, seed, options))
-            .filter(|outcome| {
-                outcome.findings.iter().any(|finding| {
-                    matches!(finding, leaseproof_sim::Finding::InTrueTime(violation)
-                        if violation.invariant == expected)
-                })
-            })
+            .filter(shows)
             .collect();
         match caught.first() {
             None => Err(format!(
-                "no seed of 0..20 of {} showed {expected} in true time: the monitor has no teeth",
+                "no seed of 0..20 of {} showed {expected}{how}: the planted defect went unseen",
                 scenario.name
             )),
             Some(first) => Ok(format!(
-                "{} of 20 {} seeds show {expected} in true time; first: {}",
+                "{} of 20 {} seeds show {expected}{how}; first: {}",
                 caught.len(),
                 scenario.name,
                 first.replay_command()
@@ -154,39 +170,30 @@ fn planted_defect(
     report.record(STAGE, name.to_string(), started, outcome);
 }
 
-/// The Redis manager's scripts run without their compare (release and
-/// keep-alive act on a rival's key) must be caught as two holders (I1).
-fn redis_compare_skipped(report: &mut Report) {
-    const STAGE: &str = "simulation";
-    let started = Instant::now();
-    let outcome = (|| {
-        let scenario =
-            leaseproof_sim::Scenario::embedded("redis-pause").map_err(|error| error.to_string())?;
-        let options = leaseproof_sim::RunOptions {
+/// The lock managers' planted defects: the Redis manager's scripts without
+/// their compare (release and keep-alive act on a rival's key), a database
+/// granting advisory locks shared; each must be caught as two holders (I1).
+fn lock_defects(report: &mut Report) {
+    planted_defect(
+        report,
+        "teeth: the Redis manager's scripts without their compare are caught",
+        "redis-pause",
+        leaseproof_sim::RunOptions {
             compare_skipped: true,
             ..leaseproof_sim::RunOptions::default()
-        };
-        let caught: Vec<u64> = (0..20)
-            .map(|seed| leaseproof_sim::run(&scenario, seed, options))
-            .filter(|outcome| {
-                outcome
-                    .invariants_broken()
-                    .contains(&leaseproof_history::Invariant::MutualExclusion)
-            })
-            .map(|outcome| outcome.seed)
-            .collect();
-        match caught.first() {
-            None => Err("no seed of 0..20 of redis-pause caught scripts without their compare".to_string()),
-            Some(first) => Ok(format!(
-                "{} of 20 redis-pause seeds show I1; first: cargo run --release -- replay redis-pause --seed {first} --compare-skipped",
-                caught.len()
-            )),
-        }
-    })();
-    report.record(
-        STAGE,
-        "teeth: the Redis manager's scripts without their compare are caught",
-        started,
-        outcome,
+        },
+        leaseproof_history::Invariant::MutualExclusion,
+        Seen::ByTheChecker,
+    );
+    planted_defect(
+        report,
+        "teeth: advisory locks granted shared are caught",
+        "advisory-pause",
+        leaseproof_sim::RunOptions {
+            shared_advisory_locks: true,
+            ..leaseproof_sim::RunOptions::default()
+        },
+        leaseproof_history::Invariant::MutualExclusion,
+        Seen::ByTheChecker,
     );
 }

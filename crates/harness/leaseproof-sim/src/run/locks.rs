@@ -37,7 +37,7 @@ use leaseproof_protocol::Owner;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::workers::WorkerSlot;
+use super::workers::{next_incarnation, WorkerSlot};
 use super::{Bounds, RunOptions};
 use crate::advisory_client::SimAdvisorySessions;
 use crate::db::{self, DbConfig, Durable, Terminations, DB_HOST};
@@ -110,12 +110,7 @@ pub(super) fn spawn(
         };
         let (slots, recorder, trace) = (Rc::clone(&slots), recorder.clone(), trace.clone());
         sim.host(worker.name.as_str(), move || {
-            let incarnation = {
-                let mut slots = slots.borrow_mut();
-                slots[index].incarnation += 1;
-                slots[index].finished = false;
-                slots[index].incarnation
-            };
+            let incarnation = next_incarnation(&slots, index);
             let (settings, slots) = (settings.clone(), Rc::clone(&slots));
             let (recorder, trace) = (recorder.clone(), trace.clone());
             async move {
@@ -170,14 +165,9 @@ fn host_database(
 ) -> LockStores {
     let terminations = Terminations::default();
     let config = DbConfig {
-        server_offset_us: 0,
-        lost_reply_probability: plan.lost_reply_probability,
-        schema_create: Duration::from_millis(plan.schema_create_ms),
-        idle_in_transaction_timeout: Duration::from_millis(scenario.idle_in_transaction_timeout_ms),
-        fence_without_lock: false,
-        clock_follows_client: false,
         advisory_shared: options.shared_advisory_locks,
         terminations: Some(terminations.clone()),
+        ..DbConfig::drawn(scenario, plan)
     };
     let durable = Rc::new(RefCell::new(Durable::new(plan.db_rng_seed)));
     let trace = trace.clone();

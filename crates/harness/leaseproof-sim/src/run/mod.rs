@@ -477,13 +477,9 @@ fn run_lease(
     )));
     let db_config = DbConfig {
         server_offset_us: plan.server_offset_us,
-        lost_reply_probability: plan.lost_reply_probability,
-        schema_create: Duration::from_millis(plan.schema_create_ms),
-        idle_in_transaction_timeout: Duration::from_millis(scenario.idle_in_transaction_timeout_ms),
         fence_without_lock: options.fence_without_lock,
         clock_follows_client: options.clock_follows_client,
-        advisory_shared: false,
-        terminations: None,
+        ..DbConfig::drawn(scenario, plan)
     };
     {
         let durable = Rc::clone(&durable);
@@ -543,16 +539,11 @@ fn run_lock(
     let simulated = sim.elapsed();
     drop(sim);
     let (history, report) = locks::judge(recorder, &stores);
-    let incarnations = slots
-        .borrow()
-        .iter()
-        .map(|slot| u32::try_from(slot.incarnation).unwrap_or(u32::MAX))
-        .sum();
     Judged {
         findings,
         history,
         report,
-        incarnations,
+        incarnations: workers::incarnations(&slots),
         simulated,
     }
 }

@@ -42,11 +42,7 @@ pub(super) fn judge(
     recorder: &Recorder,
     findings: &mut Vec<Finding>,
 ) -> Verdict {
-    let incarnations = slots
-        .borrow()
-        .iter()
-        .map(|slot| slot.incarnation as u32)
-        .sum();
+    let incarnations = super::workers::incarnations(slots);
     for (slot, worker) in slots.borrow().iter().zip(&plan.workers) {
         if let Some(error) = slot
             .first_summary

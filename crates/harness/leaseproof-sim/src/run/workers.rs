@@ -146,6 +146,24 @@ pub(super) struct WorkerSlot {
     pub(super) first_summary: Option<WorkerSummary>,
 }
 
+/// A new incarnation of worker `index` starts (its host's software runs
+/// again): its number, counted from 1.
+pub(super) fn next_incarnation(slots: &RefCell<Vec<WorkerSlot>>, index: usize) -> u64 {
+    let mut slots = slots.borrow_mut();
+    slots[index].incarnation += 1;
+    slots[index].finished = false;
+    slots[index].incarnation
+}
+
+/// Incarnations started over the run, every worker's.
+pub(super) fn incarnations(slots: &RefCell<Vec<WorkerSlot>>) -> u32 {
+    slots
+        .borrow()
+        .iter()
+        .map(|slot| u32::try_from(slot.incarnation).unwrap_or(u32::MAX))
+        .sum()
+}
+
 /// Adds one host per worker of `plan` to `sim`; returns their slots, which
 /// the driver and the verdict read.
 pub(super) fn spawn(
@@ -181,12 +199,7 @@ pub(super) fn spawn(
         let scenario = scenario.clone();
         let host_name = worker.name.clone();
         sim.host(host_name.as_str(), move || {
-            let incarnation = {
-                let mut slots = slots.borrow_mut();
-                slots[index].incarnation += 1;
-                slots[index].finished = false;
-                slots[index].incarnation
-            };
+            let incarnation = next_incarnation(&slots, index);
             let owner =
                 Owner::new(format!("{}#inc{incarnation}", worker.name)).expect("a short owner id");
             let port = SimPort {

@@ -85,49 +85,90 @@ fn sim_us(line: &str) -> i64 {
     (seconds.parse::<f64>().expect("seconds") * 1e6).round() as i64
 }
 
+/// For every termination of a held lock in `outcome`'s trace: how long
+/// after it the holder learned, and whether its probe told it (*lost*)
+/// rather than its release answered "not yours".
+fn learned_after_terminations(outcome: &RunOutcome) -> Vec<(i64, bool)> {
+    let trace = &outcome.trace;
+    let mut learned = Vec::new();
+    for (index, line) in trace.iter().enumerate() {
+        // `… of the advisory lock holders {3}`: session 3 held a lock.
+        let Some(holders) = line.split("advisory lock holders ").nth(1) else {
+            continue;
+        };
+        if holders == "{}" {
+            continue;
+        }
+        let told = trace[index..]
+            .iter()
+            .find(|line| {
+                line.contains(": LOST signal") || line.contains("release => Fail { reason: Stale }")
+            })
+            .unwrap_or_else(|| panic!("seed {}: nobody learned of {line}", outcome.seed));
+        learned.push((sim_us(told) - sim_us(line), told.contains("LOST signal")));
+    }
+    learned
+}
+
 #[test]
 fn a_terminated_lock_session_is_learned_at_the_holders_next_statement() {
     let scenario = Scenario::load("advisory-session-kill").unwrap();
     let probe_us = scenario.lock.as_ref().unwrap().probe_interval_ms as i64 * 1_000;
     let timeout_us = scenario.request_timeout_ms as i64 * 1_000;
-    let mut learned = 0;
-    for outcome in runs(
-        "advisory-session-kill",
-        0..8,
-        RunOptions {
-            trace: true,
-            ..RunOptions::default()
-        },
-    ) {
-        let trace = &outcome.trace;
-        for (index, line) in trace.iter().enumerate() {
-            // `… of the advisory lock holders {3}`: session 3 held a lock.
-            let Some(holders) = line.split("advisory lock holders ").nth(1) else {
-                continue;
-            };
-            if holders == "{}" {
-                continue;
-            }
-            let struck_us = sim_us(line);
-            // Learned by the probe (*lost*), or by a release the server
-            // answers with "not yours" — whichever statement comes first.
-            let lost = trace[index..]
-                .iter()
-                .find(|line| {
-                    line.contains(": LOST signal")
-                        || line.contains("release => Fail { reason: Stale }")
-                })
-                .unwrap_or_else(|| panic!("seed {}: nobody learned of {line}", outcome.seed));
-            let after_us = sim_us(lost) - struck_us;
+    let traced = RunOptions {
+        trace: true,
+        ..RunOptions::default()
+    };
+    let mut terminations = 0;
+    for outcome in runs("advisory-session-kill", 0..8, traced) {
+        for (after_us, _) in learned_after_terminations(&outcome) {
             assert!(
                 (0..=probe_us + timeout_us).contains(&after_us),
                 "seed {}: learned {after_us} µs after the termination",
                 outcome.seed
             );
-            learned += 1;
+            terminations += 1;
         }
     }
-    assert!(learned >= 4, "{learned} terminations of a held lock");
+    assert!(
+        terminations >= 4,
+        "{terminations} terminations of a held lock"
+    );
+}
+
+#[test]
+fn a_holder_holding_past_its_probe_is_told_by_the_probe() {
+    // Holds of 20 writes (1–6 s) outlast the probe interval: a holder that
+    // learned only at its release would learn seconds late.
+    let text = leaseproof_sim::EMBEDDED
+        .iter()
+        .find(|(name, _)| *name == "advisory-session-kill")
+        .unwrap()
+        .1
+        .replace(
+            "name = \"advisory-session-kill\"",
+            "name = \"advisory-long-holds\"",
+        )
+        .replace("cycles_per_grant = 3", "cycles_per_grant = 20");
+    let scenario = Scenario::parse(&text, "test").expect("the long holds load");
+    let probe_us = scenario.lock.as_ref().unwrap().probe_interval_ms as i64 * 1_000;
+    let timeout_us = scenario.request_timeout_ms as i64 * 1_000;
+    let traced = RunOptions {
+        trace: true,
+        ..RunOptions::default()
+    };
+    let mut by_probe = 0;
+    for seed in 0..8 {
+        let outcome = run(&scenario, seed, traced);
+        for (after_us, probed) in learned_after_terminations(&outcome) {
+            assert!(
+                after_us <= probe_us + timeout_us,
+                "seed {seed}: learned {after_us} µs after the termination"
+            );
+            by_probe += usize::from(probed);
+        }
+    }
+    assert!(by_probe >= 4, "the probe told only {by_probe} holders");
 }
 
 #[test]
