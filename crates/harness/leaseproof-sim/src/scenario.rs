@@ -259,7 +259,7 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// The default scenarios, embedded: (name, TOML text).
-pub const EMBEDDED: [(&str, &str); 17] = [
+pub const EMBEDDED: [(&str, &str); 18] = [
     (
         "skewed-clocks",
         include_str!("../../../../scenarios/skewed-clocks.toml"),
@@ -324,6 +324,10 @@ pub const EMBEDDED: [(&str, &str); 17] = [
     (
         "advisory-restart",
         include_str!("../../../../scenarios/advisory-restart.toml"),
+    ),
+    (
+        "advisory-chaos",
+        include_str!("../../../../scenarios/advisory-chaos.toml"),
     ),
 ];
 

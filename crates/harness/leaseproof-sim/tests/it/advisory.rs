@@ -1,7 +1,7 @@
 //! The advisory lock manager in the simulation: its own code, by seed.
 //!
 //! Goal: the scenarios `advisory-pause`, `advisory-crash`,
-//! `advisory-session-kill` and `advisory-restart` run
+//! `advisory-session-kill`, `advisory-restart` and `advisory-chaos` run
 //! `PostgresAdvisoryLockManager` — its session per lock, probe, idle cache
 //! and release — over the simulated database's session locks, and the
 //! harness both clears what holds and catches what breaks. Method: sweeps of
@@ -29,6 +29,7 @@ fn the_advisory_scenarios_break_exactly_their_known_breaks() {
         ("advisory-crash", vec![]),
         ("advisory-session-kill", vec![I1, I3]),
         ("advisory-restart", vec![I1, I3]),
+        ("advisory-chaos", vec![I1, I3]),
     ] {
         let scenario = Scenario::load(name).unwrap();
         assert_eq!(scenario.lock.as_ref().unwrap().breaks, known, "{name}");

@@ -28,6 +28,7 @@ fn every_default_scenario_loads_from_file_and_embedded_alike() {
         "advisory-crash",
         "advisory-session-kill",
         "advisory-restart",
+        "advisory-chaos",
     ] {
         assert!(names.contains(&required), "{required} missing");
         let from_file = Scenario::load(required).expect("loads");
