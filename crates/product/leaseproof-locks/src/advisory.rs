@@ -16,6 +16,11 @@
 //! ~50x `SELECT 1` per loser without the cache). A cached connection that died
 //! meanwhile is replaced by a fresh one on its first use.
 //!
+//! The logic above is written once, over the [`AdvisorySessions`] seam:
+//! [`PgSessions`] (a `PgConnection` per session) in production; the
+//! harness's simulation runs the same manager over simulated sessions, so
+//! what it finds by seed is this code's behaviour.
+//!
 //! There is no fence: the maintenance writes on other connections, and
 //! nothing there checks the lock. A holder whose lock connection died keeps
 //! working until its probe notices — the finding the harness reports.
@@ -291,8 +296,9 @@ impl<S: AdvisorySessions> PostgresAdvisoryLockManager<S> {
             if let Ok(answer) = question(&mut cached).await {
                 return Ok((cached, answer));
             }
-            // Died while idle (a restart, a terminated backend): a fresh one.
-            cached.close().await;
+            // Died while idle (a restart, a terminated backend): dropped
+            // unclosed (a goodbye on a dead connection can hang), a fresh one.
+            drop(cached);
         }
         let mut session = self.sessions.open().await?;
         let answer = question(&mut session)
@@ -406,7 +412,9 @@ async fn hold<T: AdvisorySession>(
                 if session.probe().await.is_err() {
                     // The session died, and the server freed the lock with it.
                     let _ = lost.send(true);
-                    session.close().await;
+                    // Dropped, not closed: a goodbye on a dead session can
+                    // hang, and the release below must answer at once.
+                    drop(session);
                     if let Ok(reply) = release.await {
                         let _ = reply.send(Err(LockError::Lost { scope }));
                     }

@@ -51,6 +51,10 @@ fn the_redis_scenarios_break_nothing_but_their_known_breaks() {
             summary.takeovers
         );
         assert!(summary.commits > 100, "{name}: {} commits", summary.commits);
+        if name == "redis-chaos" {
+            // Its lost replies and restarts leave outcomes unknown.
+            assert!(summary.unknown_ops > 0, "{name}: nothing was lost");
+        }
         // A known break is a claim: some seed must show it.
         if known.is_empty() {
             assert_eq!(summary.known_findings, 0, "{name}");

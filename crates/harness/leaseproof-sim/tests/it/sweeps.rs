@@ -208,3 +208,37 @@ fn the_moving_window_is_a_pure_function_of_the_commit() {
     assert!(base >= 1_000_000, "clear of the fixed window");
     assert!(base < 1_000_000 + (1 << 40));
 }
+
+#[test]
+fn a_repaired_partition_lets_its_workers_reach_the_database_again() {
+    let scenario = Scenario::load("partition").expect("the scenario loads");
+    let traced = leaseproof_sim::RunOptions {
+        trace: true,
+        ..leaseproof_sim::RunOptions::default()
+    };
+    let mut repairs_heard = 0;
+    for seed in 0..4 {
+        let outcome = leaseproof_sim::run(&scenario, seed, traced);
+        for (index, line) in outcome.trace.iter().enumerate() {
+            // `driver: repair-w3` (one worker) or `driver: repair-all`.
+            let Some(target) = line.split("driver: repair-").nth(1) else {
+                continue;
+            };
+            if target.contains("(no effect)") {
+                continue;
+            }
+            let worker = format!("{} ", target.trim());
+            let heard = outcome.trace[index + 1..].iter().any(|later| {
+                later.contains(" <- db: ")
+                    && !later.contains("NO REPLY")
+                    && (target.trim() == "all" || later.contains(&worker.replace(' ', "#")))
+            });
+            assert!(
+                heard,
+                "seed {seed}: nothing reached the database after {line}"
+            );
+            repairs_heard += 1;
+        }
+    }
+    assert!(repairs_heard >= 4, "{repairs_heard} repairs");
+}
