@@ -424,3 +424,49 @@ fn set(
     );
     Reply::Status("OK".to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(parts: &[&str]) -> Vec<Vec<u8>> {
+        parts.iter().map(|part| part.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn set_follows_redis_nx_xx_and_expiry() {
+        let mut entries = BTreeMap::new();
+        let ok = Reply::Status("OK".to_string());
+        // NX sets a missing key only; XX an existing one only.
+        assert_eq!(
+            set(&mut entries, b"k", b"a", &bytes(&["NX", "PX", "5"]), 0),
+            ok
+        );
+        assert_eq!(
+            set(&mut entries, b"k", b"b", &bytes(&["NX"]), 1),
+            Reply::Bulk(None)
+        );
+        assert_eq!(entries[b"k".as_slice()].value, b"a");
+        assert_eq!(entries[b"k".as_slice()].expires_at_us, Some(5_000));
+        assert_eq!(
+            set(&mut entries, b"k", b"c", &bytes(&["XX", "EX", "2"]), 10),
+            ok
+        );
+        assert_eq!(entries[b"k".as_slice()].expires_at_us, Some(2_000_010));
+        assert_eq!(
+            set(&mut entries, b"m", b"d", &bytes(&["XX"]), 0),
+            Reply::Bulk(None)
+        );
+        assert!(!entries.contains_key(b"m".as_slice()));
+        // A plain SET overwrites and clears the expiry.
+        assert_eq!(set(&mut entries, b"k", b"e", &[], 20), ok);
+        assert_eq!(entries[b"k".as_slice()].expires_at_us, None);
+        for refused in [&["NX", "XX"][..], &["PX", "0"], &["PX", "x"], &["FOO"]] {
+            assert!(matches!(
+                set(&mut entries, b"k", b"f", &bytes(refused), 0),
+                Reply::Error(_)
+            ));
+        }
+        assert_eq!(entries[b"k".as_slice()].value, b"e");
+    }
+}

@@ -54,6 +54,16 @@ fn the_redis_scenarios_break_nothing_but_their_known_breaks() {
         if name == "redis-chaos" {
             // Its lost replies and restarts leave outcomes unknown.
             assert!(summary.unknown_ops > 0, "{name}: nothing was lost");
+            // And replies are lost, not only connections to a dead server.
+            let traced = RunOptions {
+                trace: true,
+                ..RunOptions::default()
+            };
+            let lost = runs(name, 0..6, traced)
+                .iter()
+                .filter(|outcome| outcome.trace.iter().any(|line| line.contains("reply LOST")))
+                .count();
+            assert!(lost > 0, "{name}: no reply lost in 6 seeds");
         }
         // A known break is a claim: some seed must show it.
         if known.is_empty() {
