@@ -257,7 +257,7 @@ fn print_outcome(outcome: &ClientRunReport) {
     }
     let tally = &outcome.tally;
     println!(
-        "grants={} refusals={} writes={} writes_refused={} unknown={} lost_notices={} incarnations={} distinct_winners={}",
+        "grants={} refusals={} writes={} writes_refused={} unknown={} lost_notices={} incarnations={} distinct_winners={} replies_dropped={} partition_holds={}",
         tally.grants,
         tally.refusals,
         tally.writes,
@@ -265,7 +265,9 @@ fn print_outcome(outcome: &ClientRunReport) {
         tally.unknowns,
         tally.lost_notices,
         tally.incarnations,
-        outcome.distinct_winners
+        outcome.distinct_winners,
+        outcome.replies_lost,
+        outcome.partition_holds
     );
     print!("{}", outcome.report);
     match (outcome.report.is_ok(), outcome.vacuity()) {

@@ -45,6 +45,8 @@ struct State {
     /// Local ports of the live upstream connections.
     upstream_ports: Mutex<BTreeSet<u16>>,
     replies_lost: AtomicU64,
+    /// Connections and chunks a partition held back.
+    partition_holds: AtomicU64,
 }
 
 /// The proxy; accepting and forwarding stop when it is dropped.
@@ -80,6 +82,7 @@ impl FaultProxy {
             resets,
             upstream_ports: Mutex::new(BTreeSet::new()),
             replies_lost: AtomicU64::new(0),
+            partition_holds: AtomicU64::new(0),
         });
         let accept_state = Arc::clone(&state);
         let accept_task = tokio::spawn(async move {
@@ -129,6 +132,11 @@ impl FaultProxy {
     pub fn replies_lost(&self) -> u64 {
         self.state.replies_lost.load(Ordering::SeqCst)
     }
+
+    /// Connections and chunks a partition has held back so far.
+    pub fn partition_holds(&self) -> u64 {
+        self.state.partition_holds.load(Ordering::SeqCst)
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -139,9 +147,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 async fn serve(client: TcpStream, upstream: SocketAddr, state: Arc<State>) {
     // A partition holds new connections too, until it heals.
-    while state.partitioned.load(Ordering::SeqCst) {
-        tokio::time::sleep(POLL).await;
-    }
+    wait_out_partition(&state).await;
     let mut resets = state.resets.subscribe();
     resets.mark_unchanged();
     let Ok(server) = TcpStream::connect(upstream).await else {
@@ -177,6 +183,16 @@ async fn serve(client: TcpStream, upstream: SocketAddr, state: Arc<State>) {
     }
 }
 
+/// Holds whatever is passing until the partition heals, counting it.
+async fn wait_out_partition(state: &State) {
+    if state.partitioned.load(Ordering::SeqCst) {
+        state.partition_holds.fetch_add(1, Ordering::SeqCst);
+    }
+    while state.partitioned.load(Ordering::SeqCst) {
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// Forwards chunks until either side closes or a reply is lost.
 async fn pump(
     from: &mut tokio::net::tcp::OwnedReadHalf,
@@ -190,9 +206,7 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(read) => read,
         };
-        while state.partitioned.load(Ordering::SeqCst) {
-            tokio::time::sleep(POLL).await;
-        }
+        wait_out_partition(state).await;
         if from_store && state.lose_next_reply.swap(false, Ordering::SeqCst) {
             state.replies_lost.fetch_add(1, Ordering::SeqCst);
             return;

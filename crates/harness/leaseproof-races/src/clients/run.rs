@@ -162,6 +162,12 @@ pub struct ClientRunReport {
     pub tally: WorkerTally,
     /// Distinct incarnations that were granted the lock.
     pub distinct_winners: usize,
+    /// Replies the proxies between the clients and their stores dropped
+    /// (what the lose-reply strikes did: a strike finding no reply in
+    /// flight drops the next one).
+    pub replies_lost: u64,
+    /// Connections and chunks the proxies held back during partitions.
+    pub partition_holds: u64,
     /// The recorded history, rows included.
     pub history: History,
     /// The checker's verdict.
@@ -399,6 +405,18 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
     winners.sort_unstable();
     winners.dedup();
     let distinct_winners = winners.len();
+    let replies_lost = run
+        .slots
+        .iter()
+        .flat_map(|slot| &slot.proxies)
+        .map(FaultProxy::replies_lost)
+        .sum();
+    let partition_holds = run
+        .slots
+        .iter()
+        .flat_map(|slot| &slot.proxies)
+        .map(FaultProxy::partition_holds)
+        .sum();
     drop(admin);
     drop(database);
     Ok(ClientRunReport {
@@ -408,6 +426,8 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         strikes_skipped,
         tally,
         distinct_winners,
+        replies_lost,
+        partition_holds,
         history,
         report,
     })

@@ -237,6 +237,43 @@ async fn leaseproofs_lease_through_the_protocol_stays_clean_under_every_fault() 
 }
 
 #[tokio::test]
+async fn a_lose_reply_strike_drops_a_reply_between_a_holder_and_its_store() {
+    // The proxy's fault must act on the client's own connections. The lease
+    // client absorbs what it can (a read is retried, an acquisition re-asked
+    // idempotently), so the count of dropped replies is what shows it acted;
+    // and whatever it did, the reference must stay clean.
+    if !servers().await {
+        return;
+    }
+    let kind = FaultKind::LoseReply;
+    let mut lost = 0;
+    for seed in seeds_striking_holders(kind, 2, &[kind], 4_000, 1_500).take(2) {
+        let outcome = judged(config(lock_client("lease"), seed, &[kind], 4_000, 1_500)).await;
+        assert!(outcome.report.is_ok(), "{}", describe(&outcome));
+        lost += outcome.replies_lost;
+    }
+    assert!(
+        lost >= 2,
+        "{lost} replies dropped by four lose-reply strikes"
+    );
+}
+
+#[tokio::test]
+async fn a_partition_strike_holds_back_a_holders_traffic_and_the_reference_stays_clean() {
+    if !servers().await {
+        return;
+    }
+    let kind = FaultKind::Partition;
+    let mut held = 0;
+    for seed in seeds_striking_holders(kind, 2, &[kind], 4_000, 1_500).take(2) {
+        let outcome = judged(config(lock_client("lease"), seed, &[kind], 4_000, 1_500)).await;
+        assert!(outcome.report.is_ok(), "{}", describe(&outcome));
+        held += outcome.partition_holds;
+    }
+    assert!(held > 0, "four partition strikes held nothing back");
+}
+
+#[tokio::test]
 async fn a_broken_plain_del_lock_is_caught_when_its_holder_is_paused_past_the_ttl() {
     if !servers().await {
         return;
