@@ -257,7 +257,7 @@ fn print_outcome(outcome: &ClientRunReport) {
     }
     let tally = &outcome.tally;
     println!(
-        "grants={} refusals={} writes={} writes_refused={} unknown={} lost_notices={} incarnations={} distinct_winners={} replies_dropped={} partition_holds={}",
+        "grants={} refusals={} writes={} writes_refused={} unknown={} lost_notices={} incarnations={} distinct_winners={} proxy: replies_dropped={} partition_holds={} delayed_chunks={} connections_reset={}",
         tally.grants,
         tally.refusals,
         tally.writes,
@@ -266,8 +266,10 @@ fn print_outcome(outcome: &ClientRunReport) {
         tally.lost_notices,
         tally.incarnations,
         outcome.distinct_winners,
-        outcome.replies_lost,
-        outcome.partition_holds
+        outcome.proxy_effects.replies_dropped,
+        outcome.proxy_effects.partition_holds,
+        outcome.proxy_effects.delayed_chunks,
+        outcome.proxy_effects.connections_reset
     );
     print!("{}", outcome.report);
     match (outcome.report.is_ok(), outcome.vacuity()) {

@@ -47,6 +47,34 @@ struct State {
     replies_lost: AtomicU64,
     /// Connections and chunks a partition held back.
     partition_holds: AtomicU64,
+    /// Chunks delayed by the latency fault.
+    delayed_chunks: AtomicU64,
+    /// Connections closed by a reset.
+    connections_reset: AtomicU64,
+}
+
+/// What a proxy's faults did, counted: a strike that acted on nothing
+/// leaves its count at zero, so a run can tell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProxyEffects {
+    /// Replies dropped (lose-reply).
+    pub replies_dropped: u64,
+    /// Connections and chunks a partition held back.
+    pub partition_holds: u64,
+    /// Chunks delayed (latency).
+    pub delayed_chunks: u64,
+    /// Connections closed by a reset.
+    pub connections_reset: u64,
+}
+
+impl ProxyEffects {
+    /// Adds `other`'s counts to these.
+    pub fn absorb(&mut self, other: ProxyEffects) {
+        self.replies_dropped += other.replies_dropped;
+        self.partition_holds += other.partition_holds;
+        self.delayed_chunks += other.delayed_chunks;
+        self.connections_reset += other.connections_reset;
+    }
 }
 
 /// The proxy; accepting and forwarding stop when it is dropped.
@@ -83,6 +111,8 @@ impl FaultProxy {
             upstream_ports: Mutex::new(BTreeSet::new()),
             replies_lost: AtomicU64::new(0),
             partition_holds: AtomicU64::new(0),
+            delayed_chunks: AtomicU64::new(0),
+            connections_reset: AtomicU64::new(0),
         });
         let accept_state = Arc::clone(&state);
         let accept_task = tokio::spawn(async move {
@@ -128,14 +158,15 @@ impl FaultProxy {
         lock(&self.state.upstream_ports).iter().copied().collect()
     }
 
-    /// Replies dropped so far.
-    pub fn replies_lost(&self) -> u64 {
-        self.state.replies_lost.load(Ordering::SeqCst)
-    }
-
-    /// Connections and chunks a partition has held back so far.
-    pub fn partition_holds(&self) -> u64 {
-        self.state.partition_holds.load(Ordering::SeqCst)
+    /// What the faults did so far.
+    pub fn effects(&self) -> ProxyEffects {
+        let state = &self.state;
+        ProxyEffects {
+            replies_dropped: state.replies_lost.load(Ordering::SeqCst),
+            partition_holds: state.partition_holds.load(Ordering::SeqCst),
+            delayed_chunks: state.delayed_chunks.load(Ordering::SeqCst),
+            connections_reset: state.connections_reset.load(Ordering::SeqCst),
+        }
     }
 }
 
@@ -166,7 +197,9 @@ async fn serve(client: TcpStream, upstream: SocketAddr, state: Arc<State>) {
     tokio::select! {
         _ = to_server => {}
         _ = to_client => {}
-        _ = resets.changed() => {}
+        _ = resets.changed() => {
+            state.connections_reset.fetch_add(1, Ordering::SeqCst);
+        }
     }
     if let Some(port) = port {
         lock(&state.upstream_ports).remove(&port);
@@ -213,6 +246,7 @@ async fn pump(
         }
         let latency_ms = state.latency_ms.load(Ordering::SeqCst);
         if latency_ms > 0 {
+            state.delayed_chunks.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(latency_ms)).await;
         }
         if to.write_all(&buffer[..read]).await.is_err() {
@@ -275,7 +309,7 @@ mod tests {
             round_trip(&mut socket, b"lost").await.is_err(),
             "the reply is lost and the connection reset"
         );
-        assert_eq!(proxy.replies_lost(), 1);
+        assert_eq!(proxy.effects().replies_dropped, 1);
 
         let mut second = TcpStream::connect(proxy.local_addr()).await.unwrap();
         assert_eq!(round_trip(&mut second, b"next").await.unwrap(), b"next");

@@ -27,7 +27,7 @@ use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 
 use super::child::{ClientProcess, NoAnswer, StartError};
-use super::net::FaultProxy;
+use super::net::{FaultProxy, ProxyEffects};
 use super::plan::{FaultKind, FaultPlan, PlanShape, Strike};
 use super::wire::{FailKind, Message, Request, WireError};
 use crate::clock::RunClock;
@@ -162,12 +162,10 @@ pub struct ClientRunReport {
     pub tally: WorkerTally,
     /// Distinct incarnations that were granted the lock.
     pub distinct_winners: usize,
-    /// Replies the proxies between the clients and their stores dropped
-    /// (what the lose-reply strikes did: a strike finding no reply in
-    /// flight drops the next one).
-    pub replies_lost: u64,
-    /// Connections and chunks the proxies held back during partitions.
-    pub partition_holds: u64,
+    /// What the proxies between the clients and their stores did: replies
+    /// dropped, traffic a partition held back, chunks delayed, connections
+    /// reset (a strike that found nothing to act on counts nothing).
+    pub proxy_effects: ProxyEffects,
     /// The recorded history, rows included.
     pub history: History,
     /// The checker's verdict.
@@ -405,18 +403,10 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
     winners.sort_unstable();
     winners.dedup();
     let distinct_winners = winners.len();
-    let replies_lost = run
-        .slots
-        .iter()
-        .flat_map(|slot| &slot.proxies)
-        .map(FaultProxy::replies_lost)
-        .sum();
-    let partition_holds = run
-        .slots
-        .iter()
-        .flat_map(|slot| &slot.proxies)
-        .map(FaultProxy::partition_holds)
-        .sum();
+    let mut proxy_effects = ProxyEffects::default();
+    for proxy in run.slots.iter().flat_map(|slot| &slot.proxies) {
+        proxy_effects.absorb(proxy.effects());
+    }
     drop(admin);
     drop(database);
     Ok(ClientRunReport {
@@ -426,8 +416,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         strikes_skipped,
         tally,
         distinct_winners,
-        replies_lost,
-        partition_holds,
+        proxy_effects,
         history,
         report,
     })
