@@ -389,7 +389,8 @@ impl Server {
         Response::Answer(granted)
     }
 
-    /// `pg_advisory_unlock(key)`: `false` when this session does not hold it.
+    /// `pg_advisory_unlock(key)`: `false` unless the asking connection's
+    /// backend holds it.
     fn advisory_unlock(&self, at: At<'_>, key: i64) -> Response {
         let mut advisory = self.advisory.borrow_mut();
         let unlocked = match advisory.get_mut(&key) {

@@ -65,9 +65,11 @@ pub fn advisory_key(scope: &Scope) -> i64 {
 /// simulation implements it over its simulated database, so the manager's
 /// own logic is what runs under the simulation's faults.
 pub trait AdvisorySession: Send + 'static {
-    /// `pg_try_advisory_lock(key)`: whether this session now holds it.
+    /// `pg_try_advisory_lock(key)`: whether the lock is now held on this
+    /// connection.
     fn try_lock(&mut self, key: i64) -> BoxFuture<'_, Result<bool, BackendError>>;
-    /// `pg_advisory_unlock(key)`: whether this session held it.
+    /// `pg_advisory_unlock(key)`: whether the lock was held on this
+    /// connection.
     fn unlock(&mut self, key: i64) -> BoxFuture<'_, Result<bool, BackendError>>;
     /// Whether any session holds `key` (PostgreSQL's `pg_locks`).
     fn is_held(&mut self, key: i64) -> BoxFuture<'_, Result<bool, BackendError>>;

@@ -38,7 +38,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::workers::{next_incarnation, WorkerSlot};
-use super::{Bounds, RunOptions};
+use super::{RunOptions, Setup};
 use crate::advisory_client::SimAdvisorySessions;
 use crate::db::{self, DbConfig, Durable, Terminations, DB_HOST};
 use crate::faults::{FaultPlan, WorkerPlan};
@@ -70,13 +70,17 @@ pub(super) struct LockStores {
 /// set) to `sim`.
 pub(super) fn spawn(
     sim: &mut turmoil::Sim<'_>,
-    scenario: &Scenario,
-    plan: &FaultPlan,
-    options: RunOptions,
-    bounds: &Bounds,
-    recorder: &Recorder,
-    trace: &Trace,
+    setup: Setup<'_>,
 ) -> (Rc<RefCell<Vec<WorkerSlot>>>, LockStores) {
+    let Setup {
+        scenario,
+        plan,
+        options,
+        bounds,
+        recorder,
+        trace,
+    } = setup;
+
     let lock: &LockUnderTest = scenario.lock.as_ref().expect("a lock scenario");
     let stores = match lock.manager {
         LockManagerName::Redis => host_redis(sim, lock, plan, options, trace),

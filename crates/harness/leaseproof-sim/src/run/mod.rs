@@ -344,6 +344,18 @@ struct Bounds {
     limit: Duration,
 }
 
+/// What every part of one run reads: the scenario, the plan its seed drew,
+/// the options, the time bounds, the recorder and the trace.
+#[derive(Clone, Copy)]
+struct Setup<'a> {
+    scenario: &'a Scenario,
+    plan: &'a FaultPlan,
+    options: RunOptions,
+    bounds: Bounds,
+    recorder: &'a Recorder,
+    trace: &'a Trace,
+}
+
 /// Runs `scenario` under `seed`.
 pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcome {
     let mut scenario = scenario.clone();
@@ -403,9 +415,17 @@ pub fn run(scenario: &Scenario, seed: u64, mut options: RunOptions) -> RunOutcom
         .build();
 
     let recorder = Recorder::new();
+    let setup = Setup {
+        scenario,
+        plan: &plan,
+        options,
+        bounds,
+        recorder: &recorder,
+        trace: &trace,
+    };
     let judged = match &scenario.lock {
-        None => run_lease(sim, scenario, &plan, options, &bounds, &recorder, &trace),
-        Some(_) => run_lock(sim, scenario, &plan, options, &bounds, &recorder, &trace),
+        None => run_lease(sim, setup),
+        Some(_) => run_lock(sim, setup),
     };
     let Judged {
         findings,
@@ -461,16 +481,15 @@ struct Judged {
 }
 
 /// The lease: the simulated database and the shared worker loop.
-fn run_lease(
-    mut sim: turmoil::Sim<'_>,
-    scenario: &Scenario,
-    plan: &FaultPlan,
-    options: RunOptions,
-    bounds: &Bounds,
-    recorder: &Recorder,
-    trace: &Trace,
-) -> Judged {
-    let bounds = *bounds;
+fn run_lease(mut sim: turmoil::Sim<'_>, setup: Setup<'_>) -> Judged {
+    let Setup {
+        scenario,
+        plan,
+        options,
+        bounds,
+        recorder,
+        trace,
+    } = setup;
     let durable = Rc::new(RefCell::new(Durable::with_extension_rule(
         plan.db_rng_seed,
         options.extension_rule(),
@@ -488,7 +507,7 @@ fn run_lease(
             db::serve(Rc::clone(&durable), db_config.clone(), trace.clone())
         });
     }
-    let slots = workers::spawn(&mut sim, scenario, plan, options, &bounds, recorder, trace);
+    let slots = workers::spawn(&mut sim, setup);
     let store = drive::Store {
         host: DB_HOST,
         terminations: None,
@@ -520,17 +539,15 @@ fn run_lease(
 
 /// A lock manager: its store (the simulated Redis or database), the work
 /// store and the manager's own code on every worker host.
-fn run_lock(
-    mut sim: turmoil::Sim<'_>,
-    scenario: &Scenario,
-    plan: &FaultPlan,
-    options: RunOptions,
-    bounds: &Bounds,
-    recorder: &Recorder,
-    trace: &Trace,
-) -> Judged {
-    let bounds = *bounds;
-    let (slots, stores) = locks::spawn(&mut sim, scenario, plan, options, &bounds, recorder, trace);
+fn run_lock(mut sim: turmoil::Sim<'_>, setup: Setup<'_>) -> Judged {
+    let Setup {
+        plan,
+        bounds,
+        recorder,
+        trace,
+        ..
+    } = setup;
+    let (slots, stores) = locks::spawn(&mut sim, setup);
     let store = drive::Store {
         host: stores.host,
         terminations: stores.terminations.as_ref(),

@@ -13,16 +13,13 @@ use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use leaseproof_history::Recorder;
 use leaseproof_protocol::{CycleFault, CyclePoint, Owner, Scope};
 use leaseproof_worker::{run_worker, Clocks, Hooks, Step, WorkerConfig, WorkerSummary};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Bounds, RunOptions, SCOPE};
-use crate::faults::FaultPlan;
+use super::{Bounds, Setup, SCOPE};
 use crate::port::SimPort;
-use crate::scenario::Scenario;
 use crate::trace::{sim_now_us, LocalClock, Trace};
 
 /// A worker's clocks: true time is turmoil's simulated time, local time is
@@ -166,20 +163,21 @@ pub(super) fn incarnations(slots: &RefCell<Vec<WorkerSlot>>) -> u32 {
 
 /// Adds one host per worker of `plan` to `sim`; returns their slots, which
 /// the driver and the verdict read.
-pub(super) fn spawn(
-    sim: &mut turmoil::Sim<'_>,
-    scenario: &Scenario,
-    plan: &FaultPlan,
-    options: RunOptions,
-    bounds: &Bounds,
-    recorder: &Recorder,
-    trace: &Trace,
-) -> Rc<RefCell<Vec<WorkerSlot>>> {
+pub(super) fn spawn(sim: &mut turmoil::Sim<'_>, setup: Setup<'_>) -> Rc<RefCell<Vec<WorkerSlot>>> {
+    let Setup {
+        scenario,
+        plan,
+        options,
+        recorder,
+        trace,
+        ..
+    } = setup;
+
     let Bounds {
         ttl,
         duration,
         limit,
-    } = *bounds;
+    } = setup.bounds;
     let slots: Rc<RefCell<Vec<WorkerSlot>>> = Rc::new(RefCell::new(
         plan.workers.iter().map(|_| WorkerSlot::default()).collect(),
     ));
