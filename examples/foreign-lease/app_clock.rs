@@ -174,10 +174,7 @@ impl LeasePort for AppClockLock {
                     renewed.expires_at(),
                 ))
             }
-            None => Err(LeaseError::Lost {
-                scope: lease.scope().clone(),
-                token: lease.token(),
-            }),
+            None => Err(LeaseError::lost(lease)),
         }
     }
 

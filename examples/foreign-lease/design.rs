@@ -169,10 +169,7 @@ impl LeasePort for ForeignLease {
                     renewed.expires_at(),
                 ))
             }
-            None => Err(LeaseError::Lost {
-                scope: lease.scope().clone(),
-                token: lease.token(),
-            }),
+            None => Err(LeaseError::lost(lease)),
         }
     }
 
@@ -257,10 +254,7 @@ impl ForeignLease {
                 .await
                 .map_err(rolled_back)?;
             let Some(at_us) = fenced else {
-                return Err(LeaseError::Lost {
-                    scope: lease.scope().clone(),
-                    token: lease.token(),
-                });
+                return Err(LeaseError::lost(lease));
             };
             fenced_at = ServerTime::from_micros(at_us);
         }

@@ -217,10 +217,7 @@ impl SimPort {
                 Ok(Response::Fenced(Some(_))) => {}
                 Ok(Response::Fenced(None)) => {
                     // Dropping the connection rolls the transaction back.
-                    return Err(LeaseError::Lost {
-                        scope: lease.scope().clone(),
-                        token: lease.token(),
-                    });
+                    return Err(LeaseError::lost(lease));
                 }
                 Ok(other) => return Err(boxed(format!("fence: unexpected reply {other:?}"))),
                 Err(broken) => return Err(rolled_back(broken)),
@@ -363,10 +360,7 @@ impl LeasePort for SimPort {
         };
         match self.one_shot("renew", request).await? {
             Response::Renewed(Some(renewed)) => Ok(renewed),
-            Response::Renewed(None) => Err(LeaseError::Lost {
-                scope: lease.scope().clone(),
-                token: lease.token(),
-            }),
+            Response::Renewed(None) => Err(LeaseError::lost(lease)),
             other => Err(boxed(format!("renew: unexpected reply {other:?}"))),
         }
     }

@@ -177,10 +177,7 @@ where
     let rows: i64 = row.try_get(0).map_err(decode)?;
     let fenced_at_us: i64 = row.try_get(1).map_err(decode)?;
     if rows == 0 {
-        return Err(LeaseError::Lost {
-            scope: lease.scope().clone(),
-            token: lease.token(),
-        });
+        return Err(LeaseError::lost(lease));
     }
     Ok(GuardedWrite {
         rows: u64::try_from(rows).expect("a count is not negative"),

@@ -82,6 +82,14 @@ pub enum LeaseError {
 }
 
 impl LeaseError {
+    /// `Lost` for `lease`: its scope and the token the caller held.
+    pub fn lost(lease: &crate::Lease) -> LeaseError {
+        LeaseError::Lost {
+            scope: lease.scope().clone(),
+            token: lease.token(),
+        }
+    }
+
     /// True when the operation may have taken effect although it reported failure.
     pub fn is_outcome_unknown(&self) -> bool {
         matches!(self, LeaseError::OutcomeUnknown { .. })

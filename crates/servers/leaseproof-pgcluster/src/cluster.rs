@@ -15,6 +15,8 @@
 //! dir, the unix socket dir and the server log, so removing it removes everything.
 
 use std::path::{Path, PathBuf};
+
+use leaseproof_watchdog::shell_quote;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -337,7 +339,6 @@ impl Cluster {
 
     /// Spawns the detached watchdog that cleans up once this process is gone.
     fn spawn_watchdog(&self) -> Result<std::process::Child, Error> {
-        use std::os::unix::process::CommandExt as _;
         let stop = self.shell_line(
             "pg_ctl",
             &[
@@ -354,9 +355,8 @@ impl Cluster {
         // second apart, because an interrupted initdb or `pg_ctl start` may
         // still be writing into it or starting a server.
         let pidfile = shell_quote(&path_arg(&self.data_dir.join("postmaster.pid")));
-        let script = format!(
-            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
-             for attempt in 1 2 3; do \
+        let cleanup = format!(
+            "for attempt in 1 2 3; do \
                if [ -f {pidfile} ]; then \
                  postmaster=$(head -n 1 {pidfile} 2>/dev/null); \
                  {stop} >/dev/null 2>&1; \
@@ -364,20 +364,9 @@ impl Cluster {
                fi; \
                rm -rf {root}; sleep 1; \
              done",
-            pid = std::process::id(),
             root = shell_quote(&path_arg(&self.root_dir)),
         );
-        Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Own process group: neither the test harness nor a terminal's Ctrl-C
-            // reaches it, and nothing waits on its (null) stdio.
-            .process_group(0)
-            .spawn()
+        leaseproof_watchdog::after_this_process(&cleanup)
             .map_err(|e| Error::io("spawning the cleanup watchdog", e))
     }
 
@@ -591,11 +580,6 @@ fn shell_words(program: &str, args: &[&str]) -> String {
         .join(" ")
 }
 
-/// Single-quotes `word` for `sh`.
-pub(crate) fn shell_quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', r"'\''"))
-}
-
 /// True while a process with this pid exists and is not a zombie.
 pub(crate) fn process_is_running(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -611,19 +595,6 @@ pub(crate) fn process_is_running(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shell_quote_survives_single_quotes() {
-        let output = Command::new("sh")
-            .arg("-c")
-            .arg(format!("printf %s {}", shell_quote("it's a 'dir' $HOME")))
-            .output()
-            .unwrap();
-        assert_eq!(
-            String::from_utf8(output.stdout).unwrap(),
-            "it's a 'dir' $HOME"
-        );
-    }
 
     #[test]
     fn process_is_running_sees_us_and_not_a_reaped_child() {

@@ -71,17 +71,7 @@ impl PgContainer {
 
 /// Removes the container once this process has exited, however it exits.
 fn arm_watchdog(id: &str) {
-    let script = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; docker rm -f {id} >/dev/null 2>&1",
-        pid = std::process::id()
-    );
-    let spawned = std::process::Command::new("sh")
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    if let Err(error) = spawned {
+    if let Err(error) = leaseproof_watchdog::remove_container_after_this_process(id) {
         eprintln!("leaseproof-pgcluster: no watchdog for container {id}: {error}");
     }
 }

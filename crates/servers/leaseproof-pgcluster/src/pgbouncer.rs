@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cluster::{
-    base_temp_dir, create_unique_dir, free_port, runuser_path, shell_quote, SERVER_USER_WHEN_ROOT,
+    base_temp_dir, create_unique_dir, free_port, runuser_path, SERVER_USER_WHEN_ROOT,
 };
 use crate::source::{effective_uid, program_on_path, user_ids};
 
@@ -259,23 +259,11 @@ fn log_tail(dir: &Path) -> String {
 
 /// Stops the PgBouncer and removes its dir once this process is gone.
 fn spawn_watchdog(pid: u32, dir: &Path) {
-    use std::os::unix::process::CommandExt as _;
-    let script = format!(
-        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
-         if grep -q pgbouncer /proc/{pid}/cmdline 2>/dev/null; then kill -9 {pid}; fi; \
-         rm -rf {dir}",
-        me = std::process::id(),
-        dir = shell_quote(&dir.display().to_string()),
+    let cleanup = format!(
+        "if grep -q pgbouncer /proc/{pid}/cmdline 2>/dev/null; then kill -9 {pid}; fi; rm -rf {dir}",
+        dir = leaseproof_watchdog::shell_quote(&dir.display().to_string()),
     );
-    let _ = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn();
+    let _ = leaseproof_watchdog::after_this_process(&cleanup);
 }
 
 #[cfg(test)]

@@ -40,17 +40,7 @@ impl RedisContainer {
         let port = container
             .get_host_port_ipv4(6379)
             .map_err(|error| failed("port", error))?;
-        let script = format!(
-            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; docker rm -f {id} >/dev/null 2>&1",
-            pid = std::process::id(),
-            id = container.id()
-        );
-        let _ = std::process::Command::new("sh")
-            .args(["-c", &script])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
+        let _ = leaseproof_watchdog::remove_container_after_this_process(container.id());
         Ok(RedisContainer {
             url: format!("redis://{host}:{port}"),
             _container: container,

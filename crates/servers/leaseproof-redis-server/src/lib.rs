@@ -358,10 +358,9 @@ fn ping(port: u16, password: &str) -> Result<(), String> {
 /// server's children (a background save) die with it; the removal repeats,
 /// so a file a dying writer left after the first removal goes too.
 fn spawn_watchdog(port: u16, dir: &Path) -> Result<(), String> {
-    use std::os::unix::process::CommandExt as _;
     let dir = dir.display().to_string().replace('\'', "'\\''");
-    let script = format!(
-        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; sleep 1; \
+    let cleanup = format!(
+        "sleep 1; \
          for attempt in 1 2 3; do \
            for file in '{dir}/{SPAWNED_PID_FILE}' '{dir}/{SERVER_PID_FILE}'; do \
              pid=$(cat \"$file\" 2>/dev/null); \
@@ -373,17 +372,8 @@ fn spawn_watchdog(port: u16, dir: &Path) -> Result<(), String> {
            done; \
            rm -rf '{dir}'; sleep 1; \
          done",
-        me = std::process::id(),
     );
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
+    leaseproof_watchdog::after_this_process(&cleanup)
         .map(drop)
         .map_err(|error| format!("watchdog: {error}"))
 }

@@ -270,10 +270,7 @@ impl PostgresLeases {
             .map_err(CycleError::Lease)?;
         let Some(fenced_at) = fenced else {
             // Dropping the transaction rolls it back; nothing was written.
-            return Err(CycleError::Lease(LeaseError::Lost {
-                scope: lease.scope().clone(),
-                token: lease.token(),
-            }));
+            return Err(CycleError::Lease(LeaseError::lost(lease)));
         };
         let value = match work(transaction.connection()).await {
             Ok(value) => value,

@@ -301,10 +301,7 @@ impl PostgresLeases {
             .map_err(|error| after_send("renew", error))?;
         self.park(connection);
         let Some((granted_at_us, expires_at_us)) = row else {
-            return Err(LeaseError::Lost {
-                scope: lease.scope().clone(),
-                token: lease.token(),
-            });
+            return Err(LeaseError::lost(lease));
         };
         let renewed = Lease::from_server_reply(
             lease.scope().clone(),
