@@ -220,11 +220,7 @@ impl Contender {
 
     /// `SELECT 1` on the contender's connection: the round-trip baseline.
     async fn select_one(&mut self) -> Result<bool, BenchError> {
-        let one: i32 = sqlx::query_scalar("SELECT 1")
-            .fetch_one(self.connection())
-            .await?;
-        assert_eq!(one, 1);
-        Ok(false)
+        select_one_on(self.connection()).await
     }
 
     /// `pg_try_advisory_xact_lock`: the lock baseline.
@@ -392,11 +388,7 @@ impl Contender {
         let Link::Library(leases) = &self.link else {
             unreachable!("the pool workload has a pool");
         };
-        let one: i32 = sqlx::query_scalar("SELECT 1")
-            .fetch_one(leases.pool())
-            .await?;
-        assert_eq!(one, 1);
-        Ok(false)
+        select_one_on(leases.pool()).await
     }
 
     /// The guarded insert in one statement, under the writer's lease.
@@ -815,4 +807,14 @@ impl Rig {
             }
         }
     }
+}
+
+/// `SELECT 1` on `executor`, its answer checked; grants nothing.
+async fn select_one_on<'e, E>(executor: E) -> Result<bool, BenchError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+{
+    let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(executor).await?;
+    assert_eq!(one, 1);
+    Ok(false)
 }

@@ -380,7 +380,7 @@ fn sweep_and_report(
             println!(
                 "{}: {} seeds, {} failing",
                 scenario.name,
-                summary.seeds_run,
+                summary.counts.seeds_run,
                 summary.failures.len()
             );
         }
@@ -401,11 +401,11 @@ fn sweep_and_report(
     }
     for summary in summaries
         .iter()
-        .filter(|summary| summary.known_findings > 0)
+        .filter(|summary| summary.counts.known_findings > 0)
     {
         println!(
             "{}: {} of {} seeds showed what this design is known to break (the scenario's `breaks`): findings, not failures",
-            summary.scenario, summary.known_findings, summary.seeds_run
+            summary.scenario, summary.counts.known_findings, summary.counts.seeds_run
         );
     }
     if let Some(line) = speed_line(&summaries) {

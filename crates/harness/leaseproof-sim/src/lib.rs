@@ -54,7 +54,7 @@ pub use run::{
 pub use scenario::{scenarios_dir, Faults, Scenario, ScenarioError, Span, EMBEDDED};
 pub use sweep::{
     projected_seconds, regressions, run_regression, save_regression, seed_window_base, speed,
-    speed_line, sweep, Regression, RegressionExpect, SeedFailure, SweepConfig, SweepSummary,
-    STOP_REQUESTED,
+    speed_line, sweep, Regression, RegressionExpect, SeedFailure, SweepConfig, SweepCounts,
+    SweepSummary, STOP_REQUESTED,
 };
 pub use trace::{format_us, LocalClock, Trace};

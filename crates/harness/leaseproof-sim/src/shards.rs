@@ -17,9 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use leaseproof_history::Invariant;
-
-use crate::sweep::{SeedFailure, SweepSummary};
+use crate::sweep::{SeedFailure, SweepCounts, SweepSummary};
 
 /// The `format` field of every shard report.
 pub const FORMAT: &str = "leaseproof-sweep";
@@ -55,35 +53,17 @@ pub struct ShardReport {
 }
 
 /// One scenario's totals in a shard (or, merged, in the whole sweep).
+///
+/// Unknown fields are refused as everywhere else (by [`ShardReport::from_json`]:
+/// serde cannot deny them beside a flattened struct, so they are collected
+/// and refused by hand).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ScenarioReport {
     /// The scenario's name.
     pub scenario: String,
-    /// Seeds run.
-    pub seeds_run: u64,
-    /// Violations over all runs.
-    pub violations: u64,
-    /// Failed expectations over all runs.
-    pub expectation_failures: u64,
-    /// Runs that showed an invariant the design is known to break (absent
-    /// in reports of scenarios without such a claim).
-    #[serde(default)]
-    pub known_findings: u64,
-    /// Belief overlaps over all runs.
-    pub belief_overlaps: u64,
-    /// Takeovers over all runs.
-    pub takeovers: u64,
-    /// Ok commits over all runs.
-    pub commits: u64,
-    /// Commits the fence refused.
-    pub refused_stale_commits: u64,
-    /// Operations with unknown outcomes.
-    pub unknown_ops: u64,
-    /// Commits under a grant that followed a crashed holder's.
-    pub commits_after_crashed_holder: u64,
-    /// Dead-holder takeover delays, ascending, µs.
-    pub dead_holder_takeover_delays_us: Vec<i64>,
+    /// What the runs exercised and found, summed (the sweep summary's own).
+    #[serde(flatten)]
+    pub counts: SweepCounts,
     /// Simulated time over all runs, µs.
     pub simulated_us: u64,
     /// Wall time of the shard's sweep of this scenario, µs (summed when merged).
@@ -98,26 +78,14 @@ pub struct ScenarioReport {
     /// The same on [`PROJECTED_SHARDS`] shards of one core each.
     pub projected_seconds_sharded: Option<f64>,
     /// The failing seeds, ascending.
-    pub failing_seeds: Vec<FailingSeed>,
+    pub failing_seeds: Vec<SeedFailure>,
     /// Set when the sweep was stopped early (Ctrl-C): the first seed that
     /// did not run. A merge refuses a shard that stopped early.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_from: Option<u64>,
-}
-
-/// A failing seed, with what replays it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FailingSeed {
-    /// The seed.
-    pub seed: u64,
-    /// Violations plus failed expectations.
-    pub problems: u64,
-    /// The first of them.
-    pub first_problem: String,
-    /// The invariants proved broken, by code (`I1`, `B`, …), sorted.
-    #[serde(with = "leaseproof_history::invariant_codes")]
-    pub codes: Vec<Invariant>,
+    /// Fields this version does not know (refused on reading).
+    #[serde(flatten, skip_serializing)]
+    unknown: BTreeMap<String, serde_json::Value>,
 }
 
 impl ScenarioReport {
@@ -125,34 +93,13 @@ impl ScenarioReport {
     pub fn from_summary(summary: &SweepSummary) -> ScenarioReport {
         let mut report = ScenarioReport {
             scenario: summary.scenario.clone(),
-            seeds_run: summary.seeds_run,
-            violations: summary.violations,
-            expectation_failures: summary.expectation_failures,
-            known_findings: summary.known_findings,
-            belief_overlaps: summary.belief_overlaps,
-            takeovers: summary.takeovers,
-            commits: summary.commits,
-            refused_stale_commits: summary.refused_stale_commits,
-            unknown_ops: summary.unknown_ops,
-            commits_after_crashed_holder: summary.commits_after_crashed_holder,
-            dead_holder_takeover_delays_us: summary.dead_holder_takeover_delays_us.clone(),
+            counts: summary.counts.clone(),
             simulated_us: u64::try_from(summary.simulated.as_micros()).unwrap_or(u64::MAX),
             wall_us: u64::try_from(summary.wall.as_micros()).unwrap_or(u64::MAX),
             run_wall_us: u64::try_from(summary.run_wall.as_micros()).unwrap_or(u64::MAX),
-            seeds_per_second_per_core: None,
-            projected_seconds_one_core: None,
-            projected_seconds_sharded: None,
-            failing_seeds: summary
-                .failures
-                .iter()
-                .map(|failure: &SeedFailure| FailingSeed {
-                    seed: failure.seed,
-                    problems: failure.problems as u64,
-                    first_problem: failure.first_problem.clone(),
-                    codes: failure.invariants.clone(),
-                })
-                .collect(),
+            failing_seeds: summary.failures.clone(),
             resume_from: summary.resume_from,
+            ..ScenarioReport::default()
         };
         report.refresh_speed();
         report
@@ -160,7 +107,10 @@ impl ScenarioReport {
 
     /// The speed figures, from `seeds_run` and `run_wall_us`.
     fn refresh_speed(&mut self) {
-        let speed = crate::sweep::speed(self.seeds_run, Duration::from_micros(self.run_wall_us));
+        let speed = crate::sweep::speed(
+            self.counts.seeds_run,
+            Duration::from_micros(self.run_wall_us),
+        );
         self.seeds_per_second_per_core = speed;
         self.projected_seconds_one_core =
             speed.map(|speed| crate::sweep::projected_seconds(PROJECTED_SEEDS, 1, speed));
@@ -173,27 +123,8 @@ impl ScenarioReport {
         SweepSummary {
             scenario: self.scenario.clone(),
             unfenced,
-            seeds_run: self.seeds_run,
-            failures: self
-                .failing_seeds
-                .iter()
-                .map(|seed| SeedFailure {
-                    seed: seed.seed,
-                    problems: usize::try_from(seed.problems).unwrap_or(usize::MAX),
-                    first_problem: seed.first_problem.clone(),
-                    invariants: seed.codes.clone(),
-                })
-                .collect(),
-            violations: self.violations,
-            expectation_failures: self.expectation_failures,
-            known_findings: self.known_findings,
-            belief_overlaps: self.belief_overlaps,
-            takeovers: self.takeovers,
-            commits: self.commits,
-            refused_stale_commits: self.refused_stale_commits,
-            unknown_ops: self.unknown_ops,
-            commits_after_crashed_holder: self.commits_after_crashed_holder,
-            dead_holder_takeover_delays_us: self.dead_holder_takeover_delays_us.clone(),
+            counts: self.counts.clone(),
+            failures: self.failing_seeds.clone(),
             simulated: Duration::from_micros(self.simulated_us),
             wall: Duration::from_micros(self.wall_us),
             run_wall: Duration::from_micros(self.run_wall_us),
@@ -216,19 +147,7 @@ impl ScenarioReport {
     }
 
     fn absorb(&mut self, other: &ScenarioReport) {
-        self.seeds_run += other.seeds_run;
-        self.violations += other.violations;
-        self.expectation_failures += other.expectation_failures;
-        self.known_findings += other.known_findings;
-        self.belief_overlaps += other.belief_overlaps;
-        self.takeovers += other.takeovers;
-        self.commits += other.commits;
-        self.refused_stale_commits += other.refused_stale_commits;
-        self.unknown_ops += other.unknown_ops;
-        self.commits_after_crashed_holder += other.commits_after_crashed_holder;
-        self.dead_holder_takeover_delays_us
-            .extend(&other.dead_holder_takeover_delays_us);
-        self.dead_holder_takeover_delays_us.sort_unstable();
+        self.counts.absorb(&other.counts);
         self.simulated_us += other.simulated_us;
         self.wall_us += other.wall_us;
         self.run_wall_us += other.run_wall_us;
@@ -240,7 +159,9 @@ impl ScenarioReport {
 
     /// Whether this scenario passed: no violation, no failed expectation.
     pub fn passed(&self) -> bool {
-        self.violations == 0 && self.expectation_failures == 0 && self.failing_seeds.is_empty()
+        self.counts.violations == 0
+            && self.counts.expectation_failures == 0
+            && self.failing_seeds.is_empty()
     }
 }
 
@@ -271,6 +192,14 @@ impl ShardReport {
         leaseproof_history::Envelope::expect(text, FORMAT, VERSION)?;
         let report: ShardReport =
             serde_json::from_str(text).map_err(|error| format!("not a shard report: {error}"))?;
+        for scenario in &report.scenarios {
+            if let Some(field) = scenario.unknown.keys().next() {
+                return Err(format!(
+                    "not a shard report: unknown field `{field}` in scenario {}",
+                    scenario.scenario
+                ));
+            }
+        }
         if report.passed != report.passed() {
             return Err(format!(
                 "`passed` is {} but the scenarios say {}: an edited report",

@@ -48,37 +48,37 @@ impl SweepConfig {
     }
 }
 
-/// A seed whose run failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A seed whose run failed, with what replays it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SeedFailure {
     /// The seed.
     pub seed: u64,
     /// Violations plus failed expectations.
-    pub problems: usize,
+    pub problems: u64,
     /// The first of them.
     pub first_problem: String,
     /// The invariants proved broken (by the checker or in true time),
-    /// sorted, once each.
+    /// sorted, once each; by code (`I1`, `B`, …) in a shard report.
+    #[serde(rename = "codes", with = "leaseproof_history::invariant_codes")]
     pub invariants: Vec<Invariant>,
 }
 
-/// What a sweep of one scenario found.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SweepSummary {
-    /// The scenario.
-    pub scenario: String,
-    /// Whether the workers were unfenced.
-    pub unfenced: bool,
+/// What the runs of a sweep exercised and found, summed over them: one
+/// type for a sweep's summary and a shard's report, so a count added to one
+/// is in the other.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepCounts {
     /// Seeds run.
     pub seeds_run: u64,
-    /// Failing seeds, ascending.
-    pub failures: Vec<SeedFailure>,
     /// Violations over all runs.
     pub violations: u64,
     /// Failed expectations over all runs.
     pub expectation_failures: u64,
     /// Runs that showed an invariant the design is known to break (a lock
-    /// scenario's `breaks`); their violations are not counted above.
+    /// scenario's `breaks`); their violations are not counted above
+    /// (absent in reports of scenarios without such a claim).
+    #[serde(default)]
     pub known_findings: u64,
     /// Belief overlaps over all runs.
     pub belief_overlaps: u64,
@@ -96,6 +96,63 @@ pub struct SweepSummary {
     /// Server-time delays from a dead holder's expiry to the next grant, over
     /// all runs, ascending, in µs (see `Stats::dead_holder_takeover_delays_us`).
     pub dead_holder_takeover_delays_us: Vec<i64>,
+}
+
+impl SweepCounts {
+    /// Adds `other`'s counts to these (the delays stay ascending).
+    pub fn absorb(&mut self, other: &SweepCounts) {
+        self.seeds_run += other.seeds_run;
+        self.violations += other.violations;
+        self.expectation_failures += other.expectation_failures;
+        self.known_findings += other.known_findings;
+        self.belief_overlaps += other.belief_overlaps;
+        self.takeovers += other.takeovers;
+        self.commits += other.commits;
+        self.refused_stale_commits += other.refused_stale_commits;
+        self.unknown_ops += other.unknown_ops;
+        self.commits_after_crashed_holder += other.commits_after_crashed_holder;
+        self.dead_holder_takeover_delays_us
+            .extend(&other.dead_holder_takeover_delays_us);
+        // An ascending run and a short tail: the stable sort finds the run and
+        // merges the tail into it in linear time, so a sweep stays linear.
+        self.dead_holder_takeover_delays_us.sort();
+    }
+
+    /// The counts of one run.
+    fn of_run(outcome: &RunOutcome, commits_after_crashed_holder: u64) -> SweepCounts {
+        let stats = &outcome.report.stats;
+        let in_true_time = outcome
+            .findings
+            .iter()
+            .filter(|finding| finding.invariant().is_some())
+            .count();
+        SweepCounts {
+            seeds_run: 1,
+            violations: (outcome.unexpected_violations().count() + in_true_time) as u64,
+            expectation_failures: (outcome.findings.len() - in_true_time) as u64,
+            known_findings: u64::from(outcome.known_violations().next().is_some()),
+            belief_overlaps: stats.belief_overlaps,
+            takeovers: stats.takeovers,
+            commits: stats.commits,
+            refused_stale_commits: stats.refused_stale_commits,
+            unknown_ops: stats.unknown_ops,
+            commits_after_crashed_holder,
+            dead_holder_takeover_delays_us: stats.dead_holder_takeover_delays_us.clone(),
+        }
+    }
+}
+
+/// What a sweep of one scenario found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SweepSummary {
+    /// The scenario.
+    pub scenario: String,
+    /// Whether the workers were unfenced.
+    pub unfenced: bool,
+    /// What the runs exercised and found, summed.
+    pub counts: SweepCounts,
+    /// Failing seeds, ascending.
+    pub failures: Vec<SeedFailure>,
     /// Simulated time, summed over runs.
     pub simulated: Duration,
     /// Wall time of the sweep.
@@ -114,14 +171,14 @@ pub struct SweepSummary {
 impl SweepSummary {
     /// The largest dead-holder takeover delay of the sweep, µs.
     pub fn dead_holder_takeover_delay_us_max(&self) -> Option<i64> {
-        self.dead_holder_takeover_delays_us.last().copied()
+        self.counts.dead_holder_takeover_delays_us.last().copied()
     }
 
     /// The `percent`th percentile (nearest rank) of the dead-holder takeover
     /// delays, µs.
     pub fn dead_holder_takeover_delay_us_percentile(&self, percent: u32) -> Option<i64> {
         assert!((1..=100).contains(&percent));
-        let delays = &self.dead_holder_takeover_delays_us;
+        let delays = &self.counts.dead_holder_takeover_delays_us;
         if delays.is_empty() {
             return None;
         }
@@ -132,7 +189,7 @@ impl SweepSummary {
     /// Seeds per second per core: seeds over the summed wall time of their
     /// runs (`None` before any seed ran).
     pub fn seeds_per_second_per_core(&self) -> Option<f64> {
-        speed(self.seeds_run, self.run_wall)
+        speed(self.counts.seeds_run, self.run_wall)
     }
 
     /// Simulated seconds per wall second per thread.
@@ -168,13 +225,13 @@ impl SweepSummary {
             } else {
                 self.scenario.clone()
             },
-            self.seeds_run,
-            self.violations + self.expectation_failures,
-            self.belief_overlaps,
-            self.takeovers,
-            self.commits,
-            self.refused_stale_commits,
-            self.unknown_ops,
+            self.counts.seeds_run,
+            self.counts.violations + self.counts.expectation_failures,
+            self.counts.belief_overlaps,
+            self.counts.takeovers,
+            self.counts.commits,
+            self.counts.refused_stale_commits,
+            self.counts.unknown_ops,
             match (
                 self.dead_holder_takeover_delay_us_percentile(99),
                 self.dead_holder_takeover_delay_us_max()
@@ -189,31 +246,13 @@ impl SweepSummary {
     }
 
     fn add(&mut self, seed: u64, outcome: &RunOutcome, commits_after_crashed_holder: u64) {
-        let stats = &outcome.report.stats;
-        self.seeds_run += 1;
-        self.commits_after_crashed_holder += commits_after_crashed_holder;
-        let in_true_time = outcome
-            .findings
-            .iter()
-            .filter(|finding| finding.invariant().is_some())
-            .count();
-        self.violations += (outcome.unexpected_violations().count() + in_true_time) as u64;
-        if outcome.known_violations().next().is_some() {
-            self.known_findings += 1;
-        }
-        self.expectation_failures += (outcome.findings.len() - in_true_time) as u64;
-        self.belief_overlaps += stats.belief_overlaps;
-        self.takeovers += stats.takeovers;
-        self.commits += stats.commits;
-        self.refused_stale_commits += stats.refused_stale_commits;
-        self.unknown_ops += stats.unknown_ops;
-        self.dead_holder_takeover_delays_us
-            .extend(&stats.dead_holder_takeover_delays_us);
+        self.counts
+            .absorb(&SweepCounts::of_run(outcome, commits_after_crashed_holder));
         self.simulated += outcome.simulated;
         if !outcome.is_ok() {
             self.failures.push(SeedFailure {
                 seed,
-                problems: outcome.unexpected_violations().count() + outcome.findings.len(),
+                problems: (outcome.unexpected_violations().count() + outcome.findings.len()) as u64,
                 first_problem: outcome.first_problem().unwrap_or_default(),
                 invariants: outcome.invariants_broken(),
             });
@@ -225,7 +264,10 @@ impl SweepSummary {
 /// and what a million seeds cost on one core and on 100 shards.
 pub fn speed_line(summaries: &[SweepSummary]) -> Option<String> {
     use crate::shards::{PROJECTED_SEEDS, PROJECTED_SHARDS};
-    let seeds: u64 = summaries.iter().map(|summary| summary.seeds_run).sum();
+    let seeds: u64 = summaries
+        .iter()
+        .map(|summary| summary.counts.seeds_run)
+        .sum();
     let run_wall = summaries.iter().map(|summary| summary.run_wall).sum();
     let per_core = speed(seeds, run_wall)?;
     let one_core = projected_seconds(PROJECTED_SEEDS, 1, per_core);
@@ -326,7 +368,6 @@ pub fn sweep(
         summary.add(seed, &outcome, after_crash);
         summary.run_wall += run_wall;
     }
-    summary.dead_holder_takeover_delays_us.sort_unstable();
     summary.wall = stopwatch.elapsed();
     summary
 }

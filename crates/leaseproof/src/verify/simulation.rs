@@ -10,29 +10,29 @@ pub(super) fn simulation_stage(args: &VerifyArgs, report: &mut Report) {
     const STAGE: &str = "simulation";
     for summary in crate::sim::verify_sweep(0..args.sim_seeds) {
         let outcome = if summary.failures.is_empty() {
-            let known = if summary.known_findings > 0 {
+            let known = if summary.counts.known_findings > 0 {
                 format!(
                     "; {} seeds showed the break the design is known for (the scenario's `breaks`)",
-                    summary.known_findings
+                    summary.counts.known_findings
                 )
             } else {
                 String::new()
             };
             Ok(format!(
                 "{} seeds clean: {} takeovers, {} commits, {} stale commits refused, {} unknown outcomes, {} belief overlaps{known}",
-                summary.seeds_run,
-                summary.takeovers,
-                summary.commits,
-                summary.refused_stale_commits,
-                summary.unknown_ops,
-                summary.belief_overlaps
+                summary.counts.seeds_run,
+                summary.counts.takeovers,
+                summary.counts.commits,
+                summary.counts.refused_stale_commits,
+                summary.counts.unknown_ops,
+                summary.counts.belief_overlaps
             ))
         } else {
             let first = &summary.failures[0];
             Err(format!(
                 "{} of {} seeds failed; replay the first: cargo run --release -- replay {} --seed {}",
                 summary.failures.len(),
-                summary.seeds_run,
+                summary.counts.seeds_run,
                 summary.scenario,
                 first.seed
             ))
@@ -80,8 +80,8 @@ pub(super) fn simulation_teeth(report: &mut Report) {
         Ok(format!(
             "unfenced workers caught in {} of {} gc-pause seeds ({} violations, kinds {codes:?}); first: cargo run --release -- replay gc-pause --seed {} --unfenced",
             summary.failures.len(),
-            summary.seeds_run,
-            summary.violations,
+            summary.counts.seeds_run,
+            summary.counts.violations,
             summary.failures[0].seed
         ))
     })();

@@ -85,7 +85,7 @@ fn model_sim_and_check_documents_round_trip_through_their_types() {
     assert_eq!(code, 0);
     assert!(sweep.passed);
     let scenario = &sweep.scenarios[0];
-    assert_eq!(scenario.seeds_run, 4);
+    assert_eq!(scenario.counts.seeds_run, 4);
     let per_core = scenario.seeds_per_second_per_core.unwrap();
     assert!(per_core > 0.0);
     let one_core = scenario.projected_seconds_one_core.unwrap();
@@ -96,6 +96,10 @@ fn model_sim_and_check_documents_round_trip_through_their_types() {
     );
     assert!((one_core / sharded - 100.0).abs() < 1e-6);
     assert!(scenario.run_wall_us > 0);
+    // A field the type does not know is refused, beside the flattened counts too.
+    let typo = text.replacen("\"takeovers\":", "\"takeoverz\": 0, \"takeovers\":", 1);
+    let error = ShardReport::from_json(&typo).unwrap_err();
+    assert!(error.contains("unknown field `takeoverz`"), "{error}");
 
     let path = directory.path().join("check.json");
     let (code, text) = run_with_json(&["check", "examples/histories/broken.jsonl"], &path);

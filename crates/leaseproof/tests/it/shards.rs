@@ -95,7 +95,7 @@ fn four_shards_run_as_processes_merge_to_the_unsharded_sweep() {
     for (index, path) in shards.iter().enumerate() {
         let shard = report(path);
         assert_eq!(shard.shard, [index as u64, 4]);
-        assert_eq!(shard.scenarios[0].seeds_run, 6);
+        assert_eq!(shard.scenarios[0].counts.seeds_run, 6);
     }
     let merged = directory.path().join("merged.json");
     let mut args = vec!["sim", "merge"];
@@ -120,7 +120,7 @@ fn four_shards_run_as_processes_merge_to_the_unsharded_sweep() {
         "merged counts differ from the unsharded sweep"
     );
     assert!(
-        whole_report.scenarios[0].takeovers > 0,
+        whole_report.scenarios[0].counts.takeovers > 0,
         "the sweep did something"
     );
 

@@ -64,15 +64,7 @@ pub(crate) fn renewed(lease: &Lease, result: &Result<Lease, LeaseError>, took: D
         Ok(_) => "renewed",
         Err(error) => failure(error),
     };
-    metrics::counter!("leaseproof_renewals_total", "outcome" => outcome).increment(1);
-    tracing::debug!(
-        scope = %lease.scope(),
-        owner = %lease.owner(),
-        token = lease.token().0,
-        outcome,
-        latency_us = took.as_micros() as u64,
-        "renew"
-    );
+    operation("leaseproof_renewals_total", "renew", lease, outcome, took);
 }
 
 /// A release's outcome (`Ok(false)`: it was already gone).
@@ -82,14 +74,25 @@ pub(crate) fn released(lease: &Lease, result: &Result<bool, &LeaseError>, took: 
         Ok(false) => "gone",
         Err(error) => failure(error),
     };
-    metrics::counter!("leaseproof_releases_total", "outcome" => outcome).increment(1);
+    operation("leaseproof_releases_total", "release", lease, outcome, took);
+}
+
+/// An operation on a granted lease: its counter by outcome, and its event.
+fn operation(
+    counter: &'static str,
+    name: &'static str,
+    lease: &Lease,
+    outcome: &'static str,
+    took: Duration,
+) {
+    metrics::counter!(counter, "outcome" => outcome).increment(1);
     tracing::debug!(
         scope = %lease.scope(),
         owner = %lease.owner(),
         token = lease.token().0,
         outcome,
         latency_us = took.as_micros() as u64,
-        "release"
+        "{name}"
     );
 }
 
@@ -107,15 +110,7 @@ pub(crate) fn lost(lease: &Lease, reason: &str) {
 
 /// A fenced commit cycle's outcome.
 pub(crate) fn committed(lease: &Lease, outcome: &'static str, took: Duration) {
-    metrics::counter!("leaseproof_commits_total", "outcome" => outcome).increment(1);
-    tracing::debug!(
-        scope = %lease.scope(),
-        owner = %lease.owner(),
-        token = lease.token().0,
-        outcome,
-        latency_us = took.as_micros() as u64,
-        "commit"
-    );
+    operation("leaseproof_commits_total", "commit", lease, outcome, took);
 }
 
 /// A guard's lease was held for `held` (grant to release).

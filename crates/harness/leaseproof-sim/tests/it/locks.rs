@@ -46,14 +46,18 @@ fn the_redis_scenarios_break_nothing_but_their_known_breaks() {
             summary.failures.first()
         );
         assert!(
-            summary.takeovers > 20,
+            summary.counts.takeovers > 20,
             "{name}: {} takeovers",
-            summary.takeovers
+            summary.counts.takeovers
         );
-        assert!(summary.commits > 100, "{name}: {} commits", summary.commits);
+        assert!(
+            summary.counts.commits > 100,
+            "{name}: {} commits",
+            summary.counts.commits
+        );
         if name == "redis-chaos" {
             // Its lost replies and restarts leave outcomes unknown.
-            assert!(summary.unknown_ops > 0, "{name}: nothing was lost");
+            assert!(summary.counts.unknown_ops > 0, "{name}: nothing was lost");
             // And replies are lost, not only connections to a dead server.
             let traced = RunOptions {
                 trace: true,
@@ -67,10 +71,10 @@ fn the_redis_scenarios_break_nothing_but_their_known_breaks() {
         }
         // A known break is a claim: some seed must show it.
         if known.is_empty() {
-            assert_eq!(summary.known_findings, 0, "{name}");
+            assert_eq!(summary.counts.known_findings, 0, "{name}");
         } else {
             assert!(
-                summary.known_findings > 0,
+                summary.counts.known_findings > 0,
                 "{name}: the claimed break never shown"
             );
         }

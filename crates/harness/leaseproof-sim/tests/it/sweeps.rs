@@ -43,14 +43,17 @@ fn sweep_clean(scenario: &Scenario, seeds: std::ops::Range<u64>) -> SweepSummary
         failures.is_empty(),
         "{} of {} seeds of {}..{} failed:\n{}",
         summary.failures.len(),
-        summary.seeds_run,
+        summary.counts.seeds_run,
         seeds.start,
         seeds.end,
         failures.join("\n")
     );
-    assert_eq!(summary.violations, 0);
-    assert_eq!(summary.expectation_failures, 0);
-    assert!(summary.commits > 0, "no commit at all: the run is vacuous");
+    assert_eq!(summary.counts.violations, 0);
+    assert_eq!(summary.counts.expectation_failures, 0);
+    assert!(
+        summary.counts.commits > 0,
+        "no commit at all: the run is vacuous"
+    );
     summary
 }
 
@@ -74,10 +77,10 @@ fn many_seeds(test: &str) -> bool {
 fn skewed_clocks_never_break_the_lease() {
     let summary = sweep_reference("skewed-clocks");
     if many_seeds("skewed_clocks_never_break_the_lease") {
-        assert!(summary.takeovers > 0);
+        assert!(summary.counts.takeovers > 0);
         // Slow clocks make holders believe past expiry: the fence refuses them.
-        assert!(summary.refused_stale_commits > 0);
-        assert!(summary.belief_overlaps > 0);
+        assert!(summary.counts.refused_stale_commits > 0);
+        assert!(summary.counts.belief_overlaps > 0);
     }
 }
 
@@ -85,18 +88,21 @@ fn skewed_clocks_never_break_the_lease() {
 fn crashed_holders_lose_nothing_and_are_taken_over() {
     let summary = sweep_reference("crash-mid-cycle");
     if many_seeds("crashed_holders_lose_nothing_and_are_taken_over") {
-        assert!(summary.takeovers > 0);
-        assert!(summary.unknown_ops > 0, "no crash interrupted an operation");
+        assert!(summary.counts.takeovers > 0);
+        assert!(
+            summary.counts.unknown_ops > 0,
+            "no crash interrupted an operation"
+        );
         // DESIGN: a commit after a holder's crash is reachable.
         assert!(
-            summary.commits_after_crashed_holder > 0,
+            summary.counts.commits_after_crashed_holder > 0,
             "no commit under a grant that followed a crashed holder's"
         );
         // I5's bound was judged, not skipped: dead holders were taken over.
         assert!(
-            summary.dead_holder_takeover_delays_us.len() >= 20,
+            summary.counts.dead_holder_takeover_delays_us.len() >= 20,
             "only {} dead holders' takeovers were judged",
-            summary.dead_holder_takeover_delays_us.len()
+            summary.counts.dead_holder_takeover_delays_us.len()
         );
     }
     let scenario = Scenario::load("crash-mid-cycle").expect("the scenario loads");
@@ -109,7 +115,7 @@ fn crashed_holders_lose_nothing_and_are_taken_over() {
     if let Some(max_us) = summary.dead_holder_takeover_delay_us_max() {
         println!(
             "dead-holder takeover delay: {} judged, p99 {} ms, max {} ms, bound {} ms",
-            summary.dead_holder_takeover_delays_us.len(),
+            summary.counts.dead_holder_takeover_delays_us.len(),
             summary
                 .dead_holder_takeover_delay_us_percentile(99)
                 .unwrap_or(0)
@@ -124,8 +130,8 @@ fn crashed_holders_lose_nothing_and_are_taken_over() {
 fn gc_pause_before_commit_is_refused_by_the_fence() {
     let summary = sweep_reference("gc-pause");
     if many_seeds("gc_pause_before_commit_is_refused_by_the_fence") {
-        assert!(summary.refused_stale_commits > 0);
-        assert!(summary.belief_overlaps > 0);
+        assert!(summary.counts.refused_stale_commits > 0);
+        assert!(summary.counts.belief_overlaps > 0);
     }
 }
 
@@ -135,8 +141,8 @@ fn pauses_inside_the_cycle_are_covered_by_the_fence_until_commit() {
     // acquisitions outwait their timeouts: unknown), and take over after.
     let summary = sweep_reference("cycle-pause");
     if many_seeds("pauses_inside_the_cycle_are_covered_by_the_fence_until_commit") {
-        assert!(summary.takeovers > 0);
-        assert!(summary.unknown_ops > 0);
+        assert!(summary.counts.takeovers > 0);
+        assert!(summary.counts.unknown_ops > 0);
     }
 }
 
@@ -144,8 +150,8 @@ fn pauses_inside_the_cycle_are_covered_by_the_fence_until_commit() {
 fn partitions_never_produce_two_holders() {
     let summary = sweep_reference("partition");
     if many_seeds("partitions_never_produce_two_holders") {
-        assert!(summary.takeovers > 0);
-        assert!(summary.unknown_ops > 0);
+        assert!(summary.counts.takeovers > 0);
+        assert!(summary.counts.unknown_ops > 0);
     }
 }
 
@@ -153,8 +159,8 @@ fn partitions_never_produce_two_holders() {
 fn leaders_churning_under_pauses_and_partitions_lead_one_at_a_time() {
     let summary = sweep_reference("leader-churn");
     if many_seeds("leaders_churning_under_pauses_and_partitions_lead_one_at_a_time") {
-        assert!(summary.takeovers > 0);
-        assert!(summary.refused_stale_commits > 0);
+        assert!(summary.counts.takeovers > 0);
+        assert!(summary.counts.refused_stale_commits > 0);
     }
 }
 
@@ -162,7 +168,7 @@ fn leaders_churning_under_pauses_and_partitions_lead_one_at_a_time() {
 fn lost_replies_are_unknown_and_resolved_idempotently() {
     let summary = sweep_reference("lost-replies");
     if many_seeds("lost_replies_are_unknown_and_resolved_idempotently") {
-        assert!(summary.unknown_ops > 0);
+        assert!(summary.counts.unknown_ops > 0);
     }
 }
 
@@ -175,9 +181,9 @@ fn concurrent_schema_creation_lets_every_worker_start() {
 fn chaos_keeps_every_invariant() {
     let summary = sweep_reference("chaos");
     if many_seeds("chaos_keeps_every_invariant") {
-        assert!(summary.takeovers > 0);
-        assert!(summary.refused_stale_commits > 0);
-        assert!(summary.unknown_ops > 0);
+        assert!(summary.counts.takeovers > 0);
+        assert!(summary.counts.refused_stale_commits > 0);
+        assert!(summary.counts.unknown_ops > 0);
     }
 }
 
@@ -197,7 +203,10 @@ fn commits_after_a_crashed_holder_are_counted_only_where_holders_crash() {
         unfenced: false,
     };
     let summary = sweep(&crashing, &config, &|_| {});
-    assert!(summary.commits_after_crashed_holder > 0, "{summary:?}");
+    assert!(
+        summary.counts.commits_after_crashed_holder > 0,
+        "{summary:?}"
+    );
 }
 
 #[test]

@@ -21,7 +21,7 @@ fn sweep_unfenced(name: &str, seeds: std::ops::Range<u64>) -> leaseproof_sim::Sw
 
 fn assert_caught(summary: &leaseproof_sim::SweepSummary) {
     assert!(
-        summary.violations > 0,
+        summary.counts.violations > 0,
         "{}: unfenced sweep found nothing",
         summary.scenario
     );
@@ -135,11 +135,11 @@ fn survivors_retrying_slower_than_the_ttl_break_the_takeover_bound() {
         "{:?}",
         summary.failures
     );
-    assert_eq!(summary.expectation_failures, 0);
+    assert_eq!(summary.counts.expectation_failures, 0);
     println!(
         "slow retry: {} of {} seeds break I5, first {:?}",
         summary.failures.len(),
-        summary.seeds_run,
+        summary.counts.seeds_run,
         summary
             .failures
             .first()
