@@ -271,6 +271,15 @@ fn print_outcome(outcome: &ClientRunReport) {
         outcome.proxy_effects.delayed_chunks,
         outcome.proxy_effects.connections_reset
     );
+    let process = &outcome.process_effects;
+    println!(
+        "process: stopped={} killed={} backends_terminated={} redis_restarts={} skewed_clients={}",
+        process.processes_stopped,
+        process.processes_killed,
+        process.backends_terminated,
+        process.redis_restarts,
+        process.clients_skewed
+    );
     print!("{}", outcome.report);
     match (outcome.report.is_ok(), outcome.vacuity()) {
         (false, _) => println!("VERDICT: violation"),

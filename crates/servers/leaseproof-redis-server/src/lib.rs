@@ -137,6 +137,14 @@ impl RedisServer {
         })
     }
 
+    /// The throwaway server's process id (`None` for a server we did not
+    /// start): a restart replaces it.
+    pub fn pid(&self) -> Option<u32> {
+        self.throwaway
+            .as_ref()
+            .map(|throwaway| throwaway.child.id())
+    }
+
     /// Kills the throwaway server (SIGKILL, a crash) and starts it again on
     /// the same port with the same password: without persistence it comes
     /// back empty, with it it replays its append-only file.

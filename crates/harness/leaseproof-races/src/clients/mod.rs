@@ -4,12 +4,14 @@
 //! - [`wire`]: the protocol's messages (`docs/client-protocol.md`);
 //! - [`child`]: a client process, its pipes and its signals;
 //! - [`net`]: the fault proxy between a client and a store;
+//! - [`effects`]: what the process strikes were seen to do;
 //! - [`plan`]: the seeded fault plan (swarm);
 //! - [`lock_client`]: leaseproof's own locks behind the protocol;
 //! - [`run`]: one run — stores, proxies, processes, workers, the injector,
 //!   the rows read back, the verdict.
 
 pub mod child;
+pub mod effects;
 pub mod lock_client;
 pub mod net;
 pub mod plan;

@@ -27,6 +27,7 @@ use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 
 use super::child::{ClientProcess, NoAnswer, StartError};
+use super::effects::{loads_libfaketime, seen_gone, seen_stopped, ProcessEffects};
 use super::net::{FaultProxy, ProxyEffects};
 use super::plan::{FaultKind, FaultPlan, PlanShape, Strike};
 use super::wire::{FailKind, Message, Request, WireError};
@@ -166,6 +167,10 @@ pub struct ClientRunReport {
     /// dropped, traffic a partition held back, chunks delayed, connections
     /// reset (a strike that found nothing to act on counts nothing).
     pub proxy_effects: ProxyEffects,
+    /// What the process strikes did, seen from outside: processes seen
+    /// stopped and gone, backends terminated, Redis processes replaced,
+    /// clients running on libfaketime.
+    pub process_effects: ProcessEffects,
     /// The recorded history, rows included.
     pub history: History,
     /// The checker's verdict.
@@ -222,6 +227,7 @@ struct Run {
     protocol_error: Mutex<Option<WireError>>,
     start_error: Mutex<Option<StartError>>,
     hello: Mutex<Option<super::child::Hello>>,
+    process_effects: Mutex<ProcessEffects>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -340,6 +346,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         protocol_error: Mutex::new(None),
         start_error: Mutex::new(None),
         hello: Mutex::new(None),
+        process_effects: Mutex::new(ProcessEffects::default()),
     });
 
     let injector = tokio::spawn(inject(Arc::clone(&run), plan.clone()));
@@ -407,6 +414,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
     for proxy in run.slots.iter().flat_map(|slot| &slot.proxies) {
         proxy_effects.absorb(proxy.effects());
     }
+    let process_effects = *lock(&run.process_effects);
     drop(admin);
     drop(database);
     Ok(ClientRunReport {
@@ -417,6 +425,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         tally,
         distinct_winners,
         proxy_effects,
+        process_effects,
         history,
         report,
     })
@@ -653,6 +662,7 @@ async fn start_client(
 ) -> Result<ClientProcess, StartError> {
     let worker = format!("w{index}");
     let mut env = run.client_env(index, incarnation);
+    let skewed = plan_clock.is_some() && libfaketime().is_some();
     if let (Some(clock), Some(library)) = (plan_clock, libfaketime()) {
         env.push(("LD_PRELOAD".to_string(), library.display().to_string()));
         env.push(("FAKETIME".to_string(), clock.faketime()));
@@ -702,6 +712,9 @@ async fn start_client(
     run.slots[index]
         .pgid
         .store(u64::from(process.pgid()), Ordering::SeqCst);
+    if skewed && loads_libfaketime(process.pgid()) {
+        lock(&run.process_effects).clients_skewed += 1;
+    }
     let mut hello = lock(&run.hello);
     if hello.is_none() {
         *hello = Some(process.hello.clone());
@@ -1285,8 +1298,12 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
     };
     match strike.kind {
         FaultKind::PauseShort | FaultKind::PauseLong => {
+            let pgid = slot.pgid.load(Ordering::SeqCst) as u32;
             if !signal("STOP") {
                 return Err(format!("{what}: no process"));
+            }
+            if seen_stopped(pgid, Duration::from_secs(1)).await {
+                lock(&run.process_effects).processes_stopped += 1;
             }
             tokio::time::sleep(strike.lasting).await;
             signal("CONT");
@@ -1295,10 +1312,14 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
             // The worker sees its request die, records it unknown and starts
             // the next incarnation; the holder's belief (and a session lock's
             // certain hold) ends now, not when a request finds out.
+            let pgid = slot.pgid.load(Ordering::SeqCst) as u32;
             if !signal("KILL") {
                 return Err(format!("{what}: no process"));
             }
             end_belief(run, client, "killed");
+            if seen_gone(pgid, Duration::from_secs(2)).await {
+                lock(&run.process_effects).processes_killed += 1;
+            }
         }
         FaultKind::Partition => {
             for proxy in &slot.proxies {
@@ -1341,26 +1362,53 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
             )
             .await
             .map_err(|error| format!("{what}: {error}"))?;
-            let terminated: Vec<bool> = sqlx::query_scalar(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+            let backends: Vec<i32> = sqlx::query_scalar(
+                "SELECT pid FROM pg_stat_activity \
                  WHERE client_port = ANY($1) AND pid <> pg_backend_pid()",
             )
             .bind(&ports)
             .fetch_all(&mut admin)
             .await
             .map_err(|error| format!("{what}: {error}"))?;
-            if terminated.is_empty() {
+            if backends.is_empty() {
                 return Err(format!("{what}: no backend of the client"));
+            }
+            sqlx::query("SELECT pg_terminate_backend(pid) FROM unnest($1::int4[]) AS pid")
+                .bind(&backends)
+                .execute(&mut admin)
+                .await
+                .map_err(|error| format!("{what}: {error}"))?;
+            // Counted once the server no longer lists them: terminated, not
+            // merely asked to be (a cancelled query would leave them there).
+            for _ in 0..100 {
+                let left: i64 =
+                    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)")
+                        .bind(&backends)
+                        .fetch_one(&mut admin)
+                        .await
+                        .map_err(|error| format!("{what}: {error}"))?;
+                if left == 0 {
+                    lock(&run.process_effects).backends_terminated += backends.len() as u64;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
         FaultKind::RedisRestart => {
             let Some(redis) = run.redis.clone() else {
                 return Err(format!("{what}: no Redis in this run"));
             };
-            tokio::task::spawn_blocking(move || lock(&redis).restart())
-                .await
-                .map_err(|error| format!("{what}: {error}"))?
-                .map_err(|error| format!("{what}: {error}"))?;
+            let (before, after) = tokio::task::spawn_blocking(move || {
+                let mut server = lock(&redis);
+                let before = server.pid();
+                server.restart().map(|()| (before, server.pid()))
+            })
+            .await
+            .map_err(|error| format!("{what}: {error}"))?
+            .map_err(|error| format!("{what}: {error}"))?;
+            if after.is_some() && after != before {
+                lock(&run.process_effects).redis_restarts += 1;
+            }
         }
         FaultKind::ClockSkew => {}
     }

@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use leaseproof_history::Invariant;
+use leaseproof_races::clients::effects::ProcessEffects;
 use leaseproof_races::clients::net::ProxyEffects;
 use leaseproof_races::clients::{
     run_clients, ClientRunConfig, ClientRunError, ClientRunReport, FaultKind, FaultPlan,
@@ -261,6 +262,49 @@ async fn every_network_strike_acts_on_a_holders_connections_and_the_reference_st
             acted += effect(&outcome.proxy_effects);
         }
         assert!(acted > 0, "four {kind:?} strikes did nothing");
+    }
+}
+
+#[tokio::test]
+async fn every_process_strike_acts_on_its_target_and_the_reference_stays_clean() {
+    // As for the network strikes: the lease client survives a pause, a kill,
+    // its backends terminated, Redis restarted and a skewed clock without a
+    // verdict moving, so each strike must be seen to act from outside.
+    if !servers().await {
+        return;
+    }
+    // Which count a strike of the kind must move.
+    type Effect = fn(&ProcessEffects) -> u64;
+    let mut effects: Vec<(FaultKind, Effect)> = vec![
+        (FaultKind::PauseShort, |effects| effects.processes_stopped),
+        (FaultKind::PauseLong, |effects| effects.processes_stopped),
+        (FaultKind::Kill, |effects| effects.processes_killed),
+        (FaultKind::TerminateBackends, |effects| {
+            effects.backends_terminated
+        }),
+        (FaultKind::RedisRestart, |effects| effects.redis_restarts),
+    ];
+    if leaseproof_races::clients::run::libfaketime().is_some() {
+        effects.push((FaultKind::ClockSkew, |effects| effects.clients_skewed));
+    } else {
+        skip_or_panic("libfaketime (Debian: faketime) for the clock-skew strike");
+    }
+    for (kind, effect) in effects {
+        let mut acted = 0;
+        let plans = (0..).map(|seed| config(String::new(), seed, &[kind], 3_000, 1_000).plan());
+        let seeds = plans
+            .filter(|plan| {
+                // Redis restarts strike no client; a skewed clock is no strike.
+                plan.strikes.iter().any(|strike| strike.kind == kind)
+                    || (kind == FaultKind::ClockSkew && plan.clocks.iter().any(Option::is_some))
+            })
+            .map(|plan| plan.seed);
+        for seed in seeds.take(2) {
+            let outcome = judged(config(lock_client("lease"), seed, &[kind], 3_000, 1_000)).await;
+            assert!(outcome.report.is_ok(), "{}", describe(&outcome));
+            acted += effect(&outcome.process_effects);
+        }
+        assert!(acted > 0, "two runs of {kind:?} strikes did nothing");
     }
 }
 
