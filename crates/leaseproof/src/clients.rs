@@ -185,7 +185,8 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
     }
 }
 
-/// One JSON line per seed (format `leaseproof-clients-seed`, version 1).
+/// One JSON line per seed (format `leaseproof-clients-seed`, version 2:
+/// version 1 and `skipped`, `proxy` and `process`, what the strikes did).
 fn append_json(
     path: &std::path::Path,
     seed: u64,
@@ -203,12 +204,26 @@ fn append_json(
     let tally = &outcome.tally;
     let line = serde_json::json!({
         "format": "leaseproof-clients-seed",
-        "version": 1,
+        "version": 2,
         "passed": outcome.passed(),
         "seed": seed,
         "design": outcome.design,
         "faults": outcome.plan.kinds.iter().map(|kind| kind.name()).collect::<Vec<_>>(),
         "struck": outcome.strikes,
+        "skipped": outcome.strikes_skipped,
+        "proxy": {
+            "replies_dropped": outcome.proxy_effects.replies_dropped,
+            "partition_holds": outcome.proxy_effects.partition_holds,
+            "delayed_chunks": outcome.proxy_effects.delayed_chunks,
+            "connections_reset": outcome.proxy_effects.connections_reset,
+        },
+        "process": {
+            "stopped": outcome.process_effects.processes_stopped,
+            "killed": outcome.process_effects.processes_killed,
+            "backends_terminated": outcome.process_effects.backends_terminated,
+            "redis_restarts": outcome.process_effects.redis_restarts,
+            "skewed_clients": outcome.process_effects.clients_skewed,
+        },
         "violations": outcome.report.violations.len(),
         "invariants": invariants,
         "first_violation": outcome.report.violations.first().map(ToString::to_string),

@@ -252,3 +252,80 @@ fn a_reader_refuses_another_format_another_version_and_unknown_fields() {
         "report": {"violations": [], "possible": [], "not_judged": [], "stats": {}}, "extra": 1}"#;
     assert!(CheckDocument::from_json(document).is_err());
 }
+
+#[tokio::test]
+async fn a_clients_seed_line_says_what_its_strikes_did() {
+    // The run starts its own servers; this only asks that PostgreSQL exists.
+    let Some(_database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    use leaseproof_races::clients::{ClientRunConfig, FaultKind};
+    let client = format!("{} lock-client lease", env!("CARGO_BIN_EXE_leaseproof"));
+    // A seed whose plan kills a client at least once.
+    let seed = (0..)
+        .find(|&seed| {
+            let mut config = ClientRunConfig::new(client.clone(), seed);
+            config.faults = vec![FaultKind::Kill];
+            config.duration = std::time::Duration::from_millis(3_000);
+            config.ttl = std::time::Duration::from_millis(1_000);
+            config
+                .plan()
+                .strikes
+                .iter()
+                .any(|strike| strike.kind == FaultKind::Kill)
+        })
+        .unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("clients.jsonl");
+    let seed_arg = seed.to_string();
+    let args = [
+        "clients",
+        "--client",
+        &client,
+        "--seed",
+        &seed_arg,
+        "--duration-ms",
+        "3000",
+        "--ttl-ms",
+        "1000",
+        "--faults",
+        "kill",
+    ];
+    let (code, text) = {
+        let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_with_json(&args, &path)
+        })
+        .await
+        .unwrap()
+    };
+    let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(line["format"], "leaseproof-clients-seed");
+    assert_eq!(line["version"], 2);
+    assert_eq!(line["passed"], code == 0, "{text}");
+    assert_eq!(line["seed"], seed);
+    assert_eq!(line["faults"], serde_json::json!(["kill"]));
+    let process = &line["process"];
+    assert!(process["killed"].as_u64().unwrap() >= 1, "{text}");
+    for count in [
+        "stopped",
+        "backends_terminated",
+        "redis_restarts",
+        "skewed_clients",
+    ] {
+        assert_eq!(process[count], 0, "only kills were planned: {text}");
+    }
+    for count in [
+        "replies_dropped",
+        "partition_holds",
+        "delayed_chunks",
+        "connections_reset",
+    ] {
+        assert_eq!(
+            line["proxy"][count], 0,
+            "no network fault was planned: {text}"
+        );
+    }
+}
