@@ -1018,3 +1018,56 @@ pub fn render(cells: &[Cell]) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Invariant::{FencedWrites as I3, MutualExclusion as I1, TokenOrder as I2};
+
+    fn violated(invariants: &[Invariant]) -> Verdict {
+        Verdict::Violated(
+            invariants
+                .iter()
+                .map(|&invariant| Violation {
+                    invariant,
+                    scope: "t".to_string(),
+                    events: vec![0],
+                    rows: Vec::new(),
+                    message: "shown".to_string(),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn an_expected_verdict_matches_exactly_its_own_invariants() {
+        let holds = Verdict::Holds("clean".to_string());
+        let not_applicable = Verdict::NotApplicable("no session");
+        assert!(Expected::Breaks(&[]).matches(&holds));
+        assert!(Expected::NotApplicable.matches(&not_applicable));
+        assert!(Expected::Breaks(&[I1, I3]).matches(&violated(&[I3, I1, I3])));
+        // What verify must refuse: more, fewer or other invariants than
+        // expected, a clean verdict for a broken cell and the reverse, and a
+        // cell that ran where none applies (or the reverse).
+        assert!(!Expected::Breaks(&[I1, I3]).matches(&violated(&[I1])));
+        assert!(!Expected::Breaks(&[I1]).matches(&violated(&[I1, I2])));
+        assert!(!Expected::Breaks(&[I3]).matches(&violated(&[I1])));
+        assert!(!Expected::Breaks(&[I3]).matches(&holds));
+        assert!(!Expected::Breaks(&[]).matches(&violated(&[I3])));
+        assert!(!Expected::NotApplicable.matches(&holds));
+        assert!(!Expected::Breaks(&[]).matches(&not_applicable));
+    }
+
+    #[test]
+    fn verdicts_and_expectations_print_the_same_short_forms() {
+        assert_eq!(violated(&[I3, I1, I2]).short(), "I1+I2+I3");
+        assert_eq!(Expected::Breaks(&[I1, I2, I3]).short(), "I1+I2+I3");
+        assert_eq!(Verdict::Holds(String::new()).short(), "holds");
+        assert_eq!(Expected::Breaks(&[]).short(), "holds");
+        assert_eq!(Verdict::NotApplicable("why").short(), "n/a");
+        assert_eq!(Expected::NotApplicable.short(), "n/a");
+        assert_eq!(Verdict::NotApplicable("why").detail(), "why");
+        assert!(violated(&[I1]).detail().contains("shown"));
+        assert!(Verdict::Holds("clean".to_string()).invariants().is_empty());
+    }
+}

@@ -308,16 +308,7 @@ impl RaceOutcome {
     pub fn totals(&self) -> WorkerSummary {
         let mut totals = WorkerSummary::default();
         for (_, summary) in &self.summaries {
-            totals.grants += summary.grants;
-            totals.held += summary.held;
-            totals.commits += summary.commits;
-            totals.commits_refused += summary.commits_refused;
-            totals.unknown += summary.unknown;
-            totals.errors += summary.errors;
-            totals.operations += summary.operations;
-            if totals.schema_error.is_none() {
-                totals.schema_error.clone_from(&summary.schema_error);
-            }
+            totals.absorb(summary);
         }
         totals
     }
@@ -703,6 +694,59 @@ pub async fn task_race_on<S: RaceSubject, H: Hooks + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A race whose checker saw `holders` distinct holders, `takeovers`
+    /// takeovers and `commits` commits, over two workers' summaries.
+    fn outcome(holders: u64, takeovers: u64, commits: u64, held: u32) -> RaceOutcome {
+        let mut report = CheckReport::default();
+        report.stats.distinct_holders = holders;
+        report.stats.takeovers = takeovers;
+        report.stats.commits = commits;
+        let worker = |held| WorkerSummary {
+            grants: 2,
+            held,
+            commits: 1,
+            operations: 5,
+            ..WorkerSummary::default()
+        };
+        RaceOutcome {
+            scope: "race".to_string(),
+            history: History::default(),
+            report,
+            summaries: vec![
+                ("w0".to_string(), worker(held)),
+                ("w1".to_string(), worker(0)),
+            ],
+            elapsed_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_race_is_real_only_with_two_holders_a_takeover_a_loser_and_a_commit() {
+        assert!(outcome(2, 1, 1, 1).realness_problems().is_empty());
+        assert_eq!(outcome(2, 1, 1, 1).totals().held, 1);
+        assert_eq!(outcome(2, 1, 1, 1).totals().operations, 10);
+        let problems = |outcome: RaceOutcome| outcome.realness_problems().join("; ");
+        assert_eq!(
+            problems(outcome(1, 1, 1, 1)),
+            "1 distinct winner(s), need ≥ 2"
+        );
+        assert_eq!(problems(outcome(2, 0, 1, 1)), "no takeover");
+        assert_eq!(
+            problems(outcome(2, 1, 1, 0)),
+            "no acquisition was refused (no loser lost)"
+        );
+        assert_eq!(problems(outcome(2, 1, 0, 1)), "no commit");
+        let mut unschemed = outcome(2, 1, 1, 1);
+        unschemed.summaries[1].1.schema_error = Some("23505".to_string());
+        assert_eq!(
+            problems(unschemed),
+            "a worker could not create the schema: 23505"
+        );
+        // The summary carries the problems, and a vacuous race does not pass.
+        assert!(outcome(2, 1, 1, 1).summary().passed());
+        assert!(!outcome(2, 0, 1, 1).summary().passed());
+    }
 
     #[test]
     fn explicit_clock_skews_replace_the_spread_one_per_worker() {

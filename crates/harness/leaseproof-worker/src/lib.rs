@@ -142,6 +142,22 @@ pub struct WorkerSummary {
     pub operations: u32,
 }
 
+impl WorkerSummary {
+    /// Adds `other`'s counts to these; the first schema error is kept.
+    pub fn absorb(&mut self, other: &WorkerSummary) {
+        self.grants += other.grants;
+        self.held += other.held;
+        self.commits += other.commits;
+        self.commits_refused += other.commits_refused;
+        self.unknown += other.unknown;
+        self.errors += other.errors;
+        self.operations += other.operations;
+        if self.schema_error.is_none() {
+            self.schema_error.clone_from(&other.schema_error);
+        }
+    }
+}
+
 struct Holding {
     lease: Lease,
     deadline_local_us: i64,
