@@ -13,7 +13,8 @@
 
 use std::time::Duration;
 
-use crate::measure::{measure, transactions_per_operation, Measurement};
+use crate::drive::{measure, transactions_per_operation};
+use crate::measure::Measurement;
 use crate::report_waiting::{BenchHandOff, BenchObserved};
 use crate::workload::Workload;
 use crate::BenchError;

@@ -21,27 +21,13 @@ use leaseproof_protocol::{LeaseError, Owner, Scope, Ttl};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection as _, PgConnection, Row as _};
 
-use crate::measure::{Measurement, Tally};
+use crate::measure::{Grant, Measurement, Tally};
 use crate::workload::{
     candidate_function, Workload, CANDIDATE_FUNCTION_CALL, CANDIDATE_UPDATE_FIRST, HELD_TTL,
     PEER_PK_READ, PEER_UPDATE_WHERE_EXPIRED, PEER_UPSERT_ALWAYS_WRITING, TAKEOVER_LATENCY_TTL,
     TAKEOVER_TTL,
 };
 use crate::BenchError;
-
-/// One grant observed by a contender: the server's times and when the reply
-/// reached the client (wall clock of this host, µs since the epoch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grant {
-    /// The grant's fencing token.
-    pub token: i64,
-    /// Server time of the grant, µs since the epoch.
-    pub granted_at_us: i64,
-    /// Server time the grant expires, µs since the epoch.
-    pub expires_at_us: i64,
-    /// Client wall time when the granting reply arrived, µs since the epoch.
-    pub received_at_us: i64,
-}
 
 enum Link {
     Connection(PgConnection),
