@@ -1349,70 +1349,79 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
                 proxy.set_latency(Duration::ZERO);
             }
         }
-        FaultKind::TerminateBackends => {
-            let ports: Vec<i32> = slot.proxies[0]
-                .upstream_ports()
-                .into_iter()
-                .map(i32::from)
-                .collect();
-            let mut admin = sqlx::PgConnection::connect_with(
-                &run.database_url
-                    .parse::<sqlx::postgres::PgConnectOptions>()
-                    .map_err(|error| format!("{what}: {error}"))?,
-            )
-            .await
-            .map_err(|error| format!("{what}: {error}"))?;
-            let backends: Vec<i32> = sqlx::query_scalar(
-                "SELECT pid FROM pg_stat_activity \
-                 WHERE client_port = ANY($1) AND pid <> pg_backend_pid()",
-            )
-            .bind(&ports)
-            .fetch_all(&mut admin)
-            .await
-            .map_err(|error| format!("{what}: {error}"))?;
-            if backends.is_empty() {
-                return Err(format!("{what}: no backend of the client"));
-            }
-            sqlx::query("SELECT pg_terminate_backend(pid) FROM unnest($1::int4[]) AS pid")
-                .bind(&backends)
-                .execute(&mut admin)
-                .await
-                .map_err(|error| format!("{what}: {error}"))?;
-            // Counted once the server no longer lists them: terminated, not
-            // merely asked to be (a cancelled query would leave them there).
-            for _ in 0..100 {
-                let left: i64 =
-                    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)")
-                        .bind(&backends)
-                        .fetch_one(&mut admin)
-                        .await
-                        .map_err(|error| format!("{what}: {error}"))?;
-                if left == 0 {
-                    lock(&run.process_effects).backends_terminated += backends.len() as u64;
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-        FaultKind::RedisRestart => {
-            let Some(redis) = run.redis.clone() else {
-                return Err(format!("{what}: no Redis in this run"));
-            };
-            let (before, after) = tokio::task::spawn_blocking(move || {
-                let mut server = lock(&redis);
-                let before = server.pid();
-                server.restart().map(|()| (before, server.pid()))
-            })
-            .await
-            .map_err(|error| format!("{what}: {error}"))?
-            .map_err(|error| format!("{what}: {error}"))?;
-            if after.is_some() && after != before {
-                lock(&run.process_effects).redis_restarts += 1;
-            }
-        }
+        FaultKind::TerminateBackends => terminate_backends(run, slot, &what).await?,
+        FaultKind::RedisRestart => restart_redis(run, &what).await?,
         FaultKind::ClockSkew => {}
     }
     Ok(what)
+}
+
+/// `pg_terminate_backend` of the client's PostgreSQL sessions, counted once
+/// the server no longer lists them.
+async fn terminate_backends(run: &Arc<Run>, slot: &Slot, what: &str) -> Result<(), String> {
+    let ports: Vec<i32> = slot.proxies[0]
+        .upstream_ports()
+        .into_iter()
+        .map(i32::from)
+        .collect();
+    let mut admin = sqlx::PgConnection::connect_with(
+        &run.database_url
+            .parse::<sqlx::postgres::PgConnectOptions>()
+            .map_err(|error| format!("{what}: {error}"))?,
+    )
+    .await
+    .map_err(|error| format!("{what}: {error}"))?;
+    let backends: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity \
+         WHERE client_port = ANY($1) AND pid <> pg_backend_pid()",
+    )
+    .bind(&ports)
+    .fetch_all(&mut admin)
+    .await
+    .map_err(|error| format!("{what}: {error}"))?;
+    if backends.is_empty() {
+        return Err(format!("{what}: no backend of the client"));
+    }
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM unnest($1::int4[]) AS pid")
+        .bind(&backends)
+        .execute(&mut admin)
+        .await
+        .map_err(|error| format!("{what}: {error}"))?;
+    // Counted once the server no longer lists them: terminated, not
+    // merely asked to be (a cancelled query would leave them there).
+    for _ in 0..100 {
+        let left: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)")
+                .bind(&backends)
+                .fetch_one(&mut admin)
+                .await
+                .map_err(|error| format!("{what}: {error}"))?;
+        if left == 0 {
+            lock(&run.process_effects).backends_terminated += backends.len() as u64;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+/// Kills and restarts the run's Redis, counted when another process answers.
+async fn restart_redis(run: &Arc<Run>, what: &str) -> Result<(), String> {
+    let Some(redis) = run.redis.clone() else {
+        return Err(format!("{what}: no Redis in this run"));
+    };
+    let (before, after) = tokio::task::spawn_blocking(move || {
+        let mut server = lock(&redis);
+        let before = server.pid();
+        server.restart().map(|()| (before, server.pid()))
+    })
+    .await
+    .map_err(|error| format!("{what}: {error}"))?
+    .map_err(|error| format!("{what}: {error}"))?;
+    if after.is_some() && after != before {
+        lock(&run.process_effects).redis_restarts += 1;
+    }
+    Ok(())
 }
 
 use sqlx::Connection as _;
