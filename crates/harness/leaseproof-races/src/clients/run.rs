@@ -662,8 +662,9 @@ async fn start_client(
 ) -> Result<ClientProcess, StartError> {
     let worker = format!("w{index}");
     let mut env = run.client_env(index, incarnation);
-    let skewed = plan_clock.is_some() && libfaketime().is_some();
+    let mut skewed = false;
     if let (Some(clock), Some(library)) = (plan_clock, libfaketime()) {
+        skewed = true;
         env.push(("LD_PRELOAD".to_string(), library.display().to_string()));
         env.push(("FAKETIME".to_string(), clock.faketime()));
         // Each process start reads FAKETIME afresh; no cache between reads.
