@@ -193,6 +193,13 @@ struct At<'a> {
     arrived_true_us: i64,
 }
 
+impl<'a> At<'a> {
+    /// Session, client, `now()` and arrival in true time, as a handler names them.
+    fn parts(self) -> (u64, &'a str, ServerTime, i64) {
+        (self.session, self.client, self.now, self.arrived_true_us)
+    }
+}
+
 /// An open transaction.
 struct Transaction {
     begun_at: ServerTime,
@@ -549,12 +556,7 @@ impl Server {
 
     /// `acquire`: the one statement, under the row's lock.
     async fn acquire(&self, at: At<'_>, scope: Scope, owner: Owner, ttl: Ttl) -> Response {
-        let At {
-            session,
-            client,
-            now,
-            arrived_true_us,
-        } = at;
+        let (session, client, now, arrived_true_us) = at.parts();
         self.wait_for_row(session, client, &scope).await;
         self.assert_row_free_for(session, &scope);
         let acquisition = {
@@ -588,12 +590,7 @@ impl Server {
 
     /// `renew`: keeps the grant, extends its end, under the row's lock.
     async fn renew(&self, at: At<'_>, lease: Lease, ttl: Ttl) -> Response {
-        let At {
-            session,
-            client,
-            now,
-            arrived_true_us,
-        } = at;
+        let (session, client, now, arrived_true_us) = at.parts();
         self.wait_for_row(session, client, lease.scope()).await;
         self.assert_row_free_for(session, lease.scope());
         let renewed = {
@@ -625,12 +622,7 @@ impl Server {
 
     /// `release`: expires the grant, keeps the row, under the row's lock.
     async fn release(&self, at: At<'_>, lease: Lease) -> Response {
-        let At {
-            session,
-            client,
-            now,
-            arrived_true_us,
-        } = at;
+        let (session, client, now, arrived_true_us) = at.parts();
         self.wait_for_row(session, client, lease.scope()).await;
         self.assert_row_free_for(session, lease.scope());
         let released = {
@@ -661,12 +653,7 @@ impl Server {
 
     /// `BEGIN`: a transaction whose `now()` is this instant.
     fn begin(&self, at: At<'_>, transaction: &mut Option<Transaction>) -> Response {
-        let At {
-            session,
-            client,
-            now,
-            arrived_true_us: _,
-        } = at;
+        let (session, client, now, _) = at.parts();
         if transaction.is_some() {
             return server_error("25001", "there is already a transaction in progress");
         }
@@ -689,12 +676,7 @@ impl Server {
         transaction: &mut Option<Transaction>,
         lease: Lease,
     ) -> Response {
-        let At {
-            session,
-            client,
-            now,
-            arrived_true_us: _,
-        } = at;
+        let (session, client, now, _) = at.parts();
         if transaction.is_none() {
             return server_error("25P01", "fence outside a transaction");
         }
@@ -736,12 +718,7 @@ impl Server {
 
     /// `COMMIT`: the writes land with their commit instant; the row locks end.
     fn commit(&self, at: At<'_>, transaction: &mut Option<Transaction>) -> Response {
-        let At {
-            session,
-            client,
-            now,
-            arrived_true_us,
-        } = at;
+        let (session, client, now, arrived_true_us) = at.parts();
         let Some(open) = transaction.take() else {
             return server_error("25P01", "commit outside a transaction");
         };

@@ -216,18 +216,9 @@ impl Cluster {
     /// Blocking immediate stop and removal of the temp dir, for `Drop`.
     pub(crate) fn stop_and_remove_blocking(&self) {
         if self.data_dir.join("postmaster.pid").exists() {
+            let data_dir = path_arg(&self.data_dir);
             let _ = self
-                .command(
-                    "pg_ctl",
-                    &[
-                        "stop",
-                        "-m",
-                        "immediate",
-                        "-w",
-                        "-D",
-                        &path_arg(&self.data_dir),
-                    ],
-                )
+                .command("pg_ctl", &immediate_stop(&data_dir))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -339,17 +330,8 @@ impl Cluster {
 
     /// Spawns the detached watchdog that cleans up once this process is gone.
     fn spawn_watchdog(&self) -> Result<std::process::Child, Error> {
-        let stop = self.shell_line(
-            "pg_ctl",
-            &[
-                "stop",
-                "-m",
-                "immediate",
-                "-w",
-                "-D",
-                &path_arg(&self.data_dir),
-            ],
-        );
+        let data_dir = path_arg(&self.data_dir);
+        let stop = self.shell_line("pg_ctl", &immediate_stop(&data_dir));
         // Once we are gone: stop a server if one runs (and kill its
         // postmaster should the stop fail), remove the dir — three times, a
         // second apart, because an interrupted initdb or `pg_ctl start` may
@@ -566,6 +548,12 @@ pub(crate) fn create_unique_dir(base: &Path) -> Result<PathBuf, Error> {
 
 pub(crate) fn runuser_path() -> Option<PathBuf> {
     program_on_path("runuser", &["/usr/sbin", "/sbin"])
+}
+
+/// `pg_ctl`'s arguments for an immediate stop that waits for the end: the
+/// cleanup after a test needs no checkpoint, only the server gone.
+fn immediate_stop(data_dir: &str) -> [&str; 6] {
+    ["stop", "-m", "immediate", "-w", "-D", data_dir]
 }
 
 fn path_arg(path: &Path) -> String {

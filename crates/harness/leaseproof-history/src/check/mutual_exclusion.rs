@@ -19,6 +19,12 @@ impl<'h> Checker<'h> {
                 *earliest = (*earliest).min(record.invoke_true_us);
             }
         }
+        let later_invoked_us = |scope: &str, owner: &str| {
+            acquire_invoked_min
+                .get(&(scope, owner))
+                .copied()
+                .unwrap_or(i64::MIN)
+        };
         let mut holders = BTreeSet::new();
         for (scope, scope_grants) in &self.grants {
             let mut ordered: Vec<&Grant> = scope_grants.values().collect();
@@ -54,28 +60,12 @@ impl<'h> Checker<'h> {
                         let proven = match self.config.grant_stamps {
                             GrantStamps::Decision => true,
                             GrantStamps::StatementStart => {
-                                let later_invoked_us = acquire_invoked_min
-                                    .get(&(scope.as_str(), grant.owner.as_str()))
-                                    .copied()
-                                    .unwrap_or(i64::MIN);
-                                previous.reported_by_true_us < later_invoked_us
+                                previous.reported_by_true_us
+                                    < later_invoked_us(scope.as_str(), grant.owner.as_str())
                             }
                         };
-                        if proven {
-                            violations.push((
-                                Invariant::TokenOrder,
-                                scope.clone(),
-                                events,
-                                message,
-                            ));
-                        } else {
-                            possible.push((
-                                Invariant::TokenOrder,
-                                scope.clone(),
-                                events,
-                                format!("{message}; stamps are statement starts and real-time order does not prove it"),
-                            ));
-                        }
+                        let finding = (Invariant::TokenOrder, scope.clone(), events, message);
+                        file(proven, finding, &mut violations, &mut possible);
                     }
                 }
                 // Earlier grants that may still be live for this one: the one
@@ -116,26 +106,13 @@ impl<'h> Checker<'h> {
                             // before any acquisition of the later owner was
                             // invoked, and the later one acknowledged before
                             // an operation that still found earlier live.
-                            let later_invoked_us = acquire_invoked_min
-                                .get(&(scope.as_str(), grant.owner.as_str()))
-                                .copied()
-                                .unwrap_or(i64::MIN);
-                            earlier.reported_by_true_us < later_invoked_us
+                            earlier.reported_by_true_us
+                                < later_invoked_us(scope.as_str(), grant.owner.as_str())
                                 && grant.reported_by_true_us < earlier.live_after_invoke_true_us
                         }
                     };
-                    if proven {
-                        violations.push((invariant, scope.clone(), events, message));
-                    } else {
-                        possible.push((
-                            invariant,
-                            scope.clone(),
-                            events,
-                            format!(
-                                "{message}; stamps are statement starts and real-time order does not prove it"
-                            ),
-                        ));
-                    }
+                    let finding = (invariant, scope.clone(), events, message);
+                    file(proven, finding, &mut violations, &mut possible);
                 }
                 if grant.released.is_none() && grant.release_unknown.is_some() {
                     lingering.push(grant);
@@ -159,5 +136,26 @@ impl<'h> Checker<'h> {
                 message,
             });
         }
+    }
+}
+
+/// One finding of I1 or I2: the invariant, the scope, the events, the sentence.
+type Finding = (Invariant, String, Vec<u64>, String);
+
+/// Files `finding` as a violation when `proven`; otherwise as possible, saying
+/// why: statement-start stamps order statements, and real time did not.
+fn file(
+    proven: bool,
+    finding: Finding,
+    violations: &mut Vec<Finding>,
+    possible: &mut Vec<Finding>,
+) {
+    if proven {
+        violations.push(finding);
+    } else {
+        let (invariant, scope, events, message) = finding;
+        let message =
+            format!("{message}; stamps are statement starts and real-time order does not prove it");
+        possible.push((invariant, scope, events, message));
     }
 }

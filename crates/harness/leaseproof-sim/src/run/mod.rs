@@ -482,14 +482,7 @@ struct Judged {
 
 /// The lease: the simulated database and the shared worker loop.
 fn run_lease(mut sim: turmoil::Sim<'_>, setup: Setup<'_>) -> Judged {
-    let Setup {
-        scenario,
-        plan,
-        options,
-        bounds,
-        recorder,
-        trace,
-    } = setup;
+    let (scenario, plan, options) = (setup.scenario, setup.plan, setup.options);
     let durable = Rc::new(RefCell::new(Durable::with_extension_rule(
         plan.db_rng_seed,
         options.extension_rule(),
@@ -502,7 +495,7 @@ fn run_lease(mut sim: turmoil::Sim<'_>, setup: Setup<'_>) -> Judged {
     };
     {
         let durable = Rc::clone(&durable);
-        let trace = trace.clone();
+        let trace = setup.trace.clone();
         sim.host(DB_HOST, move || {
             db::serve(Rc::clone(&durable), db_config.clone(), trace.clone())
         });
@@ -512,7 +505,7 @@ fn run_lease(mut sim: turmoil::Sim<'_>, setup: Setup<'_>) -> Judged {
         host: DB_HOST,
         terminations: None,
     };
-    let mut findings = drive::drive(&mut sim, plan, trace, &slots, &bounds, store);
+    let mut findings = drive::drive(&mut sim, plan, setup.trace, &slots, &setup.bounds, store);
     let simulated = sim.elapsed();
     drop(sim);
     let verdict::Verdict {
@@ -525,7 +518,7 @@ fn run_lease(mut sim: turmoil::Sim<'_>, setup: Setup<'_>) -> Judged {
         options,
         &durable,
         &slots,
-        recorder,
+        setup.recorder,
         &mut findings,
     );
     Judged {
@@ -540,22 +533,22 @@ fn run_lease(mut sim: turmoil::Sim<'_>, setup: Setup<'_>) -> Judged {
 /// A lock manager: its store (the simulated Redis or database), the work
 /// store and the manager's own code on every worker host.
 fn run_lock(mut sim: turmoil::Sim<'_>, setup: Setup<'_>) -> Judged {
-    let Setup {
-        plan,
-        bounds,
-        recorder,
-        trace,
-        ..
-    } = setup;
     let (slots, stores) = locks::spawn(&mut sim, setup);
     let store = drive::Store {
         host: stores.host,
         terminations: stores.terminations.as_ref(),
     };
-    let findings = drive::drive(&mut sim, plan, trace, &slots, &bounds, store);
+    let findings = drive::drive(
+        &mut sim,
+        setup.plan,
+        setup.trace,
+        &slots,
+        &setup.bounds,
+        store,
+    );
     let simulated = sim.elapsed();
     drop(sim);
-    let (history, report) = locks::judge(recorder, &stores);
+    let (history, report) = locks::judge(setup.recorder, &stores);
     Judged {
         findings,
         history,
