@@ -320,3 +320,32 @@ pub fn merge(reports: &[ShardReport]) -> Result<ShardReport, String> {
         scenarios,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_wall_time_drops_the_wall_times_and_the_speed_and_keeps_the_rest() {
+        let mut report = ScenarioReport {
+            scenario: "chaos".to_string(),
+            simulated_us: 9,
+            wall_us: 7,
+            run_wall_us: 6,
+            seeds_per_second_per_core: Some(40.0),
+            projected_seconds_one_core: Some(1.0),
+            projected_seconds_sharded: Some(2.0),
+            resume_from: Some(11),
+            ..ScenarioReport::default()
+        };
+        report.counts.seeds_run = 3;
+        let expected = ScenarioReport {
+            scenario: "chaos".to_string(),
+            simulated_us: 9,
+            resume_from: Some(11),
+            counts: report.counts.clone(),
+            ..ScenarioReport::default()
+        };
+        assert_eq!(report.without_wall_time(), expected);
+    }
+}

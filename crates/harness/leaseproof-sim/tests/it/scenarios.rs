@@ -50,6 +50,35 @@ fn misspelt_or_inverted_fields_are_rejected() {
 }
 
 #[test]
+fn a_zero_count_is_refused_and_the_error_points_at_its_key() {
+    let base = leaseproof_sim::EMBEDDED[0].1;
+    let inserted_line = base
+        .lines()
+        .position(|line| line == "[faults]")
+        .expect("a [faults] table")
+        + 1;
+    // Each count alone at zero, indented: the error names the field, and where
+    // the message's first word is a key of the file, its line and the column
+    // where the key starts (after two spaces: column 3).
+    for (key, positioned) in [
+        ("cycles_per_grant", true),
+        ("items_per_cycle", false),
+        ("tick_ms", true),
+        ("request_timeout_ms", true),
+    ] {
+        let text = base.replacen("[faults]", &format!("  {key} = 0\n[faults]"), 1);
+        let error = Scenario::parse(&text, "test").expect_err(key).to_string();
+        assert!(error.contains(key), "{key}: {error}");
+        if positioned {
+            let position = format!("test: line {inserted_line}, column 3: ");
+            assert!(error.starts_with(&position), "{key}: {error}");
+        } else {
+            assert!(!error.contains("column"), "{key}: {error}");
+        }
+    }
+}
+
+#[test]
 fn drawn_faults_stay_within_the_scenario_ranges() {
     let scenario = Scenario::load("chaos").expect("chaos loads");
     let faults = &scenario.faults;

@@ -76,6 +76,20 @@ fn many_seeds(test: &str) -> bool {
 #[test]
 fn skewed_clocks_never_break_the_lease() {
     let summary = sweep_reference("skewed-clocks");
+    // The footer `sim all` prints: the seeds just swept per second of their
+    // own wall time, to the one decimal it shows.
+    let speed = leaseproof_sim::speed_line(std::slice::from_ref(&summary))
+        .expect("seeds ran, so they have a speed");
+    let shown: f64 = speed
+        .strip_prefix("speed: ")
+        .and_then(|rest| rest.split_once(" seeds/s per core"))
+        .and_then(|(number, _)| number.parse().ok())
+        .unwrap_or_else(|| panic!("not a speed line: {speed}"));
+    let measured = summary.counts.seeds_run as f64 / summary.run_wall.as_secs_f64();
+    assert!(
+        (shown - measured).abs() <= 0.051,
+        "{speed}: measured {measured}"
+    );
     if many_seeds("skewed_clocks_never_break_the_lease") {
         assert!(summary.counts.takeovers > 0);
         // Slow clocks make holders believe past expiry: the fence refuses them.

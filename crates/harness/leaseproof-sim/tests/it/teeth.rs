@@ -89,6 +89,41 @@ fn unfenced_stale_write_is_an_i3_violation() {
 }
 
 #[test]
+fn a_failing_run_shows_the_trace_up_to_its_violations_last_event() {
+    let summary = sweep_unfenced("gc-pause", 0..50);
+    let seed = summary
+        .failures
+        .iter()
+        .find(|failure| failure.invariants.contains(&Invariant::FencedWrites))
+        .expect("a stale write among the failures")
+        .seed;
+    let scenario = Scenario::load("gc-pause").expect("the scenario loads");
+    let options = RunOptions {
+        unfenced: true,
+        trace: true,
+        ..RunOptions::default()
+    };
+    let outcome = run(&scenario, seed, options);
+    let violation = outcome.report.violations.first().expect("a violation");
+    let last_event = violation.events.iter().max().expect("events");
+    let anchor_us = outcome.history.events[*last_event as usize].true_time_us;
+    let stamp = format!("[sim {} ", leaseproof_sim::format_us(anchor_us));
+    let excerpt = outcome.trace_excerpt(30);
+    assert!(!excerpt.is_empty());
+    assert!(excerpt.len() <= 30);
+    // It ends at the last line stamped with the violation's last event,
+    // and is the run of trace lines just before it.
+    let end = outcome
+        .trace
+        .iter()
+        .rposition(|line| line.starts_with(&stamp))
+        .expect("the event's moment is in the trace")
+        + 1;
+    assert_eq!(excerpt.last(), outcome.trace.get(end - 1));
+    assert_eq!(excerpt[..], outcome.trace[end - excerpt.len()..end]);
+}
+
+#[test]
 fn schema_without_retry_is_caught_when_workers_start_together() {
     let mut scenario = Scenario::load("concurrent-schema").expect("the scenario loads");
     scenario.schema_retry = false;
