@@ -8,6 +8,7 @@
 #   bash ci/mutants.sh                          # history, protocol, worker
 #   MUTANTS_PACKAGES="leaseproof-history" bash ci/mutants.sh
 #   MUTANTS_PACKAGES=leaseproof-sim MUTANTS_FILE=crates/harness/leaseproof-sim/src/db.rs bash ci/mutants.sh
+#   MUTANTS_PACKAGES=leaseproof-races MUTANTS_SHARD=0/100 bash ci/mutants.sh   # a uniform sample
 #
 # Results land in target/mutants/<package>/mutants.out (missed.txt lists the
 # survivors). Every survivor is either killed by a new behavioural test or
@@ -29,12 +30,18 @@ file_flag=()
 if [ -n "${MUTANTS_FILE:-}" ]; then
     file_flag=(-f "${MUTANTS_FILE}")
 fi
+# A uniform sample: every n-th mutant (round-robin), for crates whose full run
+# takes longer than a night (each mutant of the races runs real servers).
+shard_flag=()
+if [ -n "${MUTANTS_SHARD:-}" ]; then
+    shard_flag=(--shard "${MUTANTS_SHARD}" --sharding round-robin)
+fi
 status=0
 for package in ${packages}; do
     echo "== cargo mutants -p ${package}"
     mkdir -p "target/mutants/${package}"
     cargo mutants -p "${package}" -j "${jobs}" --timeout 300 \
-        "${workspace_flag[@]}" "${file_flag[@]}" -o "target/mutants/${package}" || status=$?
+        "${workspace_flag[@]}" "${file_flag[@]}" "${shard_flag[@]}" -o "target/mutants/${package}" || status=$?
     echo "survivors of ${package}:"
     cat "target/mutants/${package}/mutants.out/missed.txt" || true
 done
