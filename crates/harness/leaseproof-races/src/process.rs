@@ -30,8 +30,10 @@ use crate::race::{
 /// Environment variable carrying a worker process's [`WorkerProcessConfig`] as JSON.
 pub const WORKER_CONFIG_ENV: &str = "LEASEPROOF_RACE_WORKER";
 
-/// Time the parent gives its children to start before the race begins.
-const START_DELAY_MS: i64 = 1_000;
+/// Time the parent gives its children to start before the race begins: each
+/// child waits for that moment after the parent's epoch, so they all begin
+/// their first acquisition together, however slowly each process started.
+pub const START_DELAY_MS: i64 = 1_000;
 /// A child slower than the race bound plus this is killed and fails the race.
 const CHILD_GRACE_MS: u64 = 30_000;
 

@@ -68,6 +68,16 @@ async fn four_processes_racing_keep_a_single_holder() {
         .map(|event| event.worker.as_str())
         .collect();
     assert_eq!(workers.len(), PROCESSES);
+    // Held start: no process acts before the common start, so the race
+    // collides by construction however each process's start-up went.
+    let first_us = outcome
+        .history
+        .events
+        .iter()
+        .map(|event| event.true_time_us)
+        .min();
+    let start_us = leaseproof_races::process::START_DELAY_MS * 1_000;
+    assert!(first_us >= Some(start_us), "{first_us:?} before {start_us}");
     assert_eq!(outcome.report.stats.distinct_holders, PROCESSES as u64);
     assert_eq!(
         outcome.history.guarded_rows.len(),
