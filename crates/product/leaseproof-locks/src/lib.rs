@@ -93,7 +93,10 @@ pub use advisory::{
     TransactionPooling,
 };
 pub use lease::{LeaseLockManager, LeaseLockOptions};
-pub use redis_lock::{RedisDistributedLockManager, RedisLockOptions};
+pub use redis_lock::{
+    RedisDistributedLockManager, RedisLockOptions, REDIS_ACQUIRE_SCRIPT, REDIS_EXTEND_SCRIPT,
+    REDIS_RELEASE_SCRIPT,
+};
 
 /// A table to maintain: `schema.table`, validated before any IO.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

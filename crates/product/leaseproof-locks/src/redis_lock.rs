@@ -32,47 +32,43 @@ use leaseproof_postgres::keep_alive::{self, Extension, Schedule};
 
 use crate::{AbortOnDrop, LockError, LockGuard, LockManager, Releaser, TableName};
 
-// Each script is hashed once (`EVALSHA` after the first `EVAL`), not per call.
-
-/// `KEYS[1]` lock key, `KEYS[2]` token counter; `ARGV[1]` value, `ARGV[2]` ttl ms.
-/// Returns `{token, ""}` when it took the lock, `{0, holder's value}` when
-/// the key was held (atomic: a script runs alone).
-static ACQUIRE: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"
+/// The acquisition script: `KEYS[1]` lock key, `KEYS[2]` token counter;
+/// `ARGV[1]` value, `ARGV[2]` ttl ms. Returns `{token, ""}` when it took the
+/// lock, `{0, holder's value}` when the key was held (atomic: a script runs
+/// alone). Public as text for the simulated Redis's tests, which run it.
+pub const REDIS_ACQUIRE_SCRIPT: &str = r"
 local holder = redis.call('GET', KEYS[1])
 if holder then
     return {0, holder}
 end
 redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
 return {redis.call('INCR', KEYS[2]), ''}
-",
-    )
-});
+";
 
-/// Compare-and-delete: `KEYS[1]` lock key, `ARGV[1]` our value.
-static RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"
+/// The release script, compare-and-delete: `KEYS[1]` lock key, `ARGV[1]` our
+/// value. Returns 1 when it deleted our key, 0 when the key was not ours.
+pub const REDIS_RELEASE_SCRIPT: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('DEL', KEYS[1])
 end
 return 0
-",
-    )
-});
+";
 
-/// Compare-and-pexpire: `KEYS[1]` lock key, `ARGV[1]` our value, `ARGV[2]` ttl ms.
-static EXTEND: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"
+/// The keep-alive script, compare-and-pexpire: `KEYS[1]` lock key, `ARGV[1]`
+/// our value, `ARGV[2]` ttl ms. Returns 1 when it extended our key, else 0.
+pub const REDIS_EXTEND_SCRIPT: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
-",
-    )
-});
+";
+
+// Each script is hashed once (`EVALSHA` after the first `EVAL`), not per call.
+static ACQUIRE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(REDIS_ACQUIRE_SCRIPT));
+static RELEASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(REDIS_RELEASE_SCRIPT));
+static EXTEND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(REDIS_EXTEND_SCRIPT));
 
 /// How a [`RedisDistributedLockManager`] holds its locks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
