@@ -19,6 +19,13 @@ fn sweep_unfenced(name: &str, seeds: std::ops::Range<u64>) -> leaseproof_sim::Sw
     sweep(&scenario, &config, &|_| {})
 }
 
+/// gc-pause's unfenced sweep over seeds 0..50, run once for the three tests
+/// that read it (its verdicts, its stale writes, a failing seed's trace).
+fn gc_pause_unfenced() -> &'static leaseproof_sim::SweepSummary {
+    static SWEEP: std::sync::OnceLock<leaseproof_sim::SweepSummary> = std::sync::OnceLock::new();
+    SWEEP.get_or_init(|| sweep_unfenced("gc-pause", 0..50))
+}
+
 fn assert_caught(summary: &leaseproof_sim::SweepSummary) {
     assert!(
         summary.counts.violations > 0,
@@ -59,7 +66,7 @@ fn assert_caught(summary: &leaseproof_sim::SweepSummary) {
 
 #[test]
 fn unfenced_workers_are_caught_under_gc_pauses() {
-    assert_caught(&sweep_unfenced("gc-pause", 0..50));
+    assert_caught(gc_pause_unfenced());
 }
 
 #[test]
@@ -81,7 +88,7 @@ fn unfenced_workers_are_caught_under_chaos() {
 fn unfenced_stale_write_is_an_i3_violation() {
     // Among the unfenced gc-pause failures some are stale writes in the table,
     // not only beliefs: the guarded rows themselves convict the writer.
-    let summary = sweep_unfenced("gc-pause", 0..50);
+    let summary = gc_pause_unfenced();
     assert!(summary
         .failures
         .iter()
@@ -90,8 +97,7 @@ fn unfenced_stale_write_is_an_i3_violation() {
 
 #[test]
 fn a_failing_run_shows_the_trace_up_to_its_violations_last_event() {
-    let summary = sweep_unfenced("gc-pause", 0..50);
-    let seed = summary
+    let seed = gc_pause_unfenced()
         .failures
         .iter()
         .find(|failure| failure.invariants.contains(&Invariant::FencedWrites))
