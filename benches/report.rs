@@ -92,6 +92,7 @@ impl BenchPlan {
                 Workload::UnfencedWrite,
                 Workload::FencedCommit,
                 Workload::FencedCommitShared,
+                Workload::FencedCommitInPieces,
                 Workload::GuardedInsertOneStatement,
             ] {
                 rows.push((workload, writers));

@@ -217,11 +217,17 @@ pub(crate) fn report(
     };
     goals.line("goals:");
     loser_goals(&figures, counts, &mut goals);
-    for &writers in &plan.lifecycle_levels {
-        fence_goal(&figures, writers, &mut goals);
-    }
-    for &writers in &plan.lifecycle_levels {
-        shared_fence_goal(&figures, writers, &mut goals);
+    let fences = [
+        (Workload::FencedCommit, ("fenced commit", "fenced commit")),
+        (
+            Workload::FencedCommitShared,
+            ("shared fence (FOR SHARE)", "shared fence"),
+        ),
+    ];
+    for (workload, labels) in fences {
+        for &writers in &plan.lifecycle_levels {
+            fence_goal(&figures, workload, labels, writers, &mut goals);
+        }
     }
     single_statement_goal(&figures, &mut goals);
     for contenders in [8, 1] {
@@ -316,7 +322,10 @@ fn row_note(figures: &Figures<'_>, m: &Measurement) -> String {
     if m.workload.is_acquisition() {
         note = format!("granted {}", m.granted);
     }
-    if m.workload == Workload::FencedCommit {
+    if matches!(
+        m.workload,
+        Workload::FencedCommit | Workload::FencedCommitShared | Workload::FencedCommitInPieces
+    ) {
         if let Some(unfenced) = figures.throughput(Workload::UnfencedWrite, m.contenders) {
             note = format!(
                 "fence costs {:.2}x unfenced",
@@ -393,68 +402,31 @@ fn loser_goals(figures: &Figures<'_>, counts: TransactionCounts, goals: &mut Goa
     ));
 }
 
-/// The default fence (`FOR UPDATE`) against the unfenced write.
-fn fence_goal(figures: &Figures<'_>, writers: usize, goals: &mut Goals) {
-    let Some(cost) = figures.p50_ratio(Workload::FencedCommit, Workload::UnfencedWrite, writers)
-    else {
+/// A fenced commit (`workload`) against the unfenced write, in p50 and
+/// throughput: the default fence (`FOR UPDATE`) and the shared one.
+fn fence_goal(
+    figures: &Figures<'_>,
+    workload: Workload,
+    (line, key): (&str, &str),
+    writers: usize,
+    goals: &mut Goals,
+) {
+    let p50 = figures.p50_ratio(workload, Workload::UnfencedWrite, writers);
+    let throughput = figures.throughput_ratio(Workload::UnfencedWrite, workload, writers);
+    let (Some(cost), Some(throughput_cost)) = (p50, throughput) else {
         return;
     };
-    let throughput_cost = figures
-        .throughput_ratio(Workload::UnfencedWrite, Workload::FencedCommit, writers)
-        .unwrap_or(f64::NAN);
     goals.goal(
         &format!(
-            "  fenced commit, {writers} writer(s) on one lease: p50 {cost:.2}x, throughput cost \
+            "  {line}, {writers} writer(s) on one lease: p50 {cost:.2}x, throughput cost \
              {throughput_cost:.2}x the unfenced write  (goal <= 1.30x)"
         ),
-        &format!("fenced commit, {writers} writer(s), p50 and throughput / unfenced"),
+        &format!("{key}, {writers} writer(s), p50 and throughput / unfenced"),
         cost.max(throughput_cost),
         Target::AtMost(1.30),
         &worse_of(
-            &figures.p50_ratio_rounds(Workload::FencedCommit, Workload::UnfencedWrite, writers),
-            &figures.throughput_ratio_rounds(
-                Workload::UnfencedWrite,
-                Workload::FencedCommit,
-                writers,
-            ),
-        ),
-    );
-}
-
-/// The shared fence (`FOR SHARE`) against the unfenced write.
-fn shared_fence_goal(figures: &Figures<'_>, writers: usize, goals: &mut Goals) {
-    let shared = figures.p50_ratio(
-        Workload::FencedCommitShared,
-        Workload::UnfencedWrite,
-        writers,
-    );
-    let shared_throughput = figures.throughput_ratio(
-        Workload::UnfencedWrite,
-        Workload::FencedCommitShared,
-        writers,
-    );
-    let (Some(cost), Some(throughput_cost)) = (shared, shared_throughput) else {
-        return;
-    };
-    goals.goal(
-        &format!(
-            "  shared fence (FOR SHARE), {writers} writer(s) on one lease: p50 {cost:.2}x, \
-             throughput cost {throughput_cost:.2}x the unfenced write  (goal <= 1.30x)"
-        ),
-        &format!("shared fence, {writers} writer(s), p50 and throughput / unfenced"),
-        cost.max(throughput_cost),
-        Target::AtMost(1.30),
-        &worse_of(
-            &figures.p50_ratio_rounds(
-                Workload::FencedCommitShared,
-                Workload::UnfencedWrite,
-                writers,
-            ),
-            &figures.throughput_ratio_rounds(
-                Workload::UnfencedWrite,
-                Workload::FencedCommitShared,
-                writers,
-            ),
+            &figures.p50_ratio_rounds(workload, Workload::UnfencedWrite, writers),
+            &figures.throughput_ratio_rounds(Workload::UnfencedWrite, workload, writers),
         ),
     );
 }

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use leaseproof_postgres::{sql, GuardedInsert, PostgresLeases};
-use leaseproof_protocol::{LeaseError, Owner, Scope, Ttl};
+use leaseproof_postgres::{sql, CycleError, FenceMode, GuardedInsert, PostgresLeases};
+use leaseproof_protocol::{FencingToken, Lease, LeaseError, Owner, Scope, ServerTime, Ttl};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection as _, PgConnection, Row as _};
 
@@ -47,6 +47,8 @@ struct Contender {
     token: i64,
     /// The owner of the lease the guarded writes run under.
     writer_owner: Owner,
+    /// That lease, for the writes through the library's `commit_cycle`.
+    writer_lease: Option<Lease>,
     advisory_key: i64,
     cycle_id: i64,
     grants: Vec<Grant>,
@@ -198,9 +200,10 @@ impl Contender {
             | Workload::AcquireHeldViaLibraryNoReuse => self.library_acquire(ttl).await,
             Workload::Renew => self.renew(ttl).await,
             Workload::ReleaseReacquire => self.release_reacquire(ttl).await,
-            Workload::FencedCommit | Workload::FencedCommitShared | Workload::UnfencedWrite => {
-                self.guarded_write(workload).await
-            }
+            Workload::FencedCommit
+            | Workload::FencedCommitShared
+            | Workload::FencedCommitInPieces
+            | Workload::UnfencedWrite => self.guarded_write(workload).await,
         }
     }
 
@@ -475,36 +478,68 @@ impl Contender {
             self.token,
             self.cycle_id,
         );
-        let mut transaction = self.connection().begin().await?;
         if workload != Workload::UnfencedWrite {
-            let fence = if workload == Workload::FencedCommit {
-                sql::HOLD_FOR_UPDATE
-            } else {
-                sql::HOLD_FOR_SHARE
+            // What users run: the library's commit cycle on its pool, in
+            // the fence mode the rig set up.
+            let Link::Library(leases) = &self.link else {
+                unreachable!("the fenced workloads have the library's pool");
             };
-            let fenced_at: Option<i64> = sqlx::query_scalar(fence)
-                .bind(scope.as_str())
-                .bind(writer.as_str())
-                .bind(token)
-                .fetch_optional(&mut *transaction)
-                .await?;
-            if fenced_at.is_none() {
-                return Err(BenchError::Outcome(format!(
-                    "the fence found {scope} token {token} lost"
-                )));
+            let lease = self
+                .writer_lease
+                .as_ref()
+                .expect("the fenced workloads hold a lease");
+            if workload == Workload::FencedCommitInPieces {
+                let mut transaction = leases.begin().await?;
+                if leases.fence(&mut transaction, lease).await?.is_none() {
+                    return Err(BenchError::Outcome(format!(
+                        "the fence found {} token {token} lost",
+                        lease.scope()
+                    )));
+                }
+                insert_guarded(transaction.connection(), &scope, &writer, token, cycle_id).await?;
+                transaction.commit().await?;
+                return Ok(false);
             }
+            return match leases
+                .commit_cycle(lease, move |connection| {
+                    Box::pin(async move {
+                        insert_guarded(connection, &scope, &writer, token, cycle_id).await
+                    })
+                })
+                .await
+            {
+                Ok(()) => Ok(false),
+                Err(CycleError::Lease(LeaseError::Lost { .. })) => Err(BenchError::Outcome(
+                    format!("the fence found {} token {token} lost", lease.scope()),
+                )),
+                Err(CycleError::Lease(error)) => Err(error.into()),
+                Err(CycleError::Work(error)) => Err(error.into()),
+            };
         }
-        sqlx::query(sql::INSERT_GUARDED)
-            .bind(scope.as_str())
-            .bind(writer.as_str())
-            .bind(token)
-            .bind(cycle_id)
-            .bind(1_i32)
-            .execute(&mut *transaction)
-            .await?;
+        let mut transaction = self.connection().begin().await?;
+        insert_guarded(&mut transaction, &scope, &writer, token, cycle_id).await?;
         transaction.commit().await?;
         Ok(false)
     }
+}
+
+/// One guarded row, as the fenced and unfenced writes both send it.
+async fn insert_guarded(
+    connection: &mut PgConnection,
+    scope: &Scope,
+    writer: &Owner,
+    token: i64,
+    cycle_id: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(sql::INSERT_GUARDED)
+        .bind(scope.as_str())
+        .bind(writer.as_str())
+        .bind(token)
+        .bind(cycle_id)
+        .bind(1_i32)
+        .execute(connection)
+        .await
+        .map(|_| ())
 }
 
 /// When a contender stops.
@@ -573,11 +608,13 @@ impl Rig {
         let shared_scope = name(format!("bench/{run_id}/shared"))?;
         let holder = owner(format!("bench/{run_id}/holder"))?;
         let mut holder_token = 0;
+        let mut writer_lease = None;
         if workload.is_held_acquisition()
             || matches!(
                 workload,
                 Workload::FencedCommit
                     | Workload::FencedCommitShared
+                    | Workload::FencedCommitInPieces
                     | Workload::GuardedInsertOneStatement
                     | Workload::UnfencedWrite
                     | Workload::PeerUpdateWhereExpired
@@ -595,6 +632,13 @@ impl Rig {
             .await?
             .ok_or_else(|| BenchError::Setup(format!("{shared_scope} was not free")))?;
             holder_token = grant.token;
+            writer_lease = Some(Lease::from_server_reply(
+                shared_scope.clone(),
+                holder.clone(),
+                FencingToken(grant.token),
+                ServerTime::from_micros(grant.granted_at_us),
+                ServerTime::from_micros(grant.expires_at_us),
+            ));
         }
         let library = if matches!(
             workload,
@@ -602,6 +646,9 @@ impl Rig {
                 | Workload::AcquireHeldViaLibraryNoPing
                 | Workload::AcquireHeldViaLibraryNoReuse
                 | Workload::SelectOneViaPool
+                | Workload::FencedCommit
+                | Workload::FencedCommitShared
+                | Workload::FencedCommitInPieces
         ) {
             // The no-ping pool is the one users get (`pool_options`); the
             // other is sqlx's default, which pings on every checkout.
@@ -616,10 +663,12 @@ impl Rig {
                 .connect(url)
                 .await?;
             let leases = PostgresLeases::new(pool);
-            Some(if workload == Workload::AcquireHeldViaLibraryNoReuse {
-                leases.with_connection_reuse(Duration::ZERO)
-            } else {
-                leases
+            Some(match workload {
+                Workload::AcquireHeldViaLibraryNoReuse => {
+                    leases.with_connection_reuse(Duration::ZERO)
+                }
+                Workload::FencedCommitShared => leases.with_fence_mode(FenceMode::Shared),
+                _ => leases,
             })
         } else {
             None
@@ -665,6 +714,7 @@ impl Rig {
                 incarnation: 0,
                 token: holder_token,
                 writer_owner: holder.clone(),
+                writer_lease: writer_lease.clone(),
                 advisory_key: 0x6c65_6173_6570, // one key: all contenders contend on it
                 cycle_id: i64::try_from(index).expect("index fits") * 1_000_000_000,
                 grants: Vec::new(),

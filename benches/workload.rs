@@ -50,17 +50,24 @@ pub enum Workload {
     /// Release and re-acquire (two statements per operation), each contender
     /// on its own scope: every re-acquire is a new grant with the next token.
     ReleaseReacquire,
-    /// The fenced commit cycle under one held lease: `BEGIN`, the fence
-    /// (`SELECT … FOR UPDATE` on the lease row), one guarded `INSERT`,
+    /// The fenced commit cycle under one held lease, as users run it:
+    /// `PostgresLeases::commit_cycle` on the library's pool with the default
+    /// fence (`SELECT … FOR UPDATE` on the lease row) and one guarded
+    /// `INSERT` — `BEGIN` with the fence, the `INSERT`, the probe with
     /// `COMMIT`. All contenders write under the same lease.
     FencedCommit,
     /// [`FencedCommit`](Workload::FencedCommit) without the fence: `BEGIN`,
     /// the same `INSERT`, `COMMIT`.
     UnfencedWrite,
-    /// The commit cycle with the shared fence: `BEGIN`, `SELECT … FOR SHARE`
-    /// ([`sql::HOLD_FOR_SHARE`](leaseproof_postgres::sql::HOLD_FOR_SHARE)),
-    /// the same `INSERT`, `COMMIT`. All contenders write under one lease.
+    /// [`FencedCommit`](Workload::FencedCommit) with the shared fence
+    /// (`FenceMode::Shared`: `SELECT … FOR SHARE`,
+    /// [`sql::HOLD_FOR_SHARE`](leaseproof_postgres::sql::HOLD_FOR_SHARE)).
     FencedCommitShared,
+    /// [`FencedCommit`](Workload::FencedCommit) from the library's public
+    /// pieces, as code that keeps its own transaction runs it:
+    /// `PostgresLeases::begin`, `fence`, the `INSERT`, `commit` — four round
+    /// trips (`BEGIN` and `COMMIT` alone), beside the cycle's three.
+    FencedCommitInPieces,
     /// The single-statement guarded write (`GuardedInsert`, the fence's
     /// `FOR SHARE` inside the `INSERT … SELECT`), in autocommit: one round
     /// trip. All contenders write under one lease.
@@ -129,7 +136,7 @@ pub const HELD_TTL: Duration = Duration::from_secs(3600);
 
 impl Workload {
     /// Every workload, baselines first.
-    pub const ALL: [Workload; 26] = [
+    pub const ALL: [Workload; 27] = [
         Workload::SelectOne,
         Workload::AdvisoryXactLock,
         Workload::AcquireHeld,
@@ -144,6 +151,7 @@ impl Workload {
         Workload::FencedCommit,
         Workload::UnfencedWrite,
         Workload::FencedCommitShared,
+        Workload::FencedCommitInPieces,
         Workload::GuardedInsertOneStatement,
         Workload::PeerUpdateWhereExpired,
         Workload::PeerUpsertAlwaysWriting,
@@ -176,6 +184,7 @@ impl Workload {
             Workload::UnfencedWrite => "unfenced write",
             Workload::TakeoverLatency => "takeover ttl=20ms",
             Workload::FencedCommitShared => "fenced commit, for share",
+            Workload::FencedCommitInPieces => "fenced commit, in pieces",
             Workload::GuardedInsertOneStatement => "guarded insert, 1 statement",
             Workload::PeerUpdateWhereExpired => "peer: update where expired",
             Workload::PeerUpsertAlwaysWriting => "peer: always-writing upsert",
@@ -196,8 +205,8 @@ impl Workload {
     pub fn statements_per_operation(self) -> u32 {
         match self {
             Workload::ReleaseReacquire => 2,
-            Workload::FencedCommit | Workload::FencedCommitShared => 4,
-            Workload::UnfencedWrite => 3,
+            Workload::FencedCommit | Workload::FencedCommitShared | Workload::UnfencedWrite => 3,
+            Workload::FencedCommitInPieces => 4,
             _ => 1,
         }
     }

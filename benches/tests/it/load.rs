@@ -72,6 +72,7 @@ async fn every_workload_completes_operations_with_the_right_outcomes() {
                 | Workload::Renew
                 | Workload::FencedCommit
                 | Workload::FencedCommitShared
+                | Workload::FencedCommitInPieces
                 | Workload::GuardedInsertOneStatement
                 | Workload::UnfencedWrite
                 | Workload::PeerUpdateWhereExpired

@@ -89,6 +89,8 @@ pub(super) async fn postgres_stage(args: &VerifyArgs, report: &mut Report) {
         for fence in [
             FenceUnderTest::Library(FenceMode::Exclusive),
             FenceUnderTest::Library(FenceMode::Shared),
+            FenceUnderTest::Cycle(FenceMode::Exclusive),
+            FenceUnderTest::Cycle(FenceMode::Shared),
             FenceUnderTest::SingleStatement,
         ] {
             let early =
@@ -112,7 +114,7 @@ pub(super) async fn postgres_stage(args: &VerifyArgs, report: &mut Report) {
                 "negative control: FOR KEY SHARE unexpectedly held off the takeover".to_string(),
             );
         }
-        Ok("takeover queued behind the commit of FOR UPDATE, FOR SHARE and the single-statement insert (FOR KEY SHARE control let it through)".to_string())
+        Ok("takeover queued behind the commit of FOR UPDATE, FOR SHARE (each alone and inside commit_cycle) and the single-statement insert (FOR KEY SHARE control let it through)".to_string())
     }
     .await;
     report.record(

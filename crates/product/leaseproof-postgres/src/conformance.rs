@@ -361,6 +361,10 @@ pub async fn schema_race(
 pub enum FenceUnderTest<'a> {
     /// [`PostgresLeases::fence`] under this mode: the library's own code.
     Library(crate::FenceMode),
+    /// [`PostgresLeases::commit_cycle`] under this mode, its work held
+    /// open: the fence as the cycle sends it (with `BEGIN`, prepared once
+    /// per session), not as the public pieces do.
+    Cycle(crate::FenceMode),
     /// [`PostgresLeases::guarded_insert_in`]: the single-statement guarded
     /// write, held open inside a transaction so the check can watch a
     /// takeover wait for its commit.
@@ -375,6 +379,12 @@ impl std::fmt::Display for FenceUnderTest<'_> {
         match self {
             FenceUnderTest::Library(crate::FenceMode::Exclusive) => f.write_str("FOR UPDATE fence"),
             FenceUnderTest::Library(crate::FenceMode::Shared) => f.write_str("FOR SHARE fence"),
+            FenceUnderTest::Cycle(crate::FenceMode::Exclusive) => {
+                f.write_str("commit cycle's FOR UPDATE fence")
+            }
+            FenceUnderTest::Cycle(crate::FenceMode::Shared) => {
+                f.write_str("commit cycle's FOR SHARE fence")
+            }
             FenceUnderTest::SingleStatement => f.write_str("single-statement guarded insert"),
             FenceUnderTest::Clause(clause) => write!(f, "raw {clause} fence"),
         }
@@ -390,7 +400,7 @@ pub async fn takeover_finishes_before_commit(
     fence: FenceUnderTest<'_>,
 ) -> Result<bool, ConformanceError> {
     let mode = match fence {
-        FenceUnderTest::Library(mode) => mode,
+        FenceUnderTest::Library(mode) | FenceUnderTest::Cycle(mode) => mode,
         _ => crate::FenceMode::Exclusive,
     };
     let leases = leases_on(url, 4).await?.with_fence_mode(mode);
@@ -404,6 +414,9 @@ pub async fn takeover_finishes_before_commit(
         .acquire_lease(&scope, &Owner::generate(), ttl_short)
         .await
         .map_err(setup("acquire"))?;
+    if let FenceUnderTest::Cycle(_) = fence {
+        return takeover_during_cycle(leases, holder).await;
+    }
     if fence == FenceUnderTest::SingleStatement {
         sqlx::query("CREATE TABLE IF NOT EXISTS conformance_writes (token bigint NOT NULL)")
             .execute(leases.pool())
@@ -431,6 +444,7 @@ pub async fn takeover_finishes_before_commit(
                 Err(error) => return Err(setup("guarded insert")(error)),
             }
         }
+        FenceUnderTest::Cycle(_) => unreachable!("checked above"),
         FenceUnderTest::Clause(lock_clause) => {
             let statement = sql::HOLD_FOR_UPDATE.replace("FOR UPDATE", lock_clause);
             sqlx::query_scalar(&statement)
@@ -446,21 +460,78 @@ pub async fn takeover_finishes_before_commit(
         return Err(ConformanceError("the fence refused a live lease".into()));
     }
     tokio::time::sleep(Duration::from_millis(400)).await; // past expiry, transaction open
-    let takeover = {
-        let (leases, scope) = (leases.clone(), scope.clone());
-        tokio::spawn(async move {
-            leases
-                .acquire(
-                    &scope,
-                    &Owner::generate(),
-                    Ttl::from_millis(60_000).expect("valid"),
-                )
-                .await
-        })
-    };
+    let takeover = spawn_takeover(&leases, &scope);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let finished_before_commit = takeover.is_finished();
     transaction.commit().await.map_err(setup("commit"))?;
+    took_over(takeover, &holder).await?;
+    Ok(finished_before_commit)
+}
+
+/// [`takeover_finishes_before_commit`] through `commit_cycle`: the cycle's
+/// work waits past the lease's expiry while a rival's takeover starts, and
+/// reports whether that takeover finished before the work ended (the cycle
+/// commits only after). The cycle must then have committed, and the
+/// takeover won the next token.
+async fn takeover_during_cycle(
+    leases: PostgresLeases,
+    holder: Lease,
+) -> Result<bool, ConformanceError> {
+    let (fenced_tx, fenced_rx) = tokio::sync::oneshot::channel::<()>();
+    let (verdict_tx, verdict_rx) = tokio::sync::oneshot::channel::<()>();
+    let cycle = {
+        let (leases, holder) = (leases.clone(), holder.clone());
+        tokio::spawn(async move {
+            leases
+                .commit_cycle(&holder, move |_connection| {
+                    Box::pin(async move {
+                        let _ = fenced_tx.send(());
+                        // Held open until the takeover has been watched.
+                        let _ = verdict_rx.await;
+                        Ok::<(), sqlx::Error>(())
+                    })
+                })
+                .await
+        })
+    };
+    fenced_rx
+        .await
+        .map_err(|_| ConformanceError("the cycle's fence refused a live lease".into()))?;
+    tokio::time::sleep(Duration::from_millis(400)).await; // past expiry, cycle open
+    let takeover = spawn_takeover(&leases, holder.scope());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let finished_before_commit = takeover.is_finished();
+    let _ = verdict_tx.send(());
+    cycle
+        .await
+        .map_err(setup("cycle task"))?
+        .map_err(|error| ConformanceError(format!("the fenced cycle did not commit: {error}")))?;
+    took_over(takeover, &holder).await?;
+    Ok(finished_before_commit)
+}
+
+/// A rival's takeover of `scope`, started now.
+fn spawn_takeover(
+    leases: &PostgresLeases,
+    scope: &Scope,
+) -> tokio::task::JoinHandle<Result<crate::LeaseGuard, LeaseError>> {
+    let (leases, scope) = (leases.clone(), scope.clone());
+    tokio::spawn(async move {
+        leases
+            .acquire(
+                &scope,
+                &Owner::generate(),
+                Ttl::from_millis(60_000).expect("valid"),
+            )
+            .await
+    })
+}
+
+/// The takeover after a fenced commit won the grant right after `holder`'s.
+async fn took_over(
+    takeover: tokio::task::JoinHandle<Result<crate::LeaseGuard, LeaseError>>,
+    holder: &Lease,
+) -> Result<(), ConformanceError> {
     let rival = takeover
         .await
         .map_err(setup("takeover task"))?
@@ -472,5 +543,5 @@ pub async fn takeover_finishes_before_commit(
             holder.token()
         )));
     }
-    Ok(finished_before_commit)
+    Ok(())
 }

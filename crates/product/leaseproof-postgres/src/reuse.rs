@@ -71,6 +71,15 @@ impl Checkout {
     }
 }
 
+impl Checkout {
+    /// Closes the connection when it is dropped instead of returning it to
+    /// the pool: for a connection left inside a transaction that sqlx does
+    /// not know is open (the server rolls back with the session).
+    pub(crate) fn close_on_drop(&mut self) {
+        self.connection.close_on_drop();
+    }
+}
+
 impl std::ops::Deref for Checkout {
     type Target = PgConnection;
 

@@ -240,6 +240,16 @@ FROM leaseproof_guarded ORDER BY seq";
 /// `COMMIT` itself would silently turn into `ROLLBACK`.
 pub const TRANSACTION_PROBE: &str = "SELECT 1";
 
+/// The commit cycle's last round trip: [`TRANSACTION_PROBE`] and `COMMIT` in
+/// one simple query. PostgreSQL skips the rest of a simple query after an
+/// error, so an aborted transaction fails at the probe and never reaches the
+/// `COMMIT` that would report it as a success.
+pub const PROBE_AND_COMMIT: &str = "SELECT 1; COMMIT";
+
+/// Ends a commit cycle that will not commit. Harmless (a warning, not an
+/// error) when the server already ended the transaction.
+pub const ROLLBACK: &str = "ROLLBACK";
+
 /// Which database of which server run a connection is on (name, oid, port,
 /// postmaster start in µs): two pools are one transaction domain only when all
 /// four agree.

@@ -131,6 +131,22 @@ impl Statements {
     }
 }
 
+/// `BEGIN` and `sql` with `args` as one simple query: one round trip that
+/// opens a transaction and runs its first statement. Prepared statements
+/// cannot ride with `BEGIN` in sqlx (it sends each exchange and waits), so
+/// this is the inline form whatever the [`Statements`] setting.
+pub(crate) fn begin_with_inline(sql: &str, args: &[Arg<'_>]) -> String {
+    format!("BEGIN; {}", inline(sql, args))
+}
+
+/// Every row of `text`, a simple query of one or more statements.
+pub(crate) async fn simple_query(
+    connection: &mut PgConnection,
+    text: &str,
+) -> Result<Vec<PgRow>, sqlx::Error> {
+    connection.fetch_all(sqlx::raw_sql(text)).await
+}
+
 /// `query` with `args` bound in order.
 fn bind_all<'q>(
     mut query: Query<'q, Postgres, PgArguments>,

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::{Lease, LeaseError, ServerTime};
-use sqlx::{Connection, PgConnection, Postgres};
+use sqlx::{Connection, PgConnection, Postgres, Row as _};
 
-use crate::errors::{after_send, connection_lost, unavailable, without_effect};
-use crate::statements::{Arg, Statements};
+use crate::errors::{after_send, connection_lost, sqlstate, unavailable, without_effect};
+use crate::reuse::Checkout;
+use crate::statements::{begin_with_inline, simple_query, Arg, Statements};
 use crate::{observe, sql};
 
 use super::{Domain, PostgresLeases};
@@ -40,6 +41,44 @@ impl FenceMode {
             FenceMode::Shared => sql::HOLD_FOR_SHARE,
         }
     }
+
+    /// The name the commit cycle prepares [`Self::statement`] under, once
+    /// per session (SQL's `PREPARE`, so a simple query can `EXECUTE` it).
+    fn prepared_name(self) -> &'static str {
+        match self {
+            FenceMode::Exclusive => "leaseproof_fence_exclusive",
+            FenceMode::Shared => "leaseproof_fence_shared",
+        }
+    }
+}
+
+/// `BEGIN` and the fence as one simple query (one round trip). With
+/// prepared statements the fence is `EXECUTE`d from the session's SQL-level
+/// prepared statement: planning the fence afresh costs more than the round
+/// trip it saves (on the 2-core machine of `docs/performance.md`, ~50 µs
+/// against ~35 µs). Behind a pooler in transaction mode
+/// ([`Statements::Inline`]) a session's prepared statements may be on
+/// another server connection, so the fence is planned each time.
+fn begin_and_fence(statements: Statements, mode: FenceMode, args: &[Arg<'_>]) -> String {
+    match statements {
+        Statements::Prepared => begin_with_inline(
+            &format!("EXECUTE {}($1, $2, $3)", mode.prepared_name()),
+            args,
+        ),
+        Statements::Inline => begin_with_inline(mode.statement(), args),
+    }
+}
+
+/// The first cycle on a session (or after `DISCARD ALL`) finds no prepared
+/// fence (`26000`) inside the transaction it just began: roll that back,
+/// prepare, and begin again, in one simple query.
+fn prepare_then_begin_and_fence(mode: FenceMode, args: &[Arg<'_>]) -> String {
+    format!(
+        "ROLLBACK; PREPARE {} (text, text, int8) AS {}; {}",
+        mode.prepared_name(),
+        mode.statement(),
+        begin_and_fence(Statements::Prepared, mode, args)
+    )
 }
 
 /// A transaction begun by [`PostgresLeases::begin`] on the lease pool: the
@@ -255,6 +294,13 @@ impl PostgresLeases {
         result
     }
 
+    /// Three round trips at one guarded statement, as many as the same
+    /// writes unfenced (`BEGIN`, the writes, `COMMIT`): `BEGIN` and the fence
+    /// go as one simple query ([`begin_and_fence`]), the writes, then the
+    /// aborted-transaction probe and `COMMIT` as one simple query. sqlx's own
+    /// `Transaction` would cost two more (it sends `BEGIN` and `COMMIT`
+    /// alone), so the cycle opens and ends its transaction itself, on a
+    /// connection an [`OpenCycle`] guards.
     async fn commit_cycle_unobserved<T, E, F>(
         &self,
         lease: &Lease,
@@ -263,37 +309,116 @@ impl PostgresLeases {
     where
         F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
     {
-        let mut transaction = self.begin().await.map_err(CycleError::Lease)?;
-        let fenced = self
-            .fence(&mut transaction, lease)
-            .await
-            .map_err(CycleError::Lease)?;
-        let Some(fenced_at) = fenced else {
-            // Dropping the transaction rolls it back; nothing was written.
+        let checkout = self.connection().await.map_err(CycleError::Lease)?;
+        let mut cycle = OpenCycle {
+            checkout: Some(checkout),
+        };
+        let args = fence_args(lease);
+        let text = begin_and_fence(self.statements, self.fence_mode, &args);
+        let mut fenced = simple_query(cycle.connection(), &text).await;
+        let unprepared = |result: &Result<_, sqlx::Error>| matches!(result, Err(error) if sqlstate(error).as_deref() == Some("26000"));
+        if self.statements == Statements::Prepared && unprepared(&fenced) {
+            let text = prepare_then_begin_and_fence(self.fence_mode, &args);
+            fenced = simple_query(cycle.connection(), &text).await;
+        }
+        let rows = match fenced {
+            Ok(rows) => rows,
+            // A fence that failed ends its transaction unsent to COMMIT: the
+            // outcome is known — no effect.
+            Err(error) => {
+                self.end_without_commit(cycle).await;
+                return Err(CycleError::Lease(without_effect(error)));
+            }
+        };
+        let fenced_at = match rows.as_slice() {
+            [] => None,
+            [row] => {
+                let at_us: i64 = row
+                    .try_get(0)
+                    .map_err(|error| CycleError::Lease(without_effect(error)))?;
+                Some(ServerTime::from_micros(at_us))
+            }
+            more => panic!("the fence returned {} rows for one scope", more.len()),
+        };
+        let Some(fenced_at) = fenced_at else {
+            self.end_without_commit(cycle).await;
             return Err(CycleError::Lease(LeaseError::lost(lease)));
         };
-        let value = match work(transaction.connection()).await {
+        let value = match work(cycle.connection()).await {
             Ok(value) => value,
             Err(error) => {
-                let _ = transaction.rollback().await;
+                self.end_without_commit(cycle).await;
                 return Err(CycleError::Work(error));
             }
         };
-        // A `work` that swallowed a failed statement leaves the transaction
-        // aborted, and PostgreSQL answers its COMMIT with ROLLBACK and no error:
-        // a cycle reported committed would be missing (I4). One cheap probe
-        // tells an aborted transaction (25P02) from a live one.
-        if let Err(error) = self
-            .statements
-            .execute(transaction.connection(), sql::TRANSACTION_PROBE, &[])
-            .await
-        {
-            let _ = transaction.rollback().await;
-            return Err(CycleError::Lease(without_effect(error)));
+        match simple_query(cycle.connection(), sql::PROBE_AND_COMMIT).await {
+            Ok(_) => {
+                self.park(cycle.finish());
+                Ok((value, fenced_at))
+            }
+            // A connection lost with COMMIT sent may have committed; any
+            // other error is the probe's (an aborted transaction, 25P02) or
+            // COMMIT's own, and either way nothing committed.
+            Err(error) => {
+                let lost = connection_lost(&error);
+                if !lost {
+                    self.end_without_commit(cycle).await;
+                }
+                Err(CycleError::Lease(after_send("commit", error)))
+            }
         }
-        transaction.commit().await.map_err(CycleError::Lease)?;
-        Ok((value, fenced_at))
     }
+
+    /// Rolls `cycle` back and keeps its connection; a connection that fails
+    /// even that is closed (the server rolls back with the session).
+    async fn end_without_commit(&self, mut cycle: OpenCycle) {
+        if simple_query(cycle.connection(), sql::ROLLBACK)
+            .await
+            .is_ok()
+        {
+            self.park(cycle.finish());
+        }
+    }
+}
+
+/// A commit cycle's connection while its transaction may be open. sqlx does
+/// not know of a transaction begun inside a simple query, so nothing else
+/// would end it: dropped before [`OpenCycle::finish`] (a failed exchange, a
+/// cycle's future dropped mid-flight), the connection is closed, never
+/// returned to the pool or parked, and the server rolls back with the
+/// session.
+struct OpenCycle {
+    checkout: Option<Checkout>,
+}
+
+impl OpenCycle {
+    fn connection(&mut self) -> &mut PgConnection {
+        self.checkout
+            .as_mut()
+            .expect("a cycle's connection until finish")
+    }
+
+    /// The connection, its transaction ended (committed or rolled back).
+    fn finish(mut self) -> Checkout {
+        self.checkout.take().expect("a cycle finishes once")
+    }
+}
+
+impl Drop for OpenCycle {
+    fn drop(&mut self) {
+        if let Some(mut checkout) = self.checkout.take() {
+            checkout.close_on_drop();
+        }
+    }
+}
+
+/// The fence's values: `$1` scope, `$2` owner, `$3` token.
+fn fence_args(lease: &Lease) -> [Arg<'_>; 3] {
+    [
+        Arg::Text(lease.scope().as_str()),
+        Arg::Text(lease.owner().as_str()),
+        Arg::Int8(lease.token().0),
+    ]
 }
 
 async fn fence_on(
@@ -302,11 +427,7 @@ async fn fence_on(
     lease: &Lease,
     mode: FenceMode,
 ) -> Result<Option<ServerTime>, LeaseError> {
-    let args = [
-        Arg::Text(lease.scope().as_str()),
-        Arg::Text(lease.owner().as_str()),
-        Arg::Int8(lease.token().0),
-    ];
+    let args = fence_args(lease);
     let fenced_at: Option<(i64,)> = statements
         .fetch_optional(connection, mode.statement(), &args)
         .await

@@ -147,6 +147,21 @@ async fn shared_fence_makes_rival_takeover_wait_for_the_commit() {
 }
 
 #[tokio::test]
+async fn the_commit_cycles_fence_makes_rival_takeover_wait_for_the_commit_in_either_mode() {
+    for mode in [FenceMode::Exclusive, FenceMode::Shared] {
+        let Some(finished_early) =
+            takeover_finishes_before_commit(FenceUnderTest::Cycle(mode)).await
+        else {
+            return;
+        };
+        assert!(
+            !finished_early,
+            "a takeover landed while a {mode:?} commit cycle was open"
+        );
+    }
+}
+
+#[tokio::test]
 async fn single_statement_guarded_insert_makes_rival_takeover_wait_for_the_commit() {
     let Some(finished_early) =
         takeover_finishes_before_commit(FenceUnderTest::SingleStatement).await

@@ -20,6 +20,7 @@ mod metrics;
 mod operations;
 mod read_first;
 mod reuse;
+mod round_trips;
 mod schema;
 mod schema_failures;
 mod wait;
