@@ -380,9 +380,12 @@ async fn a_commit_dropped_mid_work_rolls_back_and_releases_the_fence() {
     assert!(tokio::time::timeout(Duration::from_millis(300), cycle)
         .await
         .is_err());
-    // The fence's row lock went with the dropped transaction: a takeover
-    // does not queue behind it.
-    assert!(leases.force_expire(&scope).await.unwrap());
+    // The fence's row lock went with the dropped transaction: neither an
+    // operator's expiry nor a takeover queues behind it.
+    let expired = tokio::time::timeout(Duration::from_secs(2), leases.force_expire(&scope))
+        .await
+        .expect("force_expire does not wait for a dropped cycle");
+    assert!(expired.unwrap());
     let rival = tokio::time::timeout(
         Duration::from_secs(2),
         leases.acquire(&scope, &Owner::generate(), ttl_ms(60_000)),
