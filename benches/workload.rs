@@ -53,7 +53,7 @@ pub enum Workload {
     /// The fenced commit cycle under one held lease, as users run it:
     /// `PostgresLeases::commit_cycle` on the library's pool with the default
     /// fence (`SELECT … FOR UPDATE` on the lease row) and one guarded
-    /// `INSERT` — `BEGIN` with the fence, the `INSERT`, the probe with
+    /// `INSERT` — `BEGIN` with the fence, the `INSERT`, the probe,
     /// `COMMIT`. All contenders write under the same lease.
     FencedCommit,
     /// [`FencedCommit`](Workload::FencedCommit) without the fence: `BEGIN`,
@@ -66,7 +66,7 @@ pub enum Workload {
     /// [`FencedCommit`](Workload::FencedCommit) from the library's public
     /// pieces, as code that keeps its own transaction runs it:
     /// `PostgresLeases::begin`, `fence`, the `INSERT`, `commit` — four round
-    /// trips (`BEGIN` and `COMMIT` alone), beside the cycle's three.
+    /// trips (`BEGIN` and `COMMIT` alone, no aborted-transaction probe).
     FencedCommitInPieces,
     /// The single-statement guarded write (`GuardedInsert`, the fence's
     /// `FOR SHARE` inside the `INSERT … SELECT`), in autocommit: one round
@@ -205,8 +205,10 @@ impl Workload {
     pub fn statements_per_operation(self) -> u32 {
         match self {
             Workload::ReleaseReacquire => 2,
-            Workload::FencedCommit | Workload::FencedCommitShared | Workload::UnfencedWrite => 3,
-            Workload::FencedCommitInPieces => 4,
+            Workload::UnfencedWrite => 3,
+            Workload::FencedCommit
+            | Workload::FencedCommitShared
+            | Workload::FencedCommitInPieces => 4,
             _ => 1,
         }
     }

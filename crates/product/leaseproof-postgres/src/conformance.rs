@@ -415,7 +415,7 @@ pub async fn takeover_finishes_before_commit(
         .await
         .map_err(setup("acquire"))?;
     if let FenceUnderTest::Cycle(_) = fence {
-        return takeover_during_cycle(leases, holder).await;
+        return takeover_during_cycle(leases).await;
     }
     if fence == FenceUnderTest::SingleStatement {
         sqlx::query("CREATE TABLE IF NOT EXISTS conformance_writes (token bigint NOT NULL)")
@@ -473,10 +473,25 @@ pub async fn takeover_finishes_before_commit(
 /// reports whether that takeover finished before the work ended (the cycle
 /// commits only after). The cycle must then have committed, and the
 /// takeover won the next token.
-async fn takeover_during_cycle(
-    leases: PostgresLeases,
-    holder: Lease,
-) -> Result<bool, ConformanceError> {
+async fn takeover_during_cycle(leases: PostgresLeases) -> Result<bool, ConformanceError> {
+    // A TTL with room for a loaded machine's start-up, and one cycle first
+    // so the watched one runs the fence as a session runs it from its
+    // second cycle on (prepared), not the first cycle's prepare-and-retry.
+    let ttl = Duration::from_millis(1_000);
+    let holder = leases
+        .acquire_lease(
+            &Scope::new("cycle").expect("valid"),
+            &Owner::generate(),
+            Ttl::from_millis(1_000).expect("valid"),
+        )
+        .await
+        .map_err(setup("acquire"))?;
+    leases
+        .commit_cycle(&holder, |_connection| {
+            Box::pin(async { Ok::<(), sqlx::Error>(()) })
+        })
+        .await
+        .map_err(setup("first cycle"))?;
     let (fenced_tx, fenced_rx) = tokio::sync::oneshot::channel::<()>();
     let (verdict_tx, verdict_rx) = tokio::sync::oneshot::channel::<()>();
     let cycle = {
@@ -497,7 +512,7 @@ async fn takeover_during_cycle(
     fenced_rx
         .await
         .map_err(|_| ConformanceError("the cycle's fence refused a live lease".into()))?;
-    tokio::time::sleep(Duration::from_millis(400)).await; // past expiry, cycle open
+    tokio::time::sleep(ttl + Duration::from_millis(100)).await; // past expiry, cycle open
     let takeover = spawn_takeover(&leases, holder.scope());
     tokio::time::sleep(Duration::from_millis(500)).await;
     let finished_before_commit = takeover.is_finished();

@@ -16,8 +16,8 @@
 //!   never deletes it; renew, release and the fence match owner AND token;
 //! - the commit-time fence (`hold_for_update`) is `SELECT … FOR UPDATE` inside the
 //!   guarded transaction, so a rival's takeover queues behind the commit;
-//!   `commit_cycle` sends it with `BEGIN` and its aborted-transaction probe
-//!   with `COMMIT`, in the round trips of the same writes unfenced;
+//!   `commit_cycle` sends it with `BEGIN`, one round trip more than the same
+//!   writes unfenced (its aborted-transaction probe);
 //! - `ensure_schema` survives workers that all start at once.
 //!
 //! [`PostgresLeases`] is the library API. With the feature `harness` (the

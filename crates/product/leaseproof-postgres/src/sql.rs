@@ -240,11 +240,10 @@ FROM leaseproof_guarded ORDER BY seq";
 /// `COMMIT` itself would silently turn into `ROLLBACK`.
 pub const TRANSACTION_PROBE: &str = "SELECT 1";
 
-/// The commit cycle's last round trip: [`TRANSACTION_PROBE`] and `COMMIT` in
-/// one simple query. PostgreSQL skips the rest of a simple query after an
-/// error, so an aborted transaction fails at the probe and never reaches the
-/// `COMMIT` that would report it as a success.
-pub const PROBE_AND_COMMIT: &str = "SELECT 1; COMMIT";
+/// The commit cycle's probe before `COMMIT` (as [`TRANSACTION_PROBE`]),
+/// returning the transaction's start in µs: the cycle sends `BEGIN` and
+/// its fence in one query, so this is the fence's `statement_timestamp()`.
+pub const TRANSACTION_START: &str = "SELECT (extract(epoch FROM now()) * 1000000)::int8";
 
 /// Ends a commit cycle that will not commit. Harmless (a warning, not an
 /// error) when the server already ended the transaction.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::{Lease, LeaseError, ServerTime};
-use sqlx::{Connection, PgConnection, Postgres, Row as _};
+use sqlx::{Connection, PgConnection, Postgres};
 
 use crate::errors::{after_send, connection_lost, sqlstate, unavailable, without_effect};
 use crate::reuse::Checkout;
@@ -42,30 +42,60 @@ impl FenceMode {
         }
     }
 
-    /// The name the commit cycle prepares [`Self::statement`] under, once
-    /// per session (SQL's `PREPARE`, so a simple query can `EXECUTE` it).
+    /// The name the commit cycle prepares [`cycle_fence`] under, once per
+    /// session (SQL's `PREPARE`, so a simple query can `EXECUTE` it). It
+    /// carries a hash of the statement's text: a session another version
+    /// of the library prepared (a pooler's shared server connection) never
+    /// runs this version's fence under an old text.
     fn prepared_name(self) -> &'static str {
+        static NAMES: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
+        let names = NAMES.get_or_init(|| {
+            [FenceMode::Exclusive, FenceMode::Shared].map(|mode| {
+                let text = cycle_fence(mode);
+                // FNV-1a: stable across builds and platforms, unlike std's hasher.
+                let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+                    (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+                });
+                format!("leaseproof_fence_{hash:016x}")
+            })
+        });
         match self {
-            FenceMode::Exclusive => "leaseproof_fence_exclusive",
-            FenceMode::Shared => "leaseproof_fence_shared",
+            FenceMode::Exclusive => &names[0],
+            FenceMode::Shared => &names[1],
         }
     }
 }
 
-/// `BEGIN` and the fence as one simple query (one round trip). With
-/// prepared statements the fence is `EXECUTE`d from the session's SQL-level
-/// prepared statement: planning the fence afresh costs more than the round
-/// trip it saves (on the 2-core machine of `docs/performance.md`, ~50 µs
-/// against ~35 µs). Behind a pooler in transaction mode
-/// ([`Statements::Inline`]) a session's prepared statements may be on
-/// another server connection, so the fence is planned each time.
+/// What a refused cycle fence's error says (SQLSTATE `22P02`).
+const CYCLE_FENCE_REFUSED: &str =
+    "leaseproof: the commit cycle fence found the lease no longer held";
+
+/// The fence of `mode` as the commit cycle sends it: sqlx's `begin_with`
+/// discards rows, so a lease no longer held must be an error. The fence
+/// statement is unchanged inside; the `ELSE` arm holds an aggregate, so the
+/// planner cannot fold it into an error at plan time.
+fn cycle_fence(mode: FenceMode) -> String {
+    format!(
+        "SELECT CASE WHEN count(*) = 1 THEN 1 \
+         ELSE ('{CYCLE_FENCE_REFUSED} (' || count(*) || ' rows)')::int END \
+         FROM ({}) AS fence",
+        mode.statement()
+    )
+}
+
+/// `BEGIN` and the cycle's fence as one simple query (one round trip).
+/// With prepared statements the fence is `EXECUTE`d from the session's
+/// SQL-level prepared statement: planning the fence afresh costs more than
+/// the round trip it saves (`docs/performance.md`). Behind a pooler in
+/// transaction mode ([`Statements::Inline`]) a session's prepared statements
+/// may be on another server connection, so the fence is planned each time.
 fn begin_and_fence(statements: Statements, mode: FenceMode, args: &[Arg<'_>]) -> String {
     match statements {
         Statements::Prepared => begin_with_inline(
             &format!("EXECUTE {}($1, $2, $3)", mode.prepared_name()),
             args,
         ),
-        Statements::Inline => begin_with_inline(mode.statement(), args),
+        Statements::Inline => begin_with_inline(&cycle_fence(mode), args),
     }
 }
 
@@ -76,7 +106,7 @@ fn prepare_then_begin_and_fence(mode: FenceMode, args: &[Arg<'_>]) -> String {
     format!(
         "ROLLBACK; PREPARE {} (text, text, int8) AS {}; {}",
         mode.prepared_name(),
-        mode.statement(),
+        cycle_fence(mode),
         begin_and_fence(Statements::Prepared, mode, args)
     )
 }
@@ -294,13 +324,17 @@ impl PostgresLeases {
         result
     }
 
-    /// Three round trips at one guarded statement, as many as the same
+    /// Four round trips at one guarded statement, one more than the same
     /// writes unfenced (`BEGIN`, the writes, `COMMIT`): `BEGIN` and the fence
-    /// go as one simple query ([`begin_and_fence`]), the writes, then the
-    /// aborted-transaction probe and `COMMIT` as one simple query. sqlx's own
-    /// `Transaction` would cost two more (it sends `BEGIN` and `COMMIT`
-    /// alone), so the cycle opens and ends its transaction itself, on a
-    /// connection an [`OpenCycle`] guards.
+    /// go as one simple query ([`begin_and_fence`]), then the writes, the
+    /// aborted-transaction probe (which also reads the fence's time: `now()`
+    /// is the start of the transaction, the instant of that query) and
+    /// `COMMIT`. The transaction is sqlx's own (`begin_with`), so a `work`
+    /// that begins a transaction of its own gets a savepoint inside the
+    /// fenced one, as with any sqlx transaction. Merging the probe into
+    /// `COMMIT` would save one more round trip, but only by ending the
+    /// transaction behind sqlx's back, which turns such a nested begin into
+    /// a second `BEGIN` and its commit into the end of the fence.
     async fn commit_cycle_unobserved<T, E, F>(
         &self,
         lease: &Lease,
@@ -313,60 +347,21 @@ impl PostgresLeases {
         let mut cycle = OpenCycle {
             checkout: Some(checkout),
         };
-        let args = fence_args(lease);
-        let text = begin_and_fence(self.statements, self.fence_mode, &args);
-        let mut fenced = simple_query(cycle.connection(), &text).await;
-        let unprepared = |result: &Result<_, sqlx::Error>| matches!(result, Err(error) if sqlstate(error).as_deref() == Some("26000"));
-        if self.statements == Statements::Prepared && unprepared(&fenced) {
-            let text = prepare_then_begin_and_fence(self.fence_mode, &args);
-            fenced = simple_query(cycle.connection(), &text).await;
+        let (result, after) = fenced_transaction(
+            cycle.connection(),
+            self.statements,
+            self.fence_mode,
+            lease,
+            work,
+        )
+        .await;
+        match after {
+            After::Clean => self.park(cycle.finish()),
+            After::MaybeAborted => self.end_without_commit(cycle).await,
+            // Dropped: closed, the server rolls back with the session.
+            After::Unknown => {}
         }
-        let rows = match fenced {
-            Ok(rows) => rows,
-            // A fence that failed ends its transaction unsent to COMMIT: the
-            // outcome is known — no effect.
-            Err(error) => {
-                self.end_without_commit(cycle).await;
-                return Err(CycleError::Lease(without_effect(error)));
-            }
-        };
-        let fenced_at = match rows.as_slice() {
-            [] => None,
-            [row] => {
-                let at_us: i64 = row
-                    .try_get(0)
-                    .map_err(|error| CycleError::Lease(without_effect(error)))?;
-                Some(ServerTime::from_micros(at_us))
-            }
-            more => panic!("the fence returned {} rows for one scope", more.len()),
-        };
-        let Some(fenced_at) = fenced_at else {
-            self.end_without_commit(cycle).await;
-            return Err(CycleError::Lease(LeaseError::lost(lease)));
-        };
-        let value = match work(cycle.connection()).await {
-            Ok(value) => value,
-            Err(error) => {
-                self.end_without_commit(cycle).await;
-                return Err(CycleError::Work(error));
-            }
-        };
-        match simple_query(cycle.connection(), sql::PROBE_AND_COMMIT).await {
-            Ok(_) => {
-                self.park(cycle.finish());
-                Ok((value, fenced_at))
-            }
-            // A connection lost with COMMIT sent may have committed; any
-            // other error is the probe's (an aborted transaction, 25P02) or
-            // COMMIT's own, and either way nothing committed.
-            Err(error) => {
-                let lost = connection_lost(&error);
-                if !lost {
-                    self.end_without_commit(cycle).await;
-                }
-                Err(CycleError::Lease(after_send("commit", error)))
-            }
-        }
+        result
     }
 
     /// Rolls `cycle` back and keeps its connection; a connection that fails
@@ -381,10 +376,115 @@ impl PostgresLeases {
     }
 }
 
-/// A commit cycle's connection while its transaction may be open. sqlx does
-/// not know of a transaction begun inside a simple query, so nothing else
-/// would end it: dropped before [`OpenCycle::finish`] (a failed exchange, a
-/// cycle's future dropped mid-flight), the connection is closed, never
+/// What a cycle left its connection in.
+enum After {
+    /// Outside any transaction, as sqlx knows: fit for the next statement.
+    Clean,
+    /// Outside sqlx's knowledge, perhaps inside an aborted transaction: a
+    /// `ROLLBACK` makes it clean.
+    MaybeAborted,
+    /// Anything else (a lost connection, a failed `COMMIT`): close it.
+    Unknown,
+}
+
+/// The commit cycle's transaction on `connection`: `BEGIN` with the fence,
+/// `work`, the probe, `COMMIT` (see `commit_cycle_unobserved`).
+async fn fenced_transaction<T, E, F>(
+    connection: &mut PgConnection,
+    statements: Statements,
+    mode: FenceMode,
+    lease: &Lease,
+    work: F,
+) -> (Result<(T, ServerTime), CycleError<E>>, After)
+where
+    F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+{
+    let args = fence_args(lease);
+    match connection
+        .begin_with(begin_and_fence(statements, mode, &args))
+        .await
+    {
+        Ok(transaction) => return under_fence(transaction, statements, work).await,
+        // The session has not prepared the fence (its first cycle, or after
+        // `DISCARD ALL`): prepare it and begin again, one round trip more.
+        Err(error)
+            if statements == Statements::Prepared
+                && sqlstate(&error).as_deref() == Some("26000") => {}
+        Err(error) => return (Err(begin_failed(lease, error)), After::MaybeAborted),
+    }
+    match connection
+        .begin_with(prepare_then_begin_and_fence(mode, &args))
+        .await
+    {
+        Ok(transaction) => under_fence(transaction, statements, work).await,
+        Err(error) => (Err(begin_failed(lease, error)), After::MaybeAborted),
+    }
+}
+
+/// `work`, the probe and `COMMIT` in the fenced `transaction`.
+async fn under_fence<T, E, F>(
+    mut transaction: sqlx::Transaction<'_, Postgres>,
+    statements: Statements,
+    work: F,
+) -> (Result<(T, ServerTime), CycleError<E>>, After)
+where
+    F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+{
+    let value = match work(&mut transaction).await {
+        Ok(value) => value,
+        Err(error) => {
+            let after = match transaction.rollback().await {
+                Ok(()) => After::Clean,
+                Err(_) => After::Unknown,
+            };
+            return (Err(CycleError::Work(error)), after);
+        }
+    };
+    // A `work` that swallowed a failed statement leaves the transaction
+    // aborted, and PostgreSQL answers its COMMIT with ROLLBACK and no error:
+    // a cycle reported committed would be missing (I4). The probe tells an
+    // aborted transaction (25P02) from a live one, and reads the fence's time.
+    let probe = statements.fetch_one::<(i64,)>(&mut transaction, sql::TRANSACTION_START, &[]);
+    let fenced_at = match probe.await {
+        Ok((at_us,)) => ServerTime::from_micros(at_us),
+        Err(error) => {
+            let after = match transaction.rollback().await {
+                Ok(()) => After::Clean,
+                Err(_) => After::Unknown,
+            };
+            return (Err(CycleError::Lease(without_effect(error))), after);
+        }
+    };
+    match transaction.commit().await {
+        Ok(()) => (Ok((value, fenced_at)), After::Clean),
+        Err(error) => (
+            Err(CycleError::Lease(after_send("commit", error))),
+            After::Unknown,
+        ),
+    }
+}
+
+/// A failed `begin_with`: the fence refused (`Lost`), or it failed before
+/// `COMMIT` was sent (no effect).
+fn begin_failed<E>(lease: &Lease, error: sqlx::Error) -> CycleError<E> {
+    CycleError::Lease(if refused_fence(&error) {
+        LeaseError::lost(lease)
+    } else {
+        without_effect(error)
+    })
+}
+
+/// Whether `error` is the cycle fence's refusal ([`cycle_fence`]).
+fn refused_fence(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(database)
+        if database.code().as_deref() == Some("22P02")
+            && database.message().contains(CYCLE_FENCE_REFUSED))
+}
+
+/// A commit cycle's connection while its transaction may be open: after a
+/// failed `begin_with` the server can be inside an aborted transaction sqlx
+/// does not know of, and a cycle's future may be dropped mid-flight.
+/// Dropped before [`OpenCycle::finish`], the connection is closed, never
 /// returned to the pool or parked, and the server rolls back with the
 /// session.
 struct OpenCycle {

@@ -1,14 +1,15 @@
 //! What the commit cycle costs on the wire.
 //!
-//! Goal: the fenced commit cycle waits on as many round trips as the same
+//! Goal: the fenced commit cycle waits on one round trip more than the same
 //! writes unfenced (`BEGIN`, the writes, `COMMIT`): the fence rides with
-//! `BEGIN`, the aborted-transaction probe with `COMMIT`. Method: the lease's
-//! pool connects through a loopback proxy that reads the client's side of
-//! the PostgreSQL protocol and counts the messages the client then waits on
-//! (`Query`, and `Sync` closing an extended-protocol exchange). Invariant:
-//! three exchanges for a cycle of one prepared statement in every fence
-//! mode and statement setting; a refused fence costs one more (the
-//! `ROLLBACK`) and runs no write.
+//! `BEGIN`, and the aborted-transaction probe is the one more. Method: the
+//! lease's pool connects through a loopback proxy that reads the client's
+//! side of the PostgreSQL protocol and counts the messages the client then
+//! waits on (`Query`, and `Sync` closing an extended-protocol exchange).
+//! Invariant: four exchanges for a cycle of one prepared statement in every
+//! fence mode and statement setting; a refused fence costs two (its
+//! `ROLLBACK`) and runs no write; a transaction the work begins is a
+//! savepoint inside the fenced one.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use futures_core::future::BoxFuture;
 use leaseproof_postgres::{CycleError, FenceMode, PostgresLeases, Statements};
-use leaseproof_protocol::{LeaseError, Owner, Scope, Ttl};
+use leaseproof_protocol::{Lease, LeaseError, Owner, Scope, Ttl};
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::PgConnection;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -75,9 +76,8 @@ async fn count_and_forward(
             Ok(0) | Err(_) => return,
             Ok(read) => read,
         };
-        if server.write_all(&chunk[..read]).await.is_err() {
-            return;
-        }
+        // Counted before forwarding: the reply cannot reach the client (and
+        // the test read the count) before its message was counted.
         pending.extend_from_slice(&chunk[..read]);
         loop {
             let header = usize::from(started);
@@ -95,6 +95,9 @@ async fn count_and_forward(
             }
             pending.drain(..header + length);
             started = true;
+        }
+        if server.write_all(&chunk[..read]).await.is_err() {
+            return;
         }
     }
 }
@@ -129,7 +132,7 @@ fn insert_one(connection: &mut PgConnection) -> BoxFuture<'_, Result<(), sqlx::E
 }
 
 #[tokio::test]
-async fn a_commit_cycle_waits_on_the_round_trips_of_the_same_write_unfenced() {
+async fn a_commit_cycle_waits_on_one_round_trip_more_than_the_same_write_unfenced() {
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
@@ -167,8 +170,8 @@ async fn a_commit_cycle_waits_on_the_round_trips_of_the_same_write_unfenced() {
         leases.commit_cycle(&lease, insert_one).await.unwrap();
         assert_eq!(
             proxy.exchanges() - before,
-            3,
-            "{mode:?} {statements:?}: BEGIN with the fence, the INSERT, the probe with COMMIT"
+            4,
+            "{mode:?} {statements:?}: BEGIN with the fence, the INSERT, the probe, COMMIT"
         );
 
         // A refused fence: its ROLLBACK is one exchange more, and the work never runs.
@@ -194,22 +197,9 @@ async fn a_commit_cycle_waits_on_the_round_trips_of_the_same_write_unfenced() {
 
 #[tokio::test]
 async fn a_session_that_lost_its_prepared_fence_prepares_it_again() {
-    let Some((_database, leases)) = crate::fresh(1).await else {
+    let Some((_database, leases, lease)) = leased_with_results("deallocated-fence").await else {
         return;
     };
-    sqlx::query("CREATE TABLE results (value int NOT NULL)")
-        .execute(leases.pool())
-        .await
-        .unwrap();
-    let scope = Scope::new("deallocated-fence").unwrap();
-    let lease = leases
-        .acquire_lease(
-            &scope,
-            &Owner::generate(),
-            Ttl::from_millis(60_000).unwrap(),
-        )
-        .await
-        .unwrap();
     // The first cycle prepared the fence on the pool's one connection; its
     // work drops it (as `DISCARD ALL` or a pooler's reset would).
     leases.commit_cycle(&lease, forget_the_fence).await.unwrap();
@@ -222,9 +212,80 @@ async fn a_session_that_lost_its_prepared_fence_prepares_it_again() {
 
 fn forget_the_fence(connection: &mut PgConnection) -> BoxFuture<'_, Result<(), sqlx::Error>> {
     Box::pin(async move {
-        sqlx::query("DEALLOCATE leaseproof_fence_exclusive")
-            .execute(connection)
+        let names: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM pg_prepared_statements WHERE name LIKE 'leaseproof_fence_%'",
+        )
+        .fetch_all(&mut *connection)
+        .await?;
+        assert_eq!(
+            names.len(),
+            1,
+            "the first cycle prepared its fence: {names:?}"
+        );
+        sqlx::query(&format!("DEALLOCATE {}", names[0]))
+            .execute(&mut *connection)
             .await
             .map(|_| ())
     })
+}
+
+#[tokio::test]
+async fn a_transaction_the_work_begins_is_a_savepoint_inside_the_fenced_one() {
+    let Some((_database, leases, lease)) = leased_with_results("nested-transaction").await else {
+        return;
+    };
+    leases
+        .commit_cycle(&lease, nest_a_rolled_back_transaction)
+        .await
+        .unwrap();
+    let values: Vec<i32> = sqlx::query_scalar("SELECT value FROM results ORDER BY value")
+        .fetch_all(leases.pool())
+        .await
+        .unwrap();
+    // As a savepoint: the inner rollback undid 2 alone. Had the inner
+    // `begin` been a second `BEGIN`, its rollback would have ended the
+    // fenced transaction (1 lost, the fence gone) and 3 would have
+    // committed on its own, unfenced.
+    assert_eq!(values, [1, 3]);
+}
+
+fn nest_a_rolled_back_transaction(
+    connection: &mut PgConnection,
+) -> BoxFuture<'_, Result<(), sqlx::Error>> {
+    use sqlx::Connection as _;
+    Box::pin(async move {
+        sqlx::query("INSERT INTO results VALUES (1)")
+            .execute(&mut *connection)
+            .await?;
+        let mut inner = connection.begin().await?;
+        sqlx::query("INSERT INTO results VALUES (2)")
+            .execute(&mut *inner)
+            .await?;
+        inner.rollback().await?;
+        sqlx::query("INSERT INTO results VALUES (3)")
+            .execute(&mut *connection)
+            .await
+            .map(|_| ())
+    })
+}
+
+/// A fresh database with a `results` table, a one-connection pool, and a
+/// lease held on `scope` for a minute.
+async fn leased_with_results(
+    scope: &str,
+) -> Option<(leaseproof_pgcluster::TestDatabase, PostgresLeases, Lease)> {
+    let (database, leases) = crate::fresh(1).await?;
+    sqlx::query("CREATE TABLE results (value int NOT NULL)")
+        .execute(leases.pool())
+        .await
+        .unwrap();
+    let lease = leases
+        .acquire_lease(
+            &Scope::new(scope).unwrap(),
+            &Owner::generate(),
+            Ttl::from_millis(60_000).unwrap(),
+        )
+        .await
+        .unwrap();
+    Some((database, leases, lease))
 }
