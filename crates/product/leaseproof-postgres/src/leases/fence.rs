@@ -51,7 +51,7 @@ impl FenceMode {
         static NAMES: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
         let names = NAMES.get_or_init(|| {
             [FenceMode::Exclusive, FenceMode::Shared].map(|mode| {
-                let text = cycle_fence(mode);
+                let text = prepared_fence(mode);
                 // FNV-1a: stable across builds and platforms, unlike std's hasher.
                 let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
                     (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
@@ -104,11 +104,17 @@ fn begin_and_fence(statements: Statements, mode: FenceMode, args: &[Arg<'_>]) ->
 /// prepare, and begin again, in one simple query.
 fn prepare_then_begin_and_fence(mode: FenceMode, args: &[Arg<'_>]) -> String {
     format!(
-        "ROLLBACK; PREPARE {} (text, text, int8) AS {}; {}",
+        "ROLLBACK; PREPARE {} {}; {}",
         mode.prepared_name(),
-        cycle_fence(mode),
+        prepared_fence(mode),
         begin_and_fence(Statements::Prepared, mode, args)
     )
+}
+
+/// What `PREPARE <name>` is followed by: the parameter types and the
+/// statement, the whole of what the name's hash stands for.
+fn prepared_fence(mode: FenceMode) -> String {
+    format!("(text, text, int8) AS {}", cycle_fence(mode))
 }
 
 /// A transaction begun by [`PostgresLeases::begin`] on the lease pool: the
@@ -410,14 +416,14 @@ where
         Err(error)
             if statements == Statements::Prepared
                 && sqlstate(&error).as_deref() == Some("26000") => {}
-        Err(error) => return (Err(begin_failed(lease, error)), After::MaybeAborted),
+        Err(error) => return begin_failed(lease, error),
     }
     match connection
         .begin_with(prepare_then_begin_and_fence(mode, &args))
         .await
     {
         Ok(transaction) => under_fence(transaction, statements, work).await,
-        Err(error) => (Err(begin_failed(lease, error)), After::MaybeAborted),
+        Err(error) => begin_failed(lease, error),
     }
 }
 
@@ -465,13 +471,24 @@ where
 }
 
 /// A failed `begin_with`: the fence refused (`Lost`), or it failed before
-/// `COMMIT` was sent (no effect).
-fn begin_failed<E>(lease: &Lease, error: sqlx::Error) -> CycleError<E> {
-    CycleError::Lease(if refused_fence(&error) {
+/// `COMMIT` was sent (no effect). A server's error leaves the session
+/// perhaps in an aborted transaction, which a `ROLLBACK` ends; a broken
+/// connection (or a desynchronised protocol) is closed, never reused.
+fn begin_failed<T, E>(
+    lease: &Lease,
+    error: sqlx::Error,
+) -> (Result<(T, ServerTime), CycleError<E>>, After) {
+    let after = if connection_lost(&error) {
+        After::Unknown
+    } else {
+        After::MaybeAborted
+    };
+    let error = if refused_fence(&error) {
         LeaseError::lost(lease)
     } else {
         without_effect(error)
-    })
+    };
+    (Err(CycleError::Lease(error)), after)
 }
 
 /// Whether `error` is the cycle fence's refusal ([`cycle_fence`]).
