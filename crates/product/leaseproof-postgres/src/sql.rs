@@ -235,15 +235,17 @@ SELECT seq, scope, owner, token, cycle_id, item,
        END
 FROM leaseproof_guarded ORDER BY seq";
 
-/// The probe before `COMMIT` in the commit cycle: fails with `25P02` when the
-/// transaction is aborted (a `work` that swallowed a failed statement), which
-/// `COMMIT` itself would silently turn into `ROLLBACK`.
-pub const TRANSACTION_PROBE: &str = "SELECT 1";
-
-/// The commit cycle's probe before `COMMIT` (as [`TRANSACTION_PROBE`]),
-/// returning the transaction's start in µs: the cycle sends `BEGIN` and
-/// its fence in one query, so this is the fence's `statement_timestamp()`.
-pub const TRANSACTION_START: &str = "SELECT (extract(epoch FROM now()) * 1000000)::int8";
+/// The commit cycle's probe before `COMMIT`. Fails with `25P02` when the
+/// transaction is aborted (a `work` that swallowed a failed statement),
+/// which `COMMIT` itself would silently turn into `ROLLBACK`. Returns the
+/// transaction's start in µs (the cycle sends `BEGIN` and its fence in one
+/// query, so this is the fence's `statement_timestamp()`), and whether the
+/// transaction is still the fenced one: the fence sets the
+/// transaction-local `leaseproof.cycle`, gone with the transaction that set
+/// it, so this is false when `work` sent a `COMMIT` or `ROLLBACK` of its
+/// own (and whatever it wrote after ran unfenced).
+pub const CYCLE_PROBE: &str = "SELECT (extract(epoch FROM now()) * 1000000)::int8, \
+     coalesce(current_setting('leaseproof.cycle', true), '') = 'fenced'";
 
 /// Ends a commit cycle that will not commit. Harmless (a warning, not an
 /// error) when the server already ended the transaction.

@@ -73,10 +73,13 @@ const CYCLE_FENCE_REFUSED: &str =
 /// The fence of `mode` as the commit cycle sends it: sqlx's `begin_with`
 /// discards rows, so a lease no longer held must be an error. The fence
 /// statement is unchanged inside; the `ELSE` arm holds an aggregate, so the
-/// planner cannot fold it into an error at plan time.
+/// planner cannot fold it into an error at plan time. A fence that holds
+/// marks its transaction (`leaseproof.cycle`, transaction-local) for
+/// [`sql::CYCLE_PROBE`].
 fn cycle_fence(mode: FenceMode) -> String {
     format!(
-        "SELECT CASE WHEN count(*) = 1 THEN 1 \
+        "SELECT CASE WHEN count(*) = 1 \
+         THEN length(set_config('leaseproof.cycle', 'fenced', true)) \
          ELSE ('{CYCLE_FENCE_REFUSED} (' || count(*) || ' rows)')::int END \
          FROM ({}) AS fence",
         mode.statement()
@@ -285,7 +288,11 @@ impl PostgresLeases {
     /// lease (`CycleError::Lease(Lost)`) or a failing `work` rolls back, and so
     /// does a `work` that swallowed a failed statement (the aborted transaction
     /// is detected before `COMMIT`, which PostgreSQL would silently turn into
-    /// `ROLLBACK`: `CycleError::Lease(Database)`, SQLSTATE 25P02).
+    /// `ROLLBACK`: `CycleError::Lease(Database)`, SQLSTATE 25P02). A `work`
+    /// leaves the transaction to the cycle: a transaction it begins is a
+    /// savepoint, and one that sends `COMMIT` or `ROLLBACK` itself (its later
+    /// writes would run unfenced) or leaks a transaction it began fails the
+    /// cycle with `CycleError::Lease(TransactionDomain)`.
     ///
     /// ```no_run
     /// # async fn example(leases: leaseproof_postgres::PostgresLeases, lease: leaseproof_protocol::Lease) {
@@ -361,6 +368,18 @@ impl PostgresLeases {
             work,
         )
         .await;
+        // A `work` that leaked a transaction it began (`mem::forget`) leaves
+        // sqlx one level deep after `COMMIT`, which then only released a
+        // savepoint: the fenced transaction, and its row lock, are still open.
+        let (result, after) = match after {
+            After::Clean if cycle.connection().is_in_transaction() => (
+                result.and(Err(CycleError::Lease(LeaseError::TransactionDomain {
+                    reason: WORK_LEFT_A_TRANSACTION,
+                }))),
+                After::Unknown,
+            ),
+            after => (result, after),
+        };
         match after {
             After::Clean => self.park(cycle.finish()),
             After::MaybeAborted => self.end_without_commit(cycle).await,
@@ -450,15 +469,22 @@ where
     // aborted, and PostgreSQL answers its COMMIT with ROLLBACK and no error:
     // a cycle reported committed would be missing (I4). The probe tells an
     // aborted transaction (25P02) from a live one, and reads the fence's time.
-    let probe = statements.fetch_one::<(i64,)>(&mut transaction, sql::TRANSACTION_START, &[]);
-    let fenced_at = match probe.await {
-        Ok((at_us,)) => ServerTime::from_micros(at_us),
+    let probe = statements.fetch_one::<(i64, bool)>(&mut transaction, sql::CYCLE_PROBE, &[]);
+    let refusal = match probe.await {
+        Ok((at_us, true)) => Ok(ServerTime::from_micros(at_us)),
+        Ok((_, false)) => Err(LeaseError::TransactionDomain {
+            reason: WORK_ENDED_THE_FENCE,
+        }),
+        Err(error) => Err(without_effect(error)),
+    };
+    let fenced_at = match refusal {
+        Ok(fenced_at) => fenced_at,
         Err(error) => {
             let after = match transaction.rollback().await {
                 Ok(()) => After::Clean,
                 Err(_) => After::Unknown,
             };
-            return (Err(CycleError::Lease(without_effect(error))), after);
+            return (Err(CycleError::Lease(error)), after);
         }
     };
     match transaction.commit().await {
@@ -469,6 +495,16 @@ where
         ),
     }
 }
+
+/// Why a cycle whose `work` ended the fenced transaction by hand fails.
+const WORK_ENDED_THE_FENCE: &str = "the work ended the fenced transaction itself (a COMMIT or \
+     ROLLBACK of its own): what it wrote before is committed or not, what it wrote after ran \
+     unfenced; a work must leave the transaction to the cycle";
+
+/// Why a cycle whose `work` left a transaction of its own open fails.
+const WORK_LEFT_A_TRANSACTION: &str = "the work left a transaction of its own open, so the \
+     cycle's COMMIT only ended that savepoint: nothing was committed (the connection is closed, \
+     the server rolls the fenced transaction back)";
 
 /// A failed `begin_with`: the fence refused (`Lost`), or it failed before
 /// `COMMIT` was sent (no effect). A server's error leaves the session

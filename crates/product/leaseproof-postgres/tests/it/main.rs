@@ -11,6 +11,7 @@
 
 mod arbitrary_input;
 mod connection_loss;
+mod cycle_work;
 mod differential;
 mod fence;
 mod guard;

@@ -8,8 +8,7 @@
 //! waits on (`Query`, and `Sync` closing an extended-protocol exchange).
 //! Invariant: four exchanges for a cycle of one prepared statement in every
 //! fence mode and statement setting; a refused fence costs two (its
-//! `ROLLBACK`) and runs no write; a transaction the work begins is a
-//! savepoint inside the fenced one.
+//! `ROLLBACK`) and runs no write.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -183,6 +182,20 @@ async fn a_commit_cycle_waits_on_one_round_trip_more_than_the_same_write_unfence
             "{refused:?}"
         );
         assert_eq!(proxy.exchanges() - before, 2, "{mode:?} {statements:?}");
+
+        // The refusal left the session outside any transaction, its fence
+        // still prepared: the next grant's cycle costs four again.
+        let lease = leases
+            .acquire_lease(&scope, &Owner::generate(), ttl)
+            .await
+            .expect("an expired scope is granted");
+        let before = proxy.exchanges();
+        leases.commit_cycle(&lease, insert_one).await.unwrap();
+        assert_eq!(
+            proxy.exchanges() - before,
+            4,
+            "{mode:?} {statements:?}: after a refusal"
+        );
         leases.close().await;
     }
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM results")
@@ -190,8 +203,8 @@ async fn a_commit_cycle_waits_on_one_round_trip_more_than_the_same_write_unfence
         .await
         .unwrap();
     assert_eq!(
-        rows, 6,
-        "two cycles committed under each setting, none refused"
+        rows, 9,
+        "three cycles committed under each setting, none refused"
     );
 }
 
@@ -229,49 +242,9 @@ fn forget_the_fence(connection: &mut PgConnection) -> BoxFuture<'_, Result<(), s
     })
 }
 
-#[tokio::test]
-async fn a_transaction_the_work_begins_is_a_savepoint_inside_the_fenced_one() {
-    let Some((_database, leases, lease)) = leased_with_results("nested-transaction").await else {
-        return;
-    };
-    leases
-        .commit_cycle(&lease, nest_a_rolled_back_transaction)
-        .await
-        .unwrap();
-    let values: Vec<i32> = sqlx::query_scalar("SELECT value FROM results ORDER BY value")
-        .fetch_all(leases.pool())
-        .await
-        .unwrap();
-    // As a savepoint: the inner rollback undid 2 alone. Had the inner
-    // `begin` been a second `BEGIN`, its rollback would have ended the
-    // fenced transaction (1 lost, the fence gone) and 3 would have
-    // committed on its own, unfenced.
-    assert_eq!(values, [1, 3]);
-}
-
-fn nest_a_rolled_back_transaction(
-    connection: &mut PgConnection,
-) -> BoxFuture<'_, Result<(), sqlx::Error>> {
-    use sqlx::Connection as _;
-    Box::pin(async move {
-        sqlx::query("INSERT INTO results VALUES (1)")
-            .execute(&mut *connection)
-            .await?;
-        let mut inner = connection.begin().await?;
-        sqlx::query("INSERT INTO results VALUES (2)")
-            .execute(&mut *inner)
-            .await?;
-        inner.rollback().await?;
-        sqlx::query("INSERT INTO results VALUES (3)")
-            .execute(&mut *connection)
-            .await
-            .map(|_| ())
-    })
-}
-
 /// A fresh database with a `results` table, a one-connection pool, and a
 /// lease held on `scope` for a minute.
-async fn leased_with_results(
+pub(crate) async fn leased_with_results(
     scope: &str,
 ) -> Option<(leaseproof_pgcluster::TestDatabase, PostgresLeases, Lease)> {
     let (database, leases) = crate::fresh(1).await?;
