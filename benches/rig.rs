@@ -155,6 +155,20 @@ impl Contender {
         }
     }
 
+    /// What `acquire_on` takes, borrowed apart: cloning the library value,
+    /// scope and owner every attempt would charge the bench's own work to
+    /// the library's row.
+    fn acquire_on_parts(&mut self) -> (&PostgresLeases, &mut PgConnection, &Scope, &Owner) {
+        let leases = self
+            .calls
+            .as_ref()
+            .expect("the acquire_on workload has its leases");
+        let Link::Connection(connection) = &mut self.link else {
+            unreachable!("the acquire_on workload has its own connection");
+        };
+        (leases, connection, &self.scope, &self.owner)
+    }
+
     fn next_incarnation(&mut self) -> Result<(), BenchError> {
         self.incarnation += 1;
         self.owner = owner(format!("{}/{}", self.owner_prefix, self.incarnation))?;
@@ -317,15 +331,8 @@ impl Contender {
 
     /// The library's loser on the contender's own connection (`acquire_on`).
     async fn library_loser_on_connection(&mut self, ttl: Ttl) -> Result<bool, BenchError> {
-        let (scope, owner) = (self.scope.clone(), self.owner.clone());
-        let leases = self
-            .calls
-            .clone()
-            .expect("the acquire_on workload has its leases");
-        match leases
-            .acquire_on(self.connection(), &scope, &owner, ttl)
-            .await
-        {
+        let (leases, connection, scope, owner) = self.acquire_on_parts();
+        match leases.acquire_on(connection, scope, owner, ttl).await {
             Ok(_) => Err(BenchError::Outcome(format!("a loser took held {scope}"))),
             Err(LeaseError::Held { .. }) => Ok(false),
             Err(error) => Err(error.into()),
@@ -334,14 +341,8 @@ impl Contender {
 
     /// The library's winner on its own scope (`acquire_on`).
     async fn library_winner_on_connection(&mut self, ttl: Ttl) -> Result<bool, BenchError> {
-        let (scope, owner) = (self.scope.clone(), self.owner.clone());
-        let leases = self
-            .calls
-            .clone()
-            .expect("the acquire_on workload has its leases");
-        let lease = leases
-            .acquire_on(self.connection(), &scope, &owner, ttl)
-            .await?;
+        let (leases, connection, scope, owner) = self.acquire_on_parts();
+        let lease = leases.acquire_on(connection, scope, owner, ttl).await?;
         self.granted(Grant {
             token: lease.token().0,
             granted_at_us: lease.granted_at().micros,

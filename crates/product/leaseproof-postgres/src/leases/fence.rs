@@ -457,36 +457,44 @@ where
 {
     let value = match work(&mut transaction).await {
         Ok(value) => value,
-        Err(error) => {
-            let after = match transaction.rollback().await {
-                Ok(()) => After::Clean,
-                Err(_) => After::Unknown,
-            };
-            return (Err(CycleError::Work(error)), after);
-        }
+        Err(error) => return (Err(CycleError::Work(error)), roll_back(transaction).await),
     };
     // A `work` that swallowed a failed statement leaves the transaction
     // aborted, and PostgreSQL answers its COMMIT with ROLLBACK and no error:
     // a cycle reported committed would be missing (I4). The probe tells an
-    // aborted transaction (25P02) from a live one, and reads the fence's time.
+    // aborted transaction (25P02) from a live one, reads the fence's time,
+    // and its mark (gone if `work` ended the fenced transaction itself).
     let probe = statements.fetch_one::<(i64, bool)>(&mut transaction, sql::CYCLE_PROBE, &[]);
     let refusal = match probe.await {
-        Ok((at_us, true)) => Ok(ServerTime::from_micros(at_us)),
-        Ok((_, false)) => Err(LeaseError::TransactionDomain {
-            reason: WORK_ENDED_THE_FENCE,
-        }),
-        Err(error) => Err(without_effect(error)),
-    };
-    let fenced_at = match refusal {
-        Ok(fenced_at) => fenced_at,
-        Err(error) => {
-            let after = match transaction.rollback().await {
-                Ok(()) => After::Clean,
-                Err(_) => After::Unknown,
-            };
-            return (Err(CycleError::Lease(error)), after);
+        Ok((at_us, true)) => {
+            return commit(transaction, value, ServerTime::from_micros(at_us)).await
         }
+        Ok((_, false)) => LeaseError::TransactionDomain {
+            reason: WORK_ENDED_THE_FENCE,
+        },
+        Err(error) => without_effect(error),
     };
+    (
+        Err(CycleError::Lease(refusal)),
+        roll_back(transaction).await,
+    )
+}
+
+/// Ends a cycle that will not commit; a connection that fails even that
+/// is closed.
+async fn roll_back(transaction: sqlx::Transaction<'_, Postgres>) -> After {
+    match transaction.rollback().await {
+        Ok(()) => After::Clean,
+        Err(_) => After::Unknown,
+    }
+}
+
+/// Commits a cycle whose probe found it fenced at `fenced_at`.
+async fn commit<T, E>(
+    transaction: sqlx::Transaction<'_, Postgres>,
+    value: T,
+    fenced_at: ServerTime,
+) -> (Result<(T, ServerTime), CycleError<E>>, After) {
     match transaction.commit().await {
         Ok(()) => (Ok((value, fenced_at)), After::Clean),
         Err(error) => (
