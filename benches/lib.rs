@@ -18,6 +18,7 @@
 
 #![deny(missing_docs)]
 
+mod document;
 mod drive;
 mod handoff;
 mod measure;
@@ -28,12 +29,13 @@ mod report_waiting;
 mod rig;
 mod workload;
 
+pub use crate::document::{BenchDocument, BenchGoal, BenchPlan, BenchRow};
+pub use crate::document::{BenchHandOff, BenchObserved};
 pub use crate::drive::{measure, transactions_per_operation};
 pub use crate::handoff::{hand_offs, HandOffs};
 pub use crate::measure::{Grant, Measurement, TakeoverLatency};
 pub use crate::observing::{overhead, Overhead};
-pub use crate::report::{run_plan, BenchDocument, BenchGoal, BenchPlan, BenchRow};
-pub use crate::report_waiting::{BenchHandOff, BenchObserved};
+pub use crate::report::run_plan;
 pub use crate::rig::Rig;
 pub use crate::workload::{Workload, HELD_TTL, TAKEOVER_LATENCY_TTL, TAKEOVER_TTL};
 

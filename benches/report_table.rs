@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use leaseproof_history::Document as _;
 
-use crate::measure::{Measurement, Round};
-use crate::report::{
+use crate::document::{
     finite, verdict, BenchDocument, BenchGoal, BenchPlan, BenchRow, TransactionCounts,
 };
+use crate::measure::{Measurement, Round};
 use crate::workload::Workload;
 
 /// The run's measurements by (contenders, workload).

@@ -10,54 +10,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::report::{finite, verdict, BenchGoal};
+use crate::document::{finite, verdict, BenchGoal, BenchHandOff, BenchObserved};
 use crate::{HandOffs, Overhead};
-
-/// One waiter count's hand-offs, as `bench --json` writes them.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BenchHandOff {
-    /// Concurrent waiters on one scope.
-    pub waiters: usize,
-    /// Each holder's hold before releasing, ms.
-    pub hold_ms: f64,
-    /// Other work between a release and the same waiter's next wait, ms.
-    pub think_ms: f64,
-    /// Grants, all waiters together.
-    pub grants: u64,
-    /// Hand-offs timed (the next holder was waiting at the release).
-    pub hand_offs: u64,
-    /// Median release reply → next grant, µs.
-    pub p50_us: f64,
-    /// 99th percentile of the same, µs.
-    pub p99_us: f64,
-    /// `p50_us` / `SELECT 1`'s p50 at one contender, this run.
-    pub p50_in_round_trips: Option<f64>,
-    /// Server write transactions per grant (a grant and its release: 2).
-    pub write_transactions_per_grant: f64,
-    /// The fewest grants a waiter got.
-    pub grants_per_waiter_min: u64,
-    /// The most grants a waiter got.
-    pub grants_per_waiter_max: u64,
-}
-
-/// One contender count's observed and quiet loops, as `bench --json` writes them.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BenchObserved {
-    /// Concurrent contenders, each on its own scope.
-    pub contenders: usize,
-    /// Acquire + release cycles per second, nobody listening.
-    pub quiet_per_second: f64,
-    /// The same with a subscriber and a recorder.
-    pub observed_per_second: f64,
-    /// `observed_per_second / quiet_per_second`.
-    pub ratio: Option<f64>,
-    /// Median cycle, quiet, µs.
-    pub p50_quiet_us: f64,
-    /// Median cycle, observed, µs.
-    pub p50_observed_us: f64,
-}
 
 /// The section's text, its goals and its JSON rows.
 pub(crate) struct WaitingSection {

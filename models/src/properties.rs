@@ -6,7 +6,9 @@
 //! Method: each property is a predicate over one state; history lives in the
 //! state's `Ghost` (monitors set at the step that breaks an invariant).
 //! Invariant: the reference model satisfies every `always` and reaches every
-//! `sometimes`; `tests/it` pins both.
+//! `sometimes`; `tests/it` pins both. This module names them (a leaf: the
+//! variants name what they break with it); their predicates over the
+//! model's state are `model::properties`.
 //!
 //! Bounded liveness is written as an `always`: stateright's `eventually` is
 //! judged only at terminal states and this model has none (workers may retry
@@ -14,9 +16,7 @@
 //! lease expires" becomes "once TTL has passed since the holder's crash, the
 //! acquire rule hands the row to a live worker".
 
-use crate::model::{LeaseModel, LeaseState, Phase};
 use leaseproof_history::Invariant;
-use stateright::Property;
 
 // The invariants are named once, by the checker's `Invariant`: a model
 // counterexample and a checker violation of one rule carry one name.
@@ -43,52 +43,6 @@ pub const BELIEFS_OVERLAP: &str = "beliefs-overlap";
 /// Witness: a worker's schema creation blocked on another's.
 pub const CONCURRENT_SCHEMA_CREATION: &str = "concurrent-schema-creation";
 
-/// Every property, `always` ones first.
-pub fn all() -> Vec<Property<LeaseModel>> {
-    vec![
-        Property::always(MUTUAL_EXCLUSION, |_, state: &LeaseState| {
-            !state.ghost.grants_overlapped
-        }),
-        Property::always(TOKEN_ORDER, |_, state: &LeaseState| {
-            !state.ghost.tokens_not_increasing
-        }),
-        Property::always(FENCED_WRITES, |_, state: &LeaseState| {
-            !state.ghost.stale_write_committed
-        }),
-        Property::always(CRASHED_HOLDER_TAKEN_OVER, crashed_holder_taken_over),
-        Property::always(
-            EVERY_WORKER_STARTS,
-            |model: &LeaseModel, state: &LeaseState| {
-                (0..model.workers).all(|worker| state.workers[worker].phase != Phase::Failed)
-            },
-        ),
-        Property::sometimes(TAKEOVER_AFTER_EXPIRY, |_, state: &LeaseState| {
-            state.ghost.takeover_after_expiry
-        }),
-        Property::sometimes(STALE_COMMIT_REFUSED, |_, state: &LeaseState| {
-            state.ghost.stale_commit_refused
-        }),
-        Property::sometimes(COMMIT_AFTER_HOLDER_CRASH, |_, state: &LeaseState| {
-            state.ghost.crashed_holder_token > 0
-                && state.ghost.commit_token_last > state.ghost.crashed_holder_token
-        }),
-        Property::sometimes(BELIEFS_OVERLAP, |model: &LeaseModel, state: &LeaseState| {
-            (0..model.workers)
-                .filter(|&worker| model.believes(state, worker))
-                .count()
-                >= 2
-        }),
-        Property::sometimes(
-            CONCURRENT_SCHEMA_CREATION,
-            |model: &LeaseModel, state: &LeaseState| {
-                (0..model.workers).any(|worker| {
-                    matches!(state.workers[worker].phase, Phase::SchemaBlocked { .. })
-                })
-            },
-        ),
-    ]
-}
-
 /// Whether a property name is one of this model's `sometimes` witnesses.
 pub fn is_witness(name: &str) -> bool {
     [
@@ -99,43 +53,4 @@ pub fn is_witness(name: &str) -> bool {
         CONCURRENT_SCHEMA_CREATION,
     ]
     .contains(&name)
-}
-
-fn crashed_holder_taken_over(model: &LeaseModel, state: &LeaseState) -> bool {
-    if model.retry_interval_ticks > 0 {
-        return crashed_holder_taken_over_by_waiting_rival(model, state);
-    }
-    match state.ghost.holder_crashed_at_ticks {
-        Some(crashed_at_ticks) if state.now_ticks >= crashed_at_ticks + model.ttl_ticks => {
-            model.some_live_worker_could_acquire(state)
-        }
-        _ => true,
-    }
-}
-
-/// With a retry interval: once more than one interval has passed since a
-/// crashed holder's grant ended (`E`, at most TTL after the crash: nothing
-/// renews it after the crash), a rival that has been waiting (refused,
-/// retrying on schedule) has taken the scope over. A waiting rival was
-/// refused before `E` and retries one interval later, again and again, so
-/// its first attempt at or after `E` comes within one interval of it, and
-/// time cannot pass a due attempt. The checker's I5 measures the same delay
-/// from `expires_at`. Judged only while a new grant is still allowed by the
-/// model's bound on grants (otherwise nothing could take over).
-fn crashed_holder_taken_over_by_waiting_rival(model: &LeaseModel, state: &LeaseState) -> bool {
-    if state.ghost.holder_crashed_at_ticks.is_none() {
-        return true;
-    }
-    let Some(grant) = state.ghost.grant else {
-        return true;
-    };
-    if state.ghost.grants >= model.grants_max {
-        return true;
-    }
-    let bound_ticks = grant.end_server_ticks + model.retry_interval_ticks;
-    let rival_waiting = (0..model.workers).any(|worker| {
-        let entry = &state.workers[worker];
-        entry.phase == Phase::Idle && entry.retry_at_ticks.is_some()
-    });
-    !(state.now_ticks > bound_ticks && rival_waiting)
 }

@@ -22,6 +22,7 @@
 //! `server.rs` (the statements and the ghost); this file holds the
 //! configuration, the clocks and the `stateright::Model` implementation.
 
+mod properties;
 mod server;
 mod state;
 mod steps;
@@ -31,7 +32,6 @@ pub use state::{
     Phase, Schema, Step, Worker, WORKERS_MAX,
 };
 
-use crate::properties;
 use crate::variant::Variant;
 use stateright::{Model, Property};
 

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::CheckConfig;
+use crate::design::{CheckConfig, GrantStamps};
 use crate::event::{Event, EventKind, GuardedRow, WorkRow};
 
 /// Everything the checker needs about one run.
@@ -414,5 +414,17 @@ impl Validator {
             }
             _ => Ok(()),
         }
+    }
+}
+
+impl CheckConfig {
+    /// What `history` declares about its design; for a history that does
+    /// not say, the sound rule ([`GrantStamps::undeclared`]): no definite
+    /// violation rests on an assumption the file does not state.
+    pub fn declared_by(history: &History) -> CheckConfig {
+        history.design.clone().unwrap_or(CheckConfig {
+            unfenced_workers: BTreeSet::new(),
+            grant_stamps: GrantStamps::undeclared(),
+        })
     }
 }

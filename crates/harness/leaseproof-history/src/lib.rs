@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 
 mod check;
+mod design;
 mod document;
 mod event;
 mod history;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sweep::{SeedFailure, SweepCounts, SweepSummary};
+use crate::sweep::{projected_seconds, SeedFailure, SweepCounts, SweepSummary};
 
 /// The `format` field of every shard report.
 pub const FORMAT: &str = "leaseproof-sweep";
@@ -25,10 +25,7 @@ pub const FORMAT: &str = "leaseproof-sweep";
 /// seed and the speed figures).
 pub const VERSION: u32 = 2;
 
-/// The sweep size the speed projections are for.
-pub const PROJECTED_SEEDS: u64 = 1_000_000;
-/// The shard count of the second projection.
-pub const PROJECTED_SHARDS: u64 = 100;
+pub use crate::sweep::{PROJECTED_SEEDS, PROJECTED_SHARDS};
 
 /// One shard's summary, as `sim --json` writes it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -113,9 +110,9 @@ impl ScenarioReport {
         );
         self.seeds_per_second_per_core = speed;
         self.projected_seconds_one_core =
-            speed.map(|speed| crate::sweep::projected_seconds(PROJECTED_SEEDS, 1, speed));
-        self.projected_seconds_sharded = speed
-            .map(|speed| crate::sweep::projected_seconds(PROJECTED_SEEDS, PROJECTED_SHARDS, speed));
+            speed.map(|speed| projected_seconds(PROJECTED_SEEDS, 1, speed));
+        self.projected_seconds_sharded =
+            speed.map(|speed| projected_seconds(PROJECTED_SEEDS, PROJECTED_SHARDS, speed));
     }
 
     /// Back to a summary (for the table); threads are unknown after a merge.

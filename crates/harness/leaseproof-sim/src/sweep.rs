@@ -260,10 +260,14 @@ impl SweepSummary {
     }
 }
 
+/// The sweep size the speed projections are for.
+pub const PROJECTED_SEEDS: u64 = 1_000_000;
+/// The shard count of the second projection.
+pub const PROJECTED_SHARDS: u64 = 100;
+
 /// The speed footer: seeds per second per core over every scenario swept,
 /// and what a million seeds cost on one core and on 100 shards.
 pub fn speed_line(summaries: &[SweepSummary]) -> Option<String> {
-    use crate::shards::{PROJECTED_SEEDS, PROJECTED_SHARDS};
     let seeds: u64 = summaries
         .iter()
         .map(|summary| summary.counts.seeds_run)

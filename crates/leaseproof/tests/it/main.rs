@@ -10,6 +10,7 @@ mod json;
 mod layering;
 mod malformed;
 mod misuse;
+mod module_cycles;
 mod output;
 mod python_recorder;
 mod readme;

@@ -1,0 +1,83 @@
+//! What a design declares about itself: the checker's configuration.
+//!
+//! A leaf: the history carries it (its `design` record) and the checker
+//! reads it, so it depends on neither.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// What the checker is told beyond the history: what the design says about
+/// itself. A history can carry it (its `design` record, [`History::design`]),
+/// so a saved run is judged again as it was judged when recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckConfig {
+    /// Workers that write without the fence: their belief overlaps are violations.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub unfenced_workers: BTreeSet<String>,
+    /// What a design's server timestamps mean, and so what they can prove.
+    /// A declaration that does not say is judged by the sound rule.
+    #[serde(default = "GrantStamps::undeclared")]
+    pub grant_stamps: GrantStamps,
+}
+
+/// What the `granted_at` / `expires_at` a design reports mean.
+///
+/// The checker never cries wolf: an overlap of two grants in server time is a
+/// violation only when the timestamps are the times the grants were decided.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum GrantStamps {
+    /// Each statement decides with the very time it stamps (the reference:
+    /// its takeover compares `expires_at <= now()` with the `now()` it writes
+    /// as `granted_at`, however long it waited on a row lock). A server-time
+    /// overlap is then a real double grant.
+    #[default]
+    Decision,
+    /// A grant is stamped with its statement's *start* (PostgreSQL's `now()`)
+    /// but may be decided later — it queued on a row lock behind the previous
+    /// holder's release, say. A stamp is then only a lower bound of the
+    /// decision, and a server-time overlap proves nothing: the checker reports
+    /// it as *possible* and calls it a violation only when real-time order
+    /// proves it (Jepsen's rule): the earlier grant was acknowledged before
+    /// the later one's acquisition was invoked, and the later one was
+    /// acknowledged before an operation that then found the earlier grant
+    /// still live (a renewal or a release of it that succeeded) was invoked.
+    StatementStart,
+}
+
+impl GrantStamps {
+    /// What a history that does not declare its stamps is judged by:
+    /// [`GrantStamps::StatementStart`], which assumes nothing about when a
+    /// grant was decided, so a server-time overlap is a violation only where
+    /// real-time order proves it. (A program that builds a [`CheckConfig`]
+    /// knows its design and says so; its `Default` is `Decision`.)
+    pub const fn undeclared() -> GrantStamps {
+        GrantStamps::StatementStart
+    }
+}
+
+impl fmt::Display for GrantStamps {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(match self {
+            GrantStamps::Decision => "decision",
+            GrantStamps::StatementStart => "statement-start",
+        })
+    }
+}
+
+impl std::str::FromStr for GrantStamps {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "decision" => Ok(GrantStamps::Decision),
+            "statement-start" => Ok(GrantStamps::StatementStart),
+            other => Err(format!(
+                "unknown grant stamps {other:?}: expected decision or statement-start"
+            )),
+        }
+    }
+}
