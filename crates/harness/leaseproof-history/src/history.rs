@@ -252,6 +252,8 @@ struct Validator {
     /// A record has been read: the design's declaration must be the first.
     records_seen: bool,
     seqs: BTreeSet<u64>,
+    /// The op that named each (op, owner, cycle id) of a commit or write.
+    cycles: BTreeMap<(&'static str, String, u64), u64>,
 }
 
 type Problem = (&'static str, String);
@@ -329,6 +331,7 @@ impl Validator {
         match &event.kind {
             EventKind::Invoke { op_id, op } => {
                 Self::op(op)?;
+                self.cycle(op, *op_id)?;
                 if self
                     .invoked
                     .insert(*op_id, (event.true_time_us, false))
@@ -366,6 +369,31 @@ impl Validator {
             EventKind::BeliefStart { .. } | EventKind::BeliefEnd { .. } => {}
         }
         Ok(())
+    }
+
+    /// A commit's or write's rows are matched to it by owner and cycle id,
+    /// so no two operations of one owner may name the same cycle.
+    fn cycle(&mut self, op: &crate::Op, op_id: u64) -> Result<(), Problem> {
+        let (kind, owner, cycle_id) = match op {
+            crate::Op::Commit {
+                owner, cycle_id, ..
+            } => ("commit", owner, *cycle_id),
+            crate::Op::Write {
+                owner, cycle_id, ..
+            } => ("write", owner, *cycle_id),
+            _ => return Ok(()),
+        };
+        match self.cycles.insert((kind, owner.clone(), cycle_id), op_id) {
+            None => Ok(()),
+            Some(earlier) => Err((
+                "kind.op.cycle_id",
+                format!(
+                    "{cycle_id} is named by op {earlier} too ({kind}s of owner {owner:?}): rows are \
+                     matched to their {kind} by owner and cycle id, so each {kind} names a cycle of \
+                     its own (a retry is a new cycle id)"
+                ),
+            )),
+        }
     }
 
     fn op(op: &crate::Op) -> Result<(), Problem> {

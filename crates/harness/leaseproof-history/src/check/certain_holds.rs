@@ -7,9 +7,12 @@
 //! hold* on the common clock: from the acquisition's acknowledgement (the lock
 //! was granted by then) until the earliest of
 //! - the holder's release, invoked (it gave the lock up no earlier),
-//! - the promised lifetime from the invocation of the acquisition or of its
-//!   latest ok renewal (`lifetime_us`: the store received the request no
-//!   earlier, so the promise runs at least that long),
+//! - the promised lifetime from the invocation of the acquisition or of an
+//!   ok renewal invoked while the promise still ran, whichever ends last
+//!   (`lifetime_us`: the store received the request no earlier, so the
+//!   promise runs at least that long; a promise once made is not taken
+//!   back by a shorter one); a renewal invoked once the promise had run out
+//!   ends the hold there and begins a new one at its acknowledgement,
 //! - the holder learning the lock is gone or its belief ending (`BeliefEnd`),
 //! - for a lock without a lifetime (it lives with its session), the
 //!   incarnation's last event (a crash ends the session),
@@ -160,18 +163,27 @@ pub(super) fn certain_holds<'h>(
     let mut holds: BTreeMap<&'h str, Vec<Hold<'h>>> = BTreeMap::new();
     for ((incarnation, scope), mut records) in sequences {
         records.sort_by_key(|record| record.invoke_event);
-        for (index, acquire) in records.iter().enumerate() {
-            let Some(hold) = hold_from(
-                acquire,
-                &records[index + 1..],
-                belief_ends
-                    .get(&(incarnation, scope))
-                    .map_or(&[], Vec::as_slice),
-                last_event_true_us[&incarnation],
-            ) else {
+        for (index, record) in records.iter().enumerate() {
+            if !matches!(record.op, Op::Acquire { .. }) {
                 continue;
-            };
-            holds.entry(scope).or_default().push(hold);
+            }
+            // A renewal that came after the promise had run out starts a
+            // hold of its own: the lock was not promised in between.
+            let mut start = Some(index);
+            while let Some(first) = start {
+                let Some((hold, lapsed)) = hold_from(
+                    records[first],
+                    &records[first + 1..],
+                    belief_ends
+                        .get(&(incarnation, scope))
+                        .map_or(&[], Vec::as_slice),
+                    last_event_true_us[&incarnation],
+                ) else {
+                    break;
+                };
+                holds.entry(scope).or_default().push(hold);
+                start = lapsed.map(|offset| first + 1 + offset);
+            }
         }
     }
     for holds in holds.values_mut() {
@@ -182,18 +194,25 @@ pub(super) fn certain_holds<'h>(
 
 /// The certain hold an ok lock acquisition `acquire` gives, given the same
 /// incarnation's later operations on the scope, its belief ends there and
-/// its last event; `None` when it is not a lock grant or nothing is certain.
+/// its last event; `None` when it is not a lock grant. Also the position in
+/// `later` of an ok renewal invoked once the promise had run out, which
+/// ends this hold and begins another (`acquire` is then that renewal).
 fn hold_from<'h>(
     acquire: &OpRecord<'h>,
     later: &[&OpRecord<'h>],
     belief_ends: &[(i64, u64)],
     last_event_true_us: i64,
-) -> Option<Hold<'h>> {
-    let (Op::Acquire { owner, .. }, Some((complete_event, Outcome::Ok { result }))) =
-        (acquire.op, acquire.completion)
+) -> Option<(Hold<'h>, Option<usize>)> {
+    let (
+        Op::Acquire { owner, .. } | Op::Renew { owner, .. },
+        Some((complete_event, Outcome::Ok { result })),
+    ) = (acquire.op, acquire.completion)
     else {
         return None;
     };
+    // A hold a lapsed renewal begins judges no token order: whether such a
+    // renewal is a new grant is the design's to say, not the evidence's.
+    let renewed = matches!(acquire.op, Op::Renew { .. });
     let OpResult::Lock { token, lifetime_us } = result else {
         return None;
     };
@@ -208,7 +227,8 @@ fn hold_from<'h>(
         i64::MAX
     };
     let mut end_event = complete_event;
-    for record in later {
+    let mut lapsed = None;
+    for (offset, record) in later.iter().enumerate() {
         match (record.op, record.completion) {
             // The holder's next acquisition (it no longer counted on this
             // one) or its release, invoked: the hold is over by then.
@@ -233,10 +253,23 @@ fn hold_from<'h>(
                 )),
             ) => {
                 // Renewed (before any release or next acquisition, which end
-                // the walk): the promise runs on from the renewal's invocation.
-                promised_until_us = promised_until_us.map(|until_us| {
-                    until_us.max(record.invoke_true_us.saturating_add(*renewed_us))
-                });
+                // the walk): the promise runs on from the renewal's
+                // invocation — if it was still running then. A renewal
+                // invoked at or after the promise's end may have reached the
+                // store after the lock was free to be given away: nothing
+                // was promised in between, so this hold ends, and the
+                // renewal's begins at its acknowledgement.
+                match promised_until_us {
+                    Some(until_us) if record.invoke_true_us >= until_us => {
+                        lapsed = Some(offset);
+                        break;
+                    }
+                    _ => {
+                        promised_until_us = promised_until_us.map(|until_us| {
+                            until_us.max(record.invoke_true_us.saturating_add(*renewed_us))
+                        });
+                    }
+                }
             }
             _ => {}
         }
@@ -256,12 +289,13 @@ fn hold_from<'h>(
     // Kept even when nothing of it is certain (an empty interval): its
     // token was still granted, and I2 judges tokens by when they were
     // acknowledged, not by how long they were held.
-    Some(Hold {
+    let hold = Hold {
         owner,
-        token: *token,
+        token: if renewed { None } else { *token },
         invoked_true_us: acquire.invoke_true_us,
         from_true_us,
         until_true_us: until_true_us.max(from_true_us),
         events: vec![acquire.invoke_event, complete_event, end_event],
-    })
+    };
+    Some((hold, lapsed))
 }

@@ -110,6 +110,16 @@ impl<'h> Checker<'h> {
                             ),
                         ));
                     }
+                    // A renewal decided after its grant had expired by the
+                    // server's own stamps (its `expires_at - ttl` is when it
+                    // was decided, or a lower bound of it) revives a lease a
+                    // rival may have held in the gap between: it does not extend the
+                    // grant over the gap, and what it revived is not judged
+                    // against other grants (whether a revival is a new grant
+                    // is the design's to say, not the evidence's).
+                    if extends && expires_at_us - ttl_us > grant.expires_at_us_max {
+                        continue;
+                    }
                     if *expires_at_us > grant.expires_at_us_max {
                         grant.expires_at_us_max = *expires_at_us;
                         grant.expires_event = complete_event;

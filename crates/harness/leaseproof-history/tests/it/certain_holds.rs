@@ -159,8 +159,80 @@ fn an_expiring_lock_is_judged_only_inside_its_promised_lifetime() {
 fn an_ok_renewal_extends_the_promise() {
     let mut builder = Builder::new();
     lock(&mut builder, "a", None, Some(100), 1, 10);
-    builder.at(80);
-    let (_, renew) = builder.invoke(
+    renew(&mut builder, "a", 100, 80, 81);
+    // Certain until 180 now: b at 150 is a double hold.
+    lock(&mut builder, "b", None, Some(100), 140, 150);
+    unlock(&mut builder, "a", 300);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+    assert!(violation.message.contains("[10, 180)"), "{violation}");
+}
+
+/// `worker` renews, invoked at `invoked_us`, acknowledged at `acked_us`,
+/// promised `lifetime_us` from its invocation.
+fn renew(builder: &mut Builder, worker: &str, lifetime_us: i64, invoked_us: i64, acked_us: i64) {
+    builder.at(invoked_us);
+    let (_, op_id) = builder.invoke(
+        worker,
+        Op::Renew {
+            scope: "t".to_string(),
+            owner: worker.to_string(),
+            token: 0,
+            ttl_us: 100,
+        },
+    );
+    builder.at(acked_us);
+    builder.complete(
+        worker,
+        op_id,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: None,
+                lifetime_us: Some(lifetime_us),
+            },
+        },
+    );
+}
+
+#[test]
+fn a_renewal_invoked_after_the_promise_ran_out_does_not_bridge_the_gap() {
+    // a's promise ends at 101; b holds [150, 170) and lets go; a's renewal,
+    // invoked at 200, is a promise from then on, not for [101, 200).
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, Some(100), 1, 10);
+    lock(&mut builder, "b", None, Some(100), 140, 150);
+    unlock(&mut builder, "b", 170);
+    renew(&mut builder, "a", 100, 200, 210);
+    unlock(&mut builder, "a", 250);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn a_hold_a_lapsed_renewal_begins_is_judged_too() {
+    // The same, but b still holds (until 260) when a's renewal is
+    // acknowledged at 210: a certainly held again from 210, b until 240.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, Some(100), 1, 10);
+    lock(&mut builder, "b", None, Some(100), 140, 150);
+    renew(&mut builder, "a", 100, 200, 210);
+    unlock(&mut builder, "a", 250);
+    unlock(&mut builder, "b", 260);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+    assert_eq!(
+        violation.message,
+        "b and a certainly held t at once in real time: [150, 240) and [210, 250) (true us)"
+    );
+}
+
+#[test]
+fn a_renewal_invoked_the_instant_the_promise_ends_has_lapsed() {
+    // Promised [10, 101); the renewal invoked at 101 may have reached the
+    // store after b's acquisition: no certain hold of a at 150.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, Some(100), 1, 10);
+    builder.at(101);
+    let (_, renewal) = builder.invoke(
         "a",
         Op::Renew {
             scope: "t".to_string(),
@@ -169,9 +241,12 @@ fn an_ok_renewal_extends_the_promise() {
             ttl_us: 100,
         },
     );
+    lock(&mut builder, "b", None, Some(100), 140, 150);
+    unlock(&mut builder, "b", 170);
+    builder.at(180);
     builder.complete(
         "a",
-        renew,
+        renewal,
         Outcome::Ok {
             result: OpResult::Lock {
                 token: None,
@@ -179,12 +254,8 @@ fn an_ok_renewal_extends_the_promise() {
             },
         },
     );
-    // Certain until 180 now: b at 150 is a double hold.
-    lock(&mut builder, "b", None, Some(100), 140, 150);
-    unlock(&mut builder, "a", 300);
-    let violation = only_violation(&builder.build());
-    assert_eq!(violation.invariant, Invariant::MutualExclusion);
-    assert!(violation.message.contains("[10, 180)"), "{violation}");
+    unlock(&mut builder, "a", 190);
+    assert_passes(&builder.build());
 }
 
 #[test]

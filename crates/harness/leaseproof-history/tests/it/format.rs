@@ -236,3 +236,31 @@ fn fail_reasons_take_the_documented_detail() {
         .to_json_lines()
         .contains(r#""reason":{"kind":"held"}"#));
 }
+
+#[test]
+fn a_cycle_id_named_by_two_commits_of_one_owner_is_refused() {
+    // Rows are matched to their commit by (owner, cycle id): a retry that
+    // reuses the id would make them ambiguous, so the file is not judged.
+    let commit = |index: u64, op_id: u64, scope: &str| {
+        format!(
+            r#"{{"record":"event","index":{index},"worker":"a","incarnation":0,"true_time_us":{index},"local_time_us":{index},"kind":{{"type":"invoke","op_id":{op_id},"op":{{"op":"commit","scope":"{scope}","owner":"a","token":1,"cycle_id":7,"items":1}}}}}}"#
+        )
+    };
+    let write = r#"{"record":"event","index":1,"worker":"a","incarnation":0,"true_time_us":1,"local_time_us":1,"kind":{"type":"invoke","op_id":1,"op":{"op":"write","scope":"x","owner":"a","cycle_id":7,"items":1}}}"#;
+    // A write may share the number: its rows are another table's.
+    let text = format!("{}\n{write}\n", commit(0, 0, "x"));
+    History::from_json_lines(&text).expect("a commit and a write of one id");
+    // Another scope does not make it another cycle.
+    let text = format!("{}\n{}\n", commit(0, 0, "x"), commit(1, 1, "y"));
+    let error = History::from_json_lines(&text).expect_err("a cycle id used twice");
+    let HistoryError::Invalid {
+        line_number,
+        field,
+        problem,
+    } = error
+    else {
+        panic!("expected an invalid line, got {error}");
+    };
+    assert_eq!((line_number, field.as_str()), (2, "kind.op.cycle_id"));
+    assert!(problem.contains("named by op 0 too"), "{problem}");
+}

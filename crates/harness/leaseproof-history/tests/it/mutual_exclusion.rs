@@ -41,6 +41,32 @@ fn takeover_inside_a_renewed_grant_is_an_overlap() {
 }
 
 #[test]
+fn a_renewal_decided_after_its_grant_expired_does_not_bridge_the_gap() {
+    // a's grant ends at 1_100 (server); b holds [1_120, 1_130) and releases;
+    // a's renewal, decided at 1_150 (expires 1_250 with a TTL of 100),
+    // revives token 1 — but a held nothing in between.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_120);
+    builder.release_ok("b", "s", 2, 1_130);
+    builder.renew_ok("a", "s", 1, 1_000, 1_250);
+    assert_passes(&builder.build());
+}
+
+#[test]
+fn a_renewal_decided_the_instant_its_grant_expired_leaves_no_gap() {
+    // Decided at 1_100, the instant [1_000, 1_100) ended: a is live again
+    // from 1_100, when b's grant began — both live at 1_100.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_100);
+    builder.release_ok("b", "s", 2, 1_105);
+    builder.renew_ok("a", "s", 1, 1_000, 1_200);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+}
+
+#[test]
 fn release_ends_the_grant_early() {
     let mut builder = Builder::new();
     builder.acquire_ok("a", "s", 1, 1_000);
