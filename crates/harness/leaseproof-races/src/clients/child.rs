@@ -253,6 +253,17 @@ impl ClientProcess {
         }
     }
 
+    /// How the client ended, if it ended by itself: its exit status once it
+    /// is reaped (within `within`), `None` while it runs or when a signal
+    /// ended it (the harness's strikes are signals).
+    pub async fn exit_code(&mut self, within: Duration) -> Option<i32> {
+        let status = tokio::time::timeout(within, self.child.wait())
+            .await
+            .ok()?
+            .ok()?;
+        status.code()
+    }
+
     /// Sends a signal to the whole process group.
     pub fn signal(&self, signal: &str) -> bool {
         std::process::Command::new("kill")

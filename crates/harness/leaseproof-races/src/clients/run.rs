@@ -115,6 +115,30 @@ pub enum ClientRunError {
     /// A client printed something that is not the protocol: bad input, not judged.
     #[error("bad client output (not judged): {0}")]
     Protocol(#[from] WireError),
+    /// The clients' answers, each well-formed, make a history the format
+    /// refuses (a grant that expires before it starts, say): what
+    /// `leaseproof check` would refuse is not judged here either.
+    #[error("the clients' answers make a history the format refuses (not judged): {0}")]
+    Malformed(String),
+}
+
+/// The history as `leaseproof check` reads it, refused where the file
+/// would be, the offending event named by its worker.
+fn refuse_malformed(history: &History) -> Result<(), ClientRunError> {
+    let Err(error) = History::from_json_lines(&history.to_json_lines()) else {
+        return Ok(());
+    };
+    let mut message = error.to_string();
+    if let leaseproof_history::HistoryError::Invalid { line_number, .. } = error {
+        // Events come first, one a line, so line n is event n - 1.
+        if let Some(event) = history.events.get(line_number.saturating_sub(1)) {
+            message = format!(
+                "{message} (an answer to {} incarnation {})",
+                event.worker, event.incarnation
+            );
+        }
+    }
+    Err(ClientRunError::Malformed(message))
 }
 
 /// What one worker did.
@@ -171,6 +195,10 @@ pub struct ClientRunReport {
     /// stopped and gone, backends terminated, Redis processes replaced,
     /// clients running on libfaketime.
     pub process_effects: ProcessEffects,
+    /// Clients that exited by themselves while a request waited on them —
+    /// a crash of the client's own, not a strike: who, the status, the
+    /// end of its stderr.
+    pub own_exits: Vec<String>,
     /// The recorded history, rows included.
     pub history: History,
     /// The checker's verdict.
@@ -228,6 +256,8 @@ struct Run {
     start_error: Mutex<Option<StartError>>,
     hello: Mutex<Option<super::child::Hello>>,
     process_effects: Mutex<ProcessEffects>,
+    /// Clients that exited by themselves mid-request (no strike's signal).
+    own_exits: Mutex<Vec<String>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -347,6 +377,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         start_error: Mutex::new(None),
         hello: Mutex::new(None),
         process_effects: Mutex::new(ProcessEffects::default()),
+        own_exits: Mutex::new(Vec::new()),
     });
 
     let injector = tokio::spawn(inject(Arc::clone(&run), plan.clone()));
@@ -398,6 +429,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         grant_stamps,
         ..CheckConfig::default()
     };
+    refuse_malformed(&history)?;
     let report = check(&history, &design);
     // Saved with the history: `leaseproof check` judges it as the run did.
     history.design = Some(design);
@@ -415,6 +447,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         proxy_effects.absorb(proxy.effects());
     }
     let process_effects = *lock(&run.process_effects);
+    let own_exits = std::mem::take(&mut *lock(&run.own_exits));
     drop(admin);
     drop(database);
     Ok(ClientRunReport {
@@ -426,6 +459,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         distinct_winners,
         proxy_effects,
         process_effects,
+        own_exits,
         history,
         report,
     })
@@ -1133,7 +1167,17 @@ async fn exchange(
     };
     let answer = match client.ask(request, timeout).await {
         Ok(message) => Answer::Message(message),
-        Err(NoAnswer::Died) => Answer::Lost("the client process died".to_string()),
+        Err(NoAnswer::Died) => {
+            if let Some(code) = client.exit_code(Duration::from_millis(500)).await {
+                let stderr = super::child::stderr_tail(&client.stderr_path, 6);
+                lock(&run.own_exits).push(format!(
+                    "{} exited with status {code} by itself, asked {}{stderr}",
+                    client.label(),
+                    request.kind()
+                ));
+            }
+            Answer::Lost("the client process died".to_string())
+        }
         Err(NoAnswer::TimedOut) => {
             Answer::Lost(format!("no answer within {} ms", timeout.as_millis()))
         }

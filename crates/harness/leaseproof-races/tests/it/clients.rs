@@ -302,6 +302,8 @@ async fn every_process_strike_acts_on_its_target_and_the_reference_stays_clean()
         for seed in seeds.take(2) {
             let outcome = judged(config(lock_client("lease"), seed, &[kind], 3_000, 1_000)).await;
             assert!(outcome.report.is_ok(), "{}", describe(&outcome));
+            // A strike's signal is no crash of the client's own.
+            assert!(outcome.own_exits.is_empty(), "{:?}", outcome.own_exits);
             acted += effect(&outcome.process_effects);
         }
         assert!(acted > 0, "two runs of {kind:?} strikes did nothing");
@@ -454,7 +456,11 @@ async fn refused(command: &str) -> String {
     let _one = ONE_RUN_AT_A_TIME.lock().await;
     match run_clients(config).await {
         Ok(outcome) => panic!("judged instead of refused:\n{}", describe(&outcome)),
-        Err(error @ (ClientRunError::Protocol(_) | ClientRunError::Start(_))) => error.to_string(),
+        Err(
+            error @ (ClientRunError::Protocol(_)
+            | ClientRunError::Start(_)
+            | ClientRunError::Malformed(_)),
+        ) => error.to_string(),
         Err(error) => panic!("the wrong error: {error}"),
     }
 }
@@ -489,6 +495,18 @@ async fn clients_that_do_not_speak_the_protocol_are_refused_with_the_line_and_no
         "{stray}"
     );
 
+    // Each line well-formed, the grant impossible: what `leaseproof check`
+    // would refuse in the saved history is not judged here either.
+    let backwards = refused(&format!(
+        "echo '{HELLO}'; read request; echo '{{\"type\":\"ok\",\"in_reply_to\":1,\"token\":1,\"granted_at_us\":2000,\"expires_at_us\":1000}}'; sleep 3"
+    ))
+    .await;
+    assert!(
+        backwards.contains("field `kind.outcome.result.expires_at_us`"),
+        "{backwards}"
+    );
+    assert!(backwards.contains("an answer to w"), "{backwards}");
+
     let dies = refused("echo 'cannot import pg_partsmith' >&2; exit 3").await;
     assert!(dies.contains("ended before its hello"), "{dies}");
     assert!(
@@ -498,6 +516,25 @@ async fn clients_that_do_not_speak_the_protocol_are_refused_with_the_line_and_no
 
     let silent = refused("sleep 30").await;
     assert!(silent.contains("no hello within 2000 ms"), "{silent}");
+}
+
+#[tokio::test]
+async fn a_client_that_crashes_by_itself_is_reported_with_its_status_and_stderr() {
+    if !servers().await {
+        return;
+    }
+    // Greets, then dies at its first request: each incarnation the same.
+    let command =
+        format!("echo '{HELLO}'; read request; echo 'boom: no route to the store' >&2; exit 3");
+    let mut config = config(command, 0, &[], 1_500, 1_000);
+    config.clients = 2;
+    let outcome = judged(config).await;
+    assert!(!outcome.own_exits.is_empty(), "{}", describe(&outcome));
+    let exit = &outcome.own_exits[0];
+    assert!(exit.contains("exited with status 3 by itself"), "{exit}");
+    assert!(exit.contains("asked acquire"), "{exit}");
+    assert!(exit.contains("boom: no route to the store"), "{exit}");
+    assert!(outcome.vacuity().is_some(), "nothing was granted");
 }
 
 #[tokio::test]
