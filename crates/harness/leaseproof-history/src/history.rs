@@ -400,6 +400,12 @@ impl Validator {
         use crate::Op;
         match op {
             Op::Commit { token, .. } => token_at_least_one("kind.op.token", *token),
+            // `expires_at_us − ttl_us` is read as a time the grant was live:
+            // a negative TTL would put it after the grant's end.
+            Op::Acquire { ttl_us, .. } | Op::Renew { ttl_us, .. } if *ttl_us < 0 => Err((
+                "kind.op.ttl_us",
+                format!("{ttl_us}: a TTL is >= 0 (0 for a lock that lives with its session)"),
+            )),
             // A renewal or release of a lock without tokens names token 0.
             Op::Acquire { .. } | Op::Renew { .. } | Op::Release { .. } | Op::Write { .. } => Ok(()),
         }

@@ -118,6 +118,13 @@ fn every_malformed_history_is_refused_with_its_line_and_field() {
             ":3: field `kind.op_id`: 0 is invoked twice",
         ),
         (
+            "a negative TTL",
+            with_line(0, |line| {
+                line.replace(r#""ttl_us":1000000"#, r#""ttl_us":-5"#)
+            }),
+            ":1: field `kind.op.ttl_us`: -5: a TTL is >= 0",
+        ),
+        (
             "token 0 in a grant",
             with_line(1, |line| line.replace(r#""token":1"#, r#""token":0"#)),
             ":2: field `kind.outcome.result.token`: 0: fencing tokens are integers >= 1",
