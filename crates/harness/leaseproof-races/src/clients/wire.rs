@@ -198,6 +198,34 @@ pub struct WireError {
     pub line: String,
 }
 
+/// The field a message's error is about, where serde's own error does not
+/// say (inside an internally tagged enum it loses the path): the one field
+/// whose removal changes the error. Fields are read in order, so removing
+/// any other leaves the same first error.
+fn culprit(line: &str) -> Option<String> {
+    let serde_json::Value::Object(object) = serde_json::from_str(line).ok()? else {
+        return None;
+    };
+    let judge = |object: serde_json::Map<String, serde_json::Value>| {
+        serde_json::from_value::<Message>(serde_json::Value::Object(object))
+            .err()
+            .map(|error| error.to_string())
+    };
+    let original = judge(object.clone())?;
+    if original.contains("field `") || original.contains("variant `") {
+        return None; // serde named it already
+    }
+    object
+        .keys()
+        .filter(|key| *key != "type")
+        .find(|key| {
+            let mut without = object.clone();
+            without.remove(*key);
+            judge(without).as_ref() != Some(&original)
+        })
+        .cloned()
+}
+
 /// Parses one stdout line of `client`.
 pub fn parse_line(client: &str, line_number: u64, line: &str) -> Result<Message, WireError> {
     let error = |problem: String| WireError {
@@ -207,8 +235,9 @@ pub fn parse_line(client: &str, line_number: u64, line: &str) -> Result<Message,
         line: line.chars().take(200).collect(),
     };
     let message: Message = serde_json::from_str(line).map_err(|source| {
+        let field = culprit(line).map_or_else(String::new, |key| format!("field `{key}`: "));
         error(format!(
-            "not a message of {PROTOCOL}: {source} (expected a JSON object with \"type\": \
+            "{field}not a message of {PROTOCOL}: {source} (expected a JSON object with \"type\": \
              hello, ok, fail, unknown or lost)"
         ))
     })?;
@@ -288,6 +317,23 @@ mod tests {
             (
                 r#"{"type":"ok","in_reply_to":1,"token":0}"#,
                 "field `token`: 0",
+            ),
+            // Type errors, which serde reports without the field here.
+            (
+                r#"{"type":"ok","in_reply_to":1,"token":"7"}"#,
+                "field `token`: not a message",
+            ),
+            (
+                r#"{"type":"ok","in_reply_to":"1"}"#,
+                "field `in_reply_to`: not a message",
+            ),
+            (
+                r#"{"type":"ok","in_reply_to":1,"lifetime_ms":-5}"#,
+                "field `lifetime_ms`: not a message",
+            ),
+            (
+                r#"{"type":"hello","protocol":"leaseproof-client/1","name":"x","renew":"yes"}"#,
+                "field `renew`: not a message",
             ),
             (
                 r#"{"type":"hello","protocol":"leaseproof-client/9","name":"x"}"#,
