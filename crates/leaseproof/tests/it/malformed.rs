@@ -118,6 +118,18 @@ fn every_malformed_history_is_refused_with_its_line_and_field() {
             ":3: field `kind.op_id`: 0 is invoked twice",
         ),
         (
+            "a value of the wrong type inside the tagged op",
+            with_line(0, |line| {
+                line.replace(r#""ttl_us":1000000"#, r#""ttl_us":"1000000""#)
+            }),
+            ":1: field `kind.op.ttl_us`: invalid type",
+        ),
+        (
+            "a value of the wrong type inside the tagged result",
+            with_line(1, |line| line.replace(r#""token":1"#, r#""token":"1""#)),
+            ":2: field `kind.outcome.result.token`: invalid type",
+        ),
+        (
             "a negative TTL",
             with_line(0, |line| {
                 line.replace(r#""ttl_us":1000000"#, r#""ttl_us":-5"#)
