@@ -267,13 +267,10 @@ fn deeper_path<T: serde::de::DeserializeOwned>(
     };
     let original = judge(record.clone());
     let mut segments: Vec<String> = path.split('.').map(str::to_string).collect();
-    loop {
-        let Some(serde_json::Value::Object(node)) = segments
-            .iter()
-            .try_fold(record, |value, segment| value.get(segment.as_str()))
-        else {
-            break;
-        };
+    while let Some(serde_json::Value::Object(node)) = segments
+        .iter()
+        .try_fold(record, |value, segment| value.get(segment.as_str()))
+    {
         let culprit = node
             .keys()
             // A tag is a string naming the variant (`"op": "acquire"`),
