@@ -141,6 +141,17 @@ impl Op {
         }
     }
 
+    /// The op's tag in the format (`"acquire"`, `"commit"`…).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Acquire { .. } => "acquire",
+            Op::Renew { .. } => "renew",
+            Op::Release { .. } => "release",
+            Op::Commit { .. } => "commit",
+            Op::Write { .. } => "write",
+        }
+    }
+
     /// The owner that invoked it.
     pub fn owner(&self) -> &str {
         match self {
@@ -274,6 +285,30 @@ pub enum OpResult {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         committed_at_us: Option<i64>,
     },
+}
+
+impl OpResult {
+    /// The result's tag in the format (`"lease"`, `"committed"`…).
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpResult::Lease { .. } => "lease",
+            OpResult::Lock { .. } => "lock",
+            OpResult::Unlocked => "unlocked",
+            OpResult::Released { .. } => "released",
+            OpResult::Written => "written",
+            OpResult::Committed { .. } => "committed",
+        }
+    }
+
+    /// The ops ([`Op::name`]) this result can answer.
+    pub fn answers(&self) -> &'static [&'static str] {
+        match self {
+            OpResult::Lease { .. } | OpResult::Lock { .. } => &["acquire", "renew"],
+            OpResult::Unlocked | OpResult::Released { .. } => &["release"],
+            OpResult::Written => &["write"],
+            OpResult::Committed { .. } => &["commit"],
+        }
+    }
 }
 
 /// One row of the guarded table after the run: ground truth for I3 and I4.

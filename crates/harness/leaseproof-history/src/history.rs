@@ -152,9 +152,24 @@ impl History {
 
     /// Reads a JSON-lines file written by [`History::save`] (or by hand).
     pub fn load(path: &Path) -> Result<History, HistoryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
+        let bytes = std::fs::read(path).map_err(|source| HistoryError::Io {
             path: path.display().to_string(),
             source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|error| {
+            let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
+            let line_start = valid
+                .iter()
+                .rposition(|&byte| byte == b'\n')
+                .map_or(0, |at| at + 1);
+            HistoryError::Invalid {
+                line_number: valid.iter().filter(|&&byte| byte == b'\n').count() + 1,
+                field: ".".to_string(),
+                problem: format!(
+                    "not UTF-8 (byte {} of the line): JSON text is UTF-8",
+                    valid.len() - line_start + 1
+                ),
+            }
         })?;
         History::from_json_lines(&text)
     }
@@ -301,8 +316,8 @@ fn deeper_path<T: serde::de::DeserializeOwned>(
 struct Validator {
     /// Latest true time per worker.
     latest_true_us: BTreeMap<String, i64>,
-    /// Invoked op ids: (true time, completed yet).
-    invoked: BTreeMap<u64, (i64, bool)>,
+    /// Invoked op ids: (true time, the op's name, completed yet).
+    invoked: BTreeMap<u64, (i64, &'static str, bool)>,
     /// A row has been read: events must come first.
     rows_started: bool,
     /// A record has been read: the design's declaration must be the first.
@@ -390,7 +405,7 @@ impl Validator {
                 self.cycle(op, *op_id)?;
                 if self
                     .invoked
-                    .insert(*op_id, (event.true_time_us, false))
+                    .insert(*op_id, (event.true_time_us, op.name(), false))
                     .is_some()
                 {
                     return Err(("kind.op_id", format!("{op_id} is invoked twice")));
@@ -405,10 +420,11 @@ impl Validator {
                             format!("{op_id} completes, but no earlier line invoked it"),
                         ))
                     }
-                    Some((_, true)) => {
+                    Some((_, _, true)) => {
                         return Err(("kind.op_id", format!("{op_id} completes twice")))
                     }
-                    Some((invoked_us, completed)) => {
+                    Some((invoked_us, op, completed)) => {
+                        result_answers(outcome, op)?;
                         if event.true_time_us < *invoked_us {
                             return Err((
                                 "true_time_us",
@@ -504,6 +520,23 @@ impl Validator {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// An ok outcome's result must be one its op can have: a `released` for an
+/// acquire, say, is no evidence of anything, and judging it as a failed
+/// acquisition would convict the design of a mistake in the file.
+fn result_answers(outcome: &crate::Outcome, op: &'static str) -> Result<(), Problem> {
+    match outcome {
+        crate::Outcome::Ok { result } if !result.answers().contains(&op) => Err((
+            "kind.outcome.result",
+            format!(
+                "\"{}\" answers {}, not the {op} this op id invoked",
+                result.name(),
+                result.answers().join(" or ")
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 

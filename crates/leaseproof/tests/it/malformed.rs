@@ -12,9 +12,13 @@ use std::process::{Command, Stdio};
 use super::repository;
 
 fn check(text: &str) -> (i32, String) {
+    check_bytes(text.as_bytes())
+}
+
+fn check_bytes(bytes: &[u8]) -> (i32, String) {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("history.jsonl");
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, bytes).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
         .args(["check", path.to_str().unwrap()])
         .stdin(Stdio::null())
@@ -188,6 +192,14 @@ fn every_malformed_history_is_refused_with_its_line_and_field() {
             }),
             "field `kind.outcome.result.expires_at_us`",
         ),
+        (
+            "a result its op cannot have",
+            with_line(1, |line| {
+                let start = line.find(r#"{"result":"lease""#).unwrap();
+                format!("{}{}", &line[..start], r#"{"result":"written"}}}}"#)
+            }),
+            ":2: field `kind.outcome.result`: \"written\" answers write, not the acquire",
+        ),
     ];
     assert!(cases.len() >= 12);
     for (name, text, expected) in cases {
@@ -203,4 +215,24 @@ fn every_malformed_history_is_refused_with_its_line_and_field() {
         assert!(output.contains("(not judged)"), "{name}: {output}");
         assert!(!output.contains("panicked"), "{name}: {output}");
     }
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_refused_at_its_line() {
+    let mut bytes = (clean().join("\n") + "\n").into_bytes();
+    let third_line = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, &byte)| byte == b'\n')
+        .nth(1)
+        .unwrap()
+        .0
+        + 1;
+    bytes[third_line + 1] = 0xc3; // a lead byte without its continuation
+    let (code, output) = check_bytes(&bytes);
+    assert_eq!(code, 2, "{output}");
+    assert!(
+        output.contains(":3: field `.`: not UTF-8 (byte 2 of the line)"),
+        "{output}"
+    );
 }

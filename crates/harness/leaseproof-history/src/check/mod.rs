@@ -585,18 +585,9 @@ impl<'h> Checker<'h> {
                             format!("op id {op_id} completed twice"),
                         )),
                         Some(record) => {
-                            let kind_matches = match (record.op, outcome) {
-                                (Op::Acquire { .. } | Op::Renew { .. }, Outcome::Ok { result }) => {
-                                    matches!(result, OpResult::Lease { .. } | OpResult::Lock { .. })
-                                }
-                                (Op::Release { .. }, Outcome::Ok { result }) => {
-                                    matches!(result, OpResult::Released { .. } | OpResult::Unlocked)
-                                }
-                                (Op::Commit { .. }, Outcome::Ok { result }) => {
-                                    matches!(result, OpResult::Committed { .. })
-                                }
-                                (Op::Write { .. }, Outcome::Ok { result }) => {
-                                    matches!(result, OpResult::Written)
+                            let kind_matches = match outcome {
+                                Outcome::Ok { result } => {
+                                    result.answers().contains(&record.op.name())
                                 }
                                 _ => true,
                             };

@@ -84,7 +84,6 @@ impl<'h> Checker<'h> {
                     );
                 }
                 Some(grant) => {
-                    renewals += 1;
                     if grant.owner != *owner {
                         violations.push((
                             Invariant::TokenOrder,
@@ -92,6 +91,10 @@ impl<'h> Checker<'h> {
                             vec![grant.first_event, complete_event],
                             format!("token {token} granted to both {} and {owner}", grant.owner),
                         ));
+                        // Not the same grant: merging them would stretch the
+                        // first over the gap between the two, and a third
+                        // owner's grant inside the gap would read as an overlap.
+                        continue;
                     }
                     // A renewal extends its grant: whether it reports the
                     // grant's start or its own time as `granted_at` is the
@@ -109,7 +112,9 @@ impl<'h> Checker<'h> {
                                 grant.granted_at_us
                             ),
                         ));
+                        continue; // a second grant, not an extension of the first
                     }
+                    renewals += 1;
                     // A renewal decided after its grant had expired by the
                     // server's own stamps (its `expires_at - ttl` is when it
                     // was decided, or a lower bound of it) revives a lease a

@@ -66,6 +66,25 @@ fn save_then_load_gives_the_same_history() {
 }
 
 #[test]
+fn a_file_that_is_not_utf8_is_refused_at_its_line() {
+    let directory = tempfile::tempdir().expect("temp dir");
+    let path = directory.path().join("run.jsonl");
+    let mut bytes = sample_history().to_json_lines().into_bytes();
+    let second_line = bytes
+        .iter()
+        .position(|&byte| byte == b'\n')
+        .expect("two lines")
+        + 1;
+    bytes[second_line + 3] = 0xff;
+    std::fs::write(&path, bytes).expect("writes");
+    let error = History::load(&path).expect_err("refused");
+    assert_eq!(
+        error.to_string(),
+        "line 2: field `.`: not UTF-8 (byte 4 of the line): JSON text is UTF-8"
+    );
+}
+
+#[test]
 fn merge_orders_by_true_time_reindexes_and_keeps_colliding_op_ids_apart() {
     // Two processes, each numbering its ops from 0: a holds first, b takes over.
     let mut process_a = Builder::new();

@@ -211,3 +211,27 @@ fn the_design_line_is_the_first_and_only_once() {
         "grant_stamps",
     );
 }
+
+#[test]
+fn a_result_answers_only_its_own_op() {
+    refused(
+        &acquired(r#"{"result":"released","released_at_us":5}"#, 20),
+        2,
+        "kind.outcome.result",
+    );
+    refused(
+        &acquired(r#"{"result":"written"}"#, 20),
+        2,
+        "kind.outcome.result",
+    );
+    let release = r#"{"op":"release","scope":"s","owner":"a","token":1}"#;
+    let released = |result: &str| {
+        [
+            event(0, "a", 10, &invoke(0, release)),
+            event(1, "a", 20, &complete(0, result)),
+        ]
+        .join("\n")
+    };
+    accepted(&released(r#"{"result":"unlocked"}"#));
+    refused(&released(r#"{"result":"lock"}"#), 2, "kind.outcome.result");
+}

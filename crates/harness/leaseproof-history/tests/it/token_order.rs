@@ -1,7 +1,7 @@
 //! I2 token order: tokens strictly increase with granted_at, one token has one
 //! owner and one granted_at, renewals and idempotent re-acquires keep it.
 
-use leaseproof_history::Invariant;
+use leaseproof_history::{check, CheckConfig, Invariant};
 
 use crate::builder::{assert_passes, only_violation, Builder};
 
@@ -50,6 +50,25 @@ fn one_token_granted_twice_is_a_violation() {
             .contains("granted twice: at 1000 and at 1200"),
         "{violation}"
     );
+}
+
+#[test]
+fn a_token_granted_again_does_not_stretch_its_first_grant_over_the_gap() {
+    // a holds token 5 on [0, 100), c token 6 on [150, 250), then token 5
+    // again (to b, or to a with a new start) on [260, 360): I2, and no
+    // overlap — nobody held [100, 150) or [250, 260) twice.
+    for second_owner in ["b", "a"] {
+        let mut builder = Builder::new();
+        builder.acquire_ok_until("a", "s", 5, 0, 100);
+        builder.acquire_ok_until("c", "s", 6, 150, 250);
+        builder.acquire_ok_until(second_owner, "s", 5, 260, 360);
+        let report = check(&builder.build(), &CheckConfig::default());
+        assert!(!report.violations.is_empty(), "{report}");
+        for violation in &report.violations {
+            assert_eq!(violation.invariant, Invariant::TokenOrder, "{report}");
+        }
+        assert_eq!(report.stats.renewals, 0, "{report}");
+    }
 }
 
 #[test]
