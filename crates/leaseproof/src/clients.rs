@@ -174,10 +174,15 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         failed.len(),
         if failed.is_empty() { String::new() } else { format!(" (seeds {failed:?})") },
     );
-    if failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    if !failed.is_empty() {
         ExitCode::from(1)
+    } else if vacuous == runs {
+        // No violation, and nothing proved either: "could not judge" is not
+        // a pass a script should read as one.
+        println!("clients: every run was vacuous: could not judge (exit 3)");
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

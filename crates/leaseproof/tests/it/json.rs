@@ -329,3 +329,43 @@ async fn a_clients_seed_line_says_what_its_strikes_did() {
         );
     }
 }
+
+/// A client that never grants proves nothing: not a pass (exit 0) but
+/// "could not judge" (exit 3), its line saying `passed: false` and why.
+#[tokio::test]
+async fn a_clients_run_that_proves_nothing_exits_3() {
+    let Some(_database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let client = r#"echo '{"type":"hello","protocol":"leaseproof-client/1","name":"never grants"}'; while read -r request; do id=${request#*\"msg_id\":}; echo "{\"type\":\"fail\",\"in_reply_to\":${id%%,*},\"reason\":\"held\"}"; done"#;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("clients.jsonl");
+    let args = [
+        "clients",
+        "--client",
+        client,
+        "--seed",
+        "0",
+        "--duration-ms",
+        "1500",
+        "--faults",
+        "none",
+    ];
+    let (code, text) = {
+        let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_with_json(&args, &path)
+        })
+        .await
+        .unwrap()
+    };
+    let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(code, 3, "{text}");
+    assert_eq!(line["passed"], false, "{text}");
+    assert_eq!(line["grants"], 0, "{text}");
+    assert_eq!(
+        line["vacuous"], "vacuous: 0 distinct winner(s), need 2",
+        "{text}"
+    );
+}

@@ -48,7 +48,9 @@ pub enum NoAnswer {
 
 /// Requests waiting for their answers; `None` once the reader has stopped
 /// (stdout closed, or a line refused), so no request waits for nothing.
-type Pending = Arc<Mutex<Option<BTreeMap<u64, oneshot::Sender<Message>>>>>;
+/// Each is keyed by its `msg_id` and knows its request's kind, so an
+/// answer is read against what it answers.
+type Pending = Arc<Mutex<Option<BTreeMap<u64, (&'static str, oneshot::Sender<Message>)>>>>;
 
 /// A `lost` notice as it was read: the table and the text.
 pub type LostCallback = Box<dyn Fn(&str, Option<&str>) + Send + Sync>;
@@ -187,7 +189,7 @@ impl ClientProcess {
             }
             Ok(Ok(Err(error))) => {
                 process.kill().await;
-                Err(fail(error.to_string(), &process.stderr_path))
+                Err(fail(error.located(), &process.stderr_path))
             }
             Ok(Err(_)) => {
                 let status = process.kill().await;
@@ -220,7 +222,7 @@ impl ClientProcess {
     pub async fn ask(&mut self, request: &Request, timeout: Duration) -> Result<Message, NoAnswer> {
         let (answer_tx, answer_rx) = oneshot::channel();
         match lock(&self.pending).as_mut() {
-            Some(pending) => pending.insert(request.msg_id(), answer_tx),
+            Some(pending) => pending.insert(request.msg_id(), (request.kind(), answer_tx)),
             None => return Err(self.why_no_answer()),
         };
         let mut line = serde_json::to_string(request).expect("requests serialise");
@@ -324,6 +326,8 @@ async fn read_stdout(
     on_exit: ExitCallback,
 ) {
     let mut hello_tx = Some(hello_tx);
+    // Whether this process's first grant came as a lease (`Some(true)`).
+    let mut grant_form: Option<bool> = None;
     let mut line = String::new();
     let mut line_number = 0_u64;
     let refuse =
@@ -394,7 +398,30 @@ async fn read_stdout(
                     .as_mut()
                     .and_then(|pending| pending.remove(&in_reply_to));
                 match waiter {
-                    Some(waiter) => {
+                    Some((kind, waiter)) => {
+                        match (wire::ok_fits(kind, &message), grant_form) {
+                            (Err(problem), _) => {
+                                refuse(misplaced(&problem), &mut hello_tx);
+                                return;
+                            }
+                            (Ok(Some(lease)), Some(first)) if lease != first => {
+                                let (this, that) = if lease {
+                                    ("does", "did not")
+                                } else {
+                                    ("does not", "did")
+                                };
+                                refuse(
+                                    misplaced(&format!(
+                                        "this `{kind}`'s ok {this} carry a lease's token and server \
+                                         times, and this process's first grant {that}: every grant \
+                                         of one design is answered in one form"
+                                    )),
+                                    &mut hello_tx,
+                                );
+                                return;
+                            }
+                            (Ok(form), _) => grant_form = grant_form.or(form),
+                        }
                         let _ = waiter.send(message);
                     }
                     None => {

@@ -186,7 +186,7 @@ pub enum FailKind {
 
 /// A line that is not a message of this protocol.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{client}, stdout line {line_number}: {problem}\n  the line: {line}")]
+#[error("{client}, {}", self.located())]
 pub struct WireError {
     /// Which client printed it (`w1 (incarnation 0)`).
     pub client: String,
@@ -224,6 +224,82 @@ fn culprit(line: &str) -> Option<String> {
             judge(without).as_ref() != Some(&original)
         })
         .cloned()
+}
+
+impl WireError {
+    /// The error without the client's name, for a message that names it already.
+    pub fn located(&self) -> String {
+        format!(
+            "stdout line {}: {}\n  the line: {}",
+            self.line_number, self.problem, self.line
+        )
+    }
+}
+
+/// Whether an `ok` carries only the fields that apply to the request of
+/// `kind` it answers (a `token` on a write's ok, a `locked` on an
+/// acquisition's: a client that says more than it was asked is mistaken
+/// about the protocol, and what it said would not be read). For a grant,
+/// also its form: `Some(true)` for a lease (a token and both server times),
+/// `Some(false)` for a lock; `None` for other requests.
+pub fn ok_fits(kind: &str, message: &Message) -> Result<Option<bool>, String> {
+    let Message::Ok {
+        token,
+        lifetime_ms,
+        granted_at_us,
+        expires_at_us,
+        released_at_us,
+        committed_at_us,
+        locked,
+        ..
+    } = message
+    else {
+        return Ok(None);
+    };
+    let present = [
+        ("token", token.is_some()),
+        ("lifetime_ms", lifetime_ms.is_some()),
+        ("granted_at_us", granted_at_us.is_some()),
+        ("expires_at_us", expires_at_us.is_some()),
+        ("released_at_us", released_at_us.is_some()),
+        ("committed_at_us", committed_at_us.is_some()),
+        ("locked", locked.is_some()),
+    ];
+    let applies: &[&str] = match kind {
+        "acquire" | "renew" => &["token", "lifetime_ms", "granted_at_us", "expires_at_us"],
+        "write" => &["committed_at_us"],
+        "release" => &["released_at_us"],
+        _ => &["locked"],
+    };
+    if let Some((field, _)) = present
+        .iter()
+        .find(|(field, present)| *present && !applies.contains(field))
+    {
+        return Err(format!(
+            "field `{field}`: does not apply to the ok of a `{kind}` (it may carry {})",
+            applies.join(", ")
+        ));
+    }
+    match kind {
+        "is_locked" if locked.is_none() => {
+            Err("field `locked`: missing: the ok of an `is_locked` says true or false".to_string())
+        }
+        "acquire" | "renew" => match (token, granted_at_us, expires_at_us) {
+            (Some(_), Some(_), Some(_)) => Ok(Some(true)),
+            (_, None, None) => Ok(Some(false)),
+            (None, _, _) => Err(
+                "field `token`: missing: a lease's grant (server times) has a fencing token"
+                    .to_string(),
+            ),
+            (_, None, _) => {
+                Err("field `granted_at_us`: missing beside `expires_at_us`".to_string())
+            }
+            (_, _, None) => {
+                Err("field `expires_at_us`: missing beside `granted_at_us`".to_string())
+            }
+        },
+        _ => Ok(None),
+    }
 }
 
 /// Parses one stdout line of `client`.
@@ -351,6 +427,64 @@ mod tests {
                 text.starts_with("w2 (incarnation 1), stdout line 7:"),
                 "{text}"
             );
+        }
+    }
+
+    #[test]
+    fn an_ok_carries_only_what_applies_to_its_request() {
+        let ok = |fields: &str| {
+            parse_line(
+                "w0",
+                1,
+                &format!(r#"{{"type":"ok","in_reply_to":1{fields}}}"#),
+            )
+            .unwrap()
+        };
+        let lease = r#","token":2,"granted_at_us":5,"expires_at_us":9"#;
+        assert_eq!(ok_fits("acquire", &ok(lease)), Ok(Some(true)));
+        assert_eq!(
+            ok_fits("renew", &ok(r#","lifetime_ms":3000"#)),
+            Ok(Some(false))
+        );
+        assert_eq!(ok_fits("acquire", &ok("")), Ok(Some(false)));
+        assert_eq!(ok_fits("write", &ok(r#","committed_at_us":7"#)), Ok(None));
+        assert_eq!(ok_fits("release", &ok("")), Ok(None));
+        assert_eq!(ok_fits("is_locked", &ok(r#","locked":false"#)), Ok(None));
+        for (kind, fields, expected) in [
+            (
+                "write",
+                r#","token":3"#,
+                "field `token`: does not apply to the ok of a `write`",
+            ),
+            (
+                "acquire",
+                r#","locked":true"#,
+                "field `locked`: does not apply",
+            ),
+            (
+                "release",
+                r#","expires_at_us":4"#,
+                "field `expires_at_us`: does not apply",
+            ),
+            ("is_locked", "", "field `locked`: missing"),
+            (
+                "acquire",
+                r#","granted_at_us":5,"expires_at_us":9"#,
+                "field `token`: missing",
+            ),
+            (
+                "renew",
+                r#","token":2,"expires_at_us":9"#,
+                "field `granted_at_us`: missing",
+            ),
+            (
+                "acquire",
+                r#","token":2,"granted_at_us":5"#,
+                "field `expires_at_us`: missing",
+            ),
+        ] {
+            let error = ok_fits(kind, &ok(fields)).unwrap_err();
+            assert!(error.starts_with(expected), "{kind} {fields}: {error}");
         }
     }
 

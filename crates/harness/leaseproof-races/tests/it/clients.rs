@@ -495,6 +495,30 @@ async fn clients_that_do_not_speak_the_protocol_are_refused_with_the_line_and_no
         "{stray}"
     );
 
+    // Well-formed, but not an answer to what was asked.
+    let misfit = refused(&format!(
+        "echo '{HELLO}'; read request; echo '{{\"type\":\"ok\",\"in_reply_to\":1,\"locked\":true}}'; sleep 5"
+    ))
+    .await;
+    assert!(misfit.contains("stdout line 2"), "{misfit}");
+    assert!(
+        misfit.contains("field `locked`: does not apply to the ok of a `acquire`"),
+        "{misfit}"
+    );
+    // A grant as a lock, its renewal as a lease: one design, two forms.
+    let hello_renews = HELLO.replace(r#""name":"sh""#, r#""name":"sh","renew":true"#);
+    let two_forms = refused(&format!(
+        "echo '{hello_renews}'; read request; echo '{{\"type\":\"ok\",\"in_reply_to\":1,\"lifetime_ms\":1000}}'; \
+         read request; echo '{{\"type\":\"ok\",\"in_reply_to\":2}}'; \
+         read request; echo '{{\"type\":\"ok\",\"in_reply_to\":3,\"token\":1,\"granted_at_us\":1,\"expires_at_us\":2}}'; sleep 5"
+    ))
+    .await;
+    assert!(two_forms.contains("stdout line 4"), "{two_forms}");
+    assert!(
+        two_forms.contains("this `renew`'s ok does carry a lease's token"),
+        "{two_forms}"
+    );
+
     // Each line well-formed, the grant impossible: what `leaseproof check`
     // would refuse in the saved history is not judged here either.
     let backwards = refused(&format!(
