@@ -41,6 +41,19 @@ fn run_with_json(args: &[&str], json: &Path) -> (i32, String) {
     (code, text)
 }
 
+/// [`run_with_json`] from a tokio test: the binary blocks, so it runs off
+/// the runtime that keeps the test's database.
+async fn run_off_the_runtime(args: &[&str], json: &Path) -> (i32, String) {
+    let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+    let json = json.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_with_json(&args, &json)
+    })
+    .await
+    .unwrap()
+}
+
 /// The document read through its type and written again is the same JSON.
 fn assert_round_trips<T: Serialize>(text: &str, document: &T) {
     let written: serde_json::Value = serde_json::from_str(text).unwrap();
@@ -291,16 +304,7 @@ async fn a_clients_seed_line_says_what_its_strikes_did() {
         "--faults",
         "kill",
     ];
-    let (code, text) = {
-        let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
-        let path = path.clone();
-        tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run_with_json(&args, &path)
-        })
-        .await
-        .unwrap()
-    };
+    let (code, text) = run_off_the_runtime(&args, &path).await;
     let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
     assert_eq!(line["format"], "leaseproof-clients-seed");
     assert_eq!(line["version"], 2);
@@ -351,15 +355,7 @@ async fn a_clients_run_that_proves_nothing_exits_3() {
         "--faults",
         "none",
     ];
-    let (code, text) = {
-        let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
-        tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run_with_json(&args, &path)
-        })
-        .await
-        .unwrap()
-    };
+    let (code, text) = run_off_the_runtime(&args, &path).await;
     let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
     assert_eq!(code, 3, "{text}");
     assert_eq!(line["passed"], false, "{text}");
