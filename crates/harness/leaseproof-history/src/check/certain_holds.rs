@@ -77,57 +77,99 @@ pub(super) fn exercised<'h>(
     (holders, takeovers)
 }
 
+/// I1 and I2 over each scope's certain holds (ordered by their start). One
+/// finding per later hold, naming one earlier hold that proves it: every
+/// hold in a double grant is named, and a lock that grants everyone does
+/// not bury its report under every pair (a sweep, so a long history of a
+/// correct lock is judged in about linear time).
 pub(super) fn violations(holds: &BTreeMap<&str, Vec<Hold<'_>>>) -> Vec<PendingViolation> {
     let mut violations = Vec::new();
     for (scope, holds) in holds {
-        for (index, earlier) in holds.iter().enumerate() {
-            for later in &holds[index + 1..] {
-                if earlier.owner == later.owner {
-                    continue;
-                }
-                let mut events = earlier.events.clone();
-                events.extend(&later.events);
-                if !earlier.is_empty()
-                    && !later.is_empty()
-                    && later.from_true_us < earlier.until_true_us
-                    && earlier.from_true_us < later.until_true_us
-                {
-                    violations.push((
-                        Invariant::MutualExclusion,
-                        scope.to_string(),
-                        events.clone(),
-                        vec![],
-                        format!(
-                            "{} and {} certainly held {scope} at once in real time: [{}, {}) and [{}, {}) (true us)",
-                            earlier.owner,
-                            later.owner,
-                            earlier.from_true_us,
-                            earlier.until_true_us,
-                            later.from_true_us,
-                            later.until_true_us
-                        ),
-                    ));
-                }
-                if let (Some(first), Some(second)) = (earlier.token, later.token) {
-                    // Certainly granted first: acknowledged before the other
-                    // was even invoked.
-                    if earlier.from_true_us < later.invoked_true_us && second <= first {
-                        violations.push((
-                            Invariant::TokenOrder,
-                            scope.to_string(),
-                            events,
-                            vec![],
-                            format!(
-                                "{} was granted token {second} after {} had been granted token {first}",
-                                later.owner, earlier.owner
-                            ),
-                        ));
+        overlaps(scope, holds, &mut violations);
+        tokens_out_of_order(scope, holds, &mut violations);
+    }
+    violations
+}
+
+/// I1: a hold that began while another owner's was certain.
+fn overlaps(scope: &str, holds: &[Hold<'_>], violations: &mut Vec<PendingViolation>) {
+    // Holds begun so far that may still run, in order of their start.
+    let mut running: Vec<&Hold<'_>> = Vec::new();
+    for later in holds.iter().filter(|hold| !hold.is_empty()) {
+        running.retain(|earlier| earlier.until_true_us > later.from_true_us);
+        if let Some(earlier) = running.iter().find(|earlier| earlier.owner != later.owner) {
+            violations.push((
+                Invariant::MutualExclusion,
+                scope.to_string(),
+                [earlier.events.as_slice(), later.events.as_slice()].concat(),
+                vec![],
+                format!(
+                    "{} and {} certainly held {scope} at once in real time: [{}, {}) and [{}, {}) (true us)",
+                    earlier.owner,
+                    later.owner,
+                    earlier.from_true_us,
+                    earlier.until_true_us,
+                    later.from_true_us,
+                    later.until_true_us
+                ),
+            ));
+        }
+        running.push(later);
+    }
+}
+
+/// I2: a token no larger than one another owner had been granted before
+/// this acquisition was even invoked (acknowledged first: certainly
+/// granted first), empty holds included — a token is judged by when it was
+/// acknowledged, not by how long it was held.
+fn tokens_out_of_order(scope: &str, holds: &[Hold<'_>], violations: &mut Vec<PendingViolation>) {
+    let mut by_invocation: Vec<&Hold<'_>> =
+        holds.iter().filter(|hold| hold.token.is_some()).collect();
+    by_invocation.sort_by_key(|hold| hold.invoked_true_us);
+    // The largest token acknowledged so far, and the largest of any other
+    // owner: enough to find, for any owner, a larger-or-equal token of
+    // someone else.
+    let (mut largest, mut largest_of_another): (Option<&Hold<'_>>, Option<&Hold<'_>>) =
+        (None, None);
+    let mut acknowledged = holds.iter().filter(|hold| hold.token.is_some()).peekable();
+    for later in by_invocation {
+        while let Some(earlier) =
+            acknowledged.next_if(|earlier| earlier.from_true_us < later.invoked_true_us)
+        {
+            match largest {
+                Some(best) if best.token >= earlier.token => {
+                    if best.owner != earlier.owner
+                        && largest_of_another.is_none_or(|other| other.token < earlier.token)
+                    {
+                        largest_of_another = Some(earlier);
                     }
+                }
+                _ => {
+                    if largest.is_some_and(|best| best.owner != earlier.owner) {
+                        largest_of_another = largest;
+                    }
+                    largest = Some(earlier);
                 }
             }
         }
+        let rival = [largest, largest_of_another]
+            .into_iter()
+            .flatten()
+            .find(|earlier| earlier.owner != later.owner);
+        if let Some(earlier) = rival.filter(|earlier| earlier.token >= later.token) {
+            let (first, second) = (earlier.token.unwrap_or(0), later.token.unwrap_or(0));
+            violations.push((
+                Invariant::TokenOrder,
+                scope.to_string(),
+                [earlier.events.as_slice(), later.events.as_slice()].concat(),
+                vec![],
+                format!(
+                    "{} was granted token {second} after {} had been granted token {first}",
+                    later.owner, earlier.owner
+                ),
+            ));
+        }
     }
-    violations
 }
 
 /// Certain holds per scope, ordered by their start.

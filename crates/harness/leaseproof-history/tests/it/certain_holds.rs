@@ -513,3 +513,51 @@ fn a_smaller_token_for_a_holder_that_went_silent_at_once_is_still_an_i2_violatio
     lock(&mut builder, "b", Some(6), None, 50, 60);
     assert_passes(&builder.build());
 }
+
+#[test]
+fn a_lock_that_grants_everyone_is_reported_once_per_hold_not_once_per_pair() {
+    // Four owners granted one after another, each while the others still
+    // held, under tokens that never grow: every later hold is named with
+    // one earlier hold that proves it (three I1, three I2), not all six pairs.
+    let mut builder = Builder::new();
+    for (index, worker) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        let at_us = 10 + 20 * index as i64;
+        lock(&mut builder, worker, Some(1), Some(1_000), at_us, at_us + 5);
+    }
+    let report = check(&builder.build(), &CheckConfig::default());
+    let count = |invariant| {
+        report
+            .violations
+            .iter()
+            .filter(|violation| violation.invariant == invariant)
+            .count()
+    };
+    assert_eq!(count(Invariant::MutualExclusion), 3, "{report}");
+    assert_eq!(count(Invariant::TokenOrder), 3, "{report}");
+    for later in ["b", "c", "d"] {
+        assert!(
+            report.violations.iter().any(|violation| violation
+                .message
+                .contains(&format!("and {later} certainly held"))),
+            "{later} is named: {report}"
+        );
+    }
+}
+
+#[test]
+fn a_smaller_token_is_caught_behind_a_larger_one_of_the_same_owner() {
+    // a holds token 5 then token 6 (its own), b takes token 4 afterwards:
+    // the rival named is a's largest, whichever order they came in.
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", Some(5), Some(10), 10, 12);
+    lock(&mut builder, "a", Some(6), Some(10), 30, 32);
+    lock(&mut builder, "b", Some(4), Some(10), 60, 62);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert!(
+        violation
+            .message
+            .contains("b was granted token 4 after a had been granted token 6"),
+        "{violation}"
+    );
+}
