@@ -130,8 +130,12 @@ fn refuse_malformed(history: &History) -> Result<(), ClientRunError> {
     };
     let mut message = error.to_string();
     if let leaseproof_history::HistoryError::Invalid { line_number, .. } = error {
-        // Events come first, one a line, so line n is event n - 1.
-        if let Some(event) = history.events.get(line_number.saturating_sub(1)) {
+        // The design's line (if any) comes first, then the events, one a line.
+        let first_event_line = 1 + usize::from(history.design.is_some());
+        let event = line_number
+            .checked_sub(first_event_line)
+            .and_then(|index| history.events.get(index));
+        if let Some(event) = event {
             message = format!(
                 "{message} (an answer to {} incarnation {})",
                 event.worker, event.incarnation
@@ -1495,5 +1499,49 @@ mod tests {
             "127.0.0.1:5433".parse().unwrap()
         );
         assert!(address_of("postgres://u:p@10.0.0.1:5433/db", 5432).is_err());
+    }
+
+    #[test]
+    fn a_refused_history_names_the_worker_whose_answer_made_it_with_or_without_a_design_line() {
+        let mut history = History::default();
+        let acquire = Op::Acquire {
+            scope: "t".to_string(),
+            owner: "w1.0".to_string(),
+            ttl_us: 10,
+        };
+        history.push(
+            "w0",
+            0,
+            1,
+            1,
+            EventKind::BeliefEnd {
+                scope: "t".to_string(),
+                token: 0,
+                reason: "x".to_string(),
+            },
+        );
+        history.push(
+            "w1",
+            2,
+            2,
+            2,
+            EventKind::Invoke {
+                op_id: 0,
+                op: acquire,
+            },
+        );
+        let backwards = OpResult::Lease {
+            token: 1,
+            owner: "w1.0".to_string(),
+            granted_at_us: 9,
+            expires_at_us: 5,
+        };
+        let outcome = Outcome::Ok { result: backwards };
+        history.push("w1", 2, 3, 3, EventKind::Complete { op_id: 0, outcome });
+        for design in [None, Some(CheckConfig::default())] {
+            history.design = design;
+            let error = refuse_malformed(&history).unwrap_err().to_string();
+            assert!(error.contains("(an answer to w1 incarnation 2)"), "{error}");
+        }
     }
 }
