@@ -246,7 +246,10 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
         serde_path_to_error::deserialize(record.clone()).map_err(|error| {
             let path = error.path().to_string();
             let problem = error.into_inner().to_string();
-            (deeper_path::<T>(&record, path, &problem), problem)
+            (
+                crate::field_path::field_in_error::<T>(&record, &path, &problem),
+                problem,
+            )
         })
     }
     match tag.as_str() {
@@ -256,58 +259,6 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
         "work_row" => fields(object).map(Record::WorkRow),
         other => Err(("record".to_string(), format!("{other:?}: {expected}"))),
     }
-}
-
-/// The tags of the format's tagged objects: removing one changes any error.
-/// (`op` is also the name of the field holding an invoke's operation.)
-const TAGS: [&str; 5] = ["record", "type", "op", "outcome", "result"];
-
-/// Where inside `path` the error `problem` is, when serde stopped at a
-/// tagged object (it loses the path inside one: `kind` for a bad
-/// `kind.op.ttl_us`): the field whose removal changes the error, followed
-/// down while it is an object. Fields are read in order, so removing any
-/// other leaves the same first error.
-fn deeper_path<T: serde::de::DeserializeOwned>(
-    record: &serde_json::Value,
-    path: String,
-    problem: &str,
-) -> String {
-    if problem.contains("field `") || problem.contains("variant `") || path == "." {
-        return path; // the message names it already
-    }
-    let judge = |record: serde_json::Value| {
-        serde_json::from_value::<T>(record)
-            .err()
-            .map(|error| error.to_string())
-    };
-    let original = judge(record.clone());
-    let mut segments: Vec<String> = path.split('.').map(str::to_string).collect();
-    while let Some(serde_json::Value::Object(node)) = segments
-        .iter()
-        .try_fold(record, |value, segment| value.get(segment.as_str()))
-    {
-        let culprit = node
-            .keys()
-            // A tag is a string naming the variant (`"op": "acquire"`),
-            // unlike a field of the same name holding an object.
-            .filter(|key| !(TAGS.contains(&key.as_str()) && node[key.as_str()].is_string()))
-            .find(|key| {
-                let mut without = record.clone();
-                let parent = segments.iter().try_fold(&mut without, |value, segment| {
-                    value.get_mut(segment.as_str())
-                });
-                if let Some(serde_json::Value::Object(parent)) = parent {
-                    parent.remove(key.as_str());
-                }
-                judge(without) != original
-            })
-            .cloned();
-        match culprit {
-            Some(key) => segments.push(key),
-            None => break,
-        }
-    }
-    segments.join(".")
 }
 
 /// The structural rules a history file must keep, checked line by line

@@ -48,6 +48,7 @@ mod check;
 mod design;
 mod document;
 mod event;
+mod field_path;
 mod history;
 mod recorder;
 mod timeline;
@@ -58,6 +59,7 @@ pub use check::{
 };
 pub use document::{CheckDocument, Document, Envelope};
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome, WorkRow};
+pub use field_path::field_in_error;
 pub use history::{History, HistoryError};
 pub use recorder::{Recorder, Stamp};
 pub use timeline::{timeline_html, Annotation};

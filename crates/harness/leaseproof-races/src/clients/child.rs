@@ -399,28 +399,9 @@ async fn read_stdout(
                     .and_then(|pending| pending.remove(&in_reply_to));
                 match waiter {
                     Some((kind, waiter)) => {
-                        match (wire::ok_fits(kind, &message), grant_form) {
-                            (Err(problem), _) => {
-                                refuse(misplaced(&problem), &mut hello_tx);
-                                return;
-                            }
-                            (Ok(Some(lease)), Some(first)) if lease != first => {
-                                let (this, that) = if lease {
-                                    ("does", "did not")
-                                } else {
-                                    ("does not", "did")
-                                };
-                                refuse(
-                                    misplaced(&format!(
-                                        "this `{kind}`'s ok {this} carry a lease's token and server \
-                                         times, and this process's first grant {that}: every grant \
-                                         of one design is answered in one form"
-                                    )),
-                                    &mut hello_tx,
-                                );
-                                return;
-                            }
-                            (Ok(form), _) => grant_form = grant_form.or(form),
+                        if let Err(problem) = answers_in_form(kind, &message, &mut grant_form) {
+                            refuse(misplaced(&problem), &mut hello_tx);
+                            return;
                         }
                         let _ = waiter.send(message);
                     }
@@ -435,6 +416,33 @@ async fn read_stdout(
                     }
                 }
             }
+        }
+    }
+}
+
+/// An answer to a request of `kind` carries what applies to it, and a grant
+/// comes in the form of the process's first grant (`grant_form`: a lease
+/// or a lock), which the first grant sets.
+fn answers_in_form(
+    kind: &str,
+    message: &Message,
+    grant_form: &mut Option<bool>,
+) -> Result<(), String> {
+    match (wire::ok_fits(kind, message)?, *grant_form) {
+        (Some(lease), Some(first)) if lease != first => {
+            let (this, that) = if lease {
+                ("does", "did not")
+            } else {
+                ("does not", "did")
+            };
+            Err(format!(
+                "this `{kind}`'s ok {this} carry a lease's token and server times, and this \
+                 process's first grant {that}: every grant of one design is answered in one form"
+            ))
+        }
+        (form, _) => {
+            *grant_form = grant_form.or(form);
+            Ok(())
         }
     }
 }

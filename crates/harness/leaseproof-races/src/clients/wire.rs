@@ -199,31 +199,11 @@ pub struct WireError {
 }
 
 /// The field a message's error is about, where serde's own error does not
-/// say (inside an internally tagged enum it loses the path): the one field
-/// whose removal changes the error. Fields are read in order, so removing
-/// any other leaves the same first error.
-fn culprit(line: &str) -> Option<String> {
-    let serde_json::Value::Object(object) = serde_json::from_str(line).ok()? else {
-        return None;
-    };
-    let judge = |object: serde_json::Map<String, serde_json::Value>| {
-        serde_json::from_value::<Message>(serde_json::Value::Object(object))
-            .err()
-            .map(|error| error.to_string())
-    };
-    let original = judge(object.clone())?;
-    if original.contains("field `") || original.contains("variant `") {
-        return None; // serde named it already
-    }
-    object
-        .keys()
-        .filter(|key| *key != "type")
-        .find(|key| {
-            let mut without = object.clone();
-            without.remove(*key);
-            judge(without).as_ref() != Some(&original)
-        })
-        .cloned()
+/// say (inside an internally tagged enum it loses the path).
+fn culprit(line: &str, problem: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    let field = leaseproof_history::field_in_error::<Message>(&value, ".", problem);
+    (field != ".").then_some(field)
 }
 
 impl WireError {
@@ -311,7 +291,8 @@ pub fn parse_line(client: &str, line_number: u64, line: &str) -> Result<Message,
         line: line.chars().take(200).collect(),
     };
     let message: Message = serde_json::from_str(line).map_err(|source| {
-        let field = culprit(line).map_or_else(String::new, |key| format!("field `{key}`: "));
+        let field = culprit(line, &source.to_string())
+            .map_or_else(String::new, |key| format!("field `{key}`: "));
         error(format!(
             "{field}not a message of {PROTOCOL}: {source} (expected a JSON object with \"type\": \
              hello, ok, fail, unknown or lost)"

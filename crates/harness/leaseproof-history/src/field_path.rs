@@ -1,0 +1,67 @@
+//! Which field a deserialisation error is about, where serde does not say.
+//!
+//! Goal: a refused line names its field (`kind.op.ttl_us`), also inside the
+//! internally tagged objects of the history format and of the client
+//! protocol, where serde loses the path. Method: remove fields one at a
+//! time; the one whose removal changes the error is it.
+
+/// The tags of the format's tagged objects: removing one changes any error.
+/// (`op` is also the name of the field holding an invoke's operation.)
+const TAGS: [&str; 5] = ["record", "type", "op", "outcome", "result"];
+
+/// Where inside `path` (`.` for the whole object) the error `problem` of
+/// deserialising `record` as `T` is, when serde stopped at a tagged object
+/// (it loses the path inside one: `kind` for a bad `kind.op.ttl_us`): the
+/// field whose removal changes the error, followed down while it is an
+/// object. Fields are read in order, so removing any other leaves the same
+/// first error.
+pub fn field_in_error<T: serde::de::DeserializeOwned>(
+    record: &serde_json::Value,
+    path: &str,
+    problem: &str,
+) -> String {
+    if problem.contains("field `") || problem.contains("variant `") {
+        return path.to_string(); // the message names it already
+    }
+    let judge = |record: serde_json::Value| {
+        serde_json::from_value::<T>(record)
+            .err()
+            .map(|error| error.to_string())
+    };
+    let original = judge(record.clone());
+    // `.` is the object itself (serde_path_to_error's name for the root).
+    let mut segments: Vec<String> = path
+        .split('.')
+        .filter(|segment| !segment.is_empty())
+        .map(str::to_string)
+        .collect();
+    while let Some(serde_json::Value::Object(node)) = segments
+        .iter()
+        .try_fold(record, |value, segment| value.get(segment.as_str()))
+    {
+        let culprit = node
+            .keys()
+            // A tag is a string naming the variant (`"op": "acquire"`),
+            // unlike a field of the same name holding an object.
+            .filter(|key| !(TAGS.contains(&key.as_str()) && node[key.as_str()].is_string()))
+            .find(|key| {
+                let mut without = record.clone();
+                let parent = segments.iter().try_fold(&mut without, |value, segment| {
+                    value.get_mut(segment.as_str())
+                });
+                if let Some(serde_json::Value::Object(parent)) = parent {
+                    parent.remove(key.as_str());
+                }
+                judge(without) != original
+            })
+            .cloned();
+        match culprit {
+            Some(key) => segments.push(key),
+            None => break,
+        }
+    }
+    if segments.is_empty() {
+        return ".".to_string();
+    }
+    segments.join(".")
+}
