@@ -7,11 +7,14 @@
 //!   release — a violation only if the stamps were decision times
 //!   (`--grant-stamps decision`). It does not declare its stamps, so `check`
 //!   applies the sound rule and reports it as *possible*, not as a violation;
-//!   the other two declare `decision` in their first line.
+//!   the other two declare `decision` in their first line;
+//! - `fenced.jsonl`: guarded writes — a holder's fenced commit of two rows,
+//!   a rival's takeover after the release, and the old holder's late
+//!   commit refused as stale; the guarded table's rows close the file.
 //!
 //! Run: `cargo run -p leaseproof-history --example example_histories -- examples/histories`
 
-use leaseproof_history::{EventKind, History, Op, OpResult, Outcome};
+use leaseproof_history::{EventKind, FailReason, GuardedRow, History, Op, OpResult, Outcome};
 
 struct Writer {
     history: History,
@@ -43,16 +46,17 @@ impl Writer {
     }
 
     fn complete(&mut self, worker: &str, op_id: u64, result: OpResult) {
+        self.end(worker, op_id, Outcome::Ok { result });
+    }
+
+    fn end(&mut self, worker: &str, op_id: u64, outcome: Outcome) {
         self.true_us += 10;
         self.history.push(
             worker,
             0,
             self.true_us,
             self.true_us,
-            EventKind::Complete {
-                op_id,
-                outcome: Outcome::Ok { result },
-            },
+            EventKind::Complete { op_id, outcome },
         );
     }
 
@@ -89,6 +93,57 @@ fn release(writer: &mut Writer, worker: &str, token: u64, released_at_us: i64) {
         },
     );
     writer.complete(worker, op_id, OpResult::Released { released_at_us });
+}
+
+fn commit(worker: &str, token: u64, cycle_id: u64) -> Op {
+    Op::Commit {
+        scope: "job".to_string(),
+        owner: worker.to_string(),
+        token,
+        cycle_id,
+        items: 2,
+    }
+}
+
+/// The guarded rows of one committed cycle of two items.
+fn rows(worker: &str, token: u64, first_seq: u64, committed_at_us: i64) -> Vec<GuardedRow> {
+    (0..2)
+        .map(|item| GuardedRow {
+            seq: first_seq + u64::from(item),
+            scope: "job".to_string(),
+            owner: worker.to_string(),
+            token,
+            cycle_id: 0,
+            item,
+            written_at_us: committed_at_us - 100,
+            committed_at_us: Some(committed_at_us),
+        })
+        .collect()
+}
+
+fn fenced(design: leaseproof_history::CheckConfig) -> Writer {
+    let mut fenced = Writer::new();
+    fenced.history.design = Some(design);
+    fenced.acquire("a", 1, 1_700_000_000_000_000);
+    let a_commit = fenced.invoke("a", commit("a", 1, 0));
+    let committed_at_us = Some(1_700_000_000_100_000);
+    fenced.complete("a", a_commit, OpResult::Committed { committed_at_us });
+    release(&mut fenced, "a", 1, 1_700_000_000_200_000);
+    fenced.acquire("b", 2, 1_700_000_000_300_000);
+    let b_commit = fenced.invoke("b", commit("b", 2, 0));
+    let committed_at_us = Some(1_700_000_000_400_000);
+    fenced.complete("b", b_commit, OpResult::Committed { committed_at_us });
+    let late = fenced.invoke("a", commit("a", 1, 1));
+    let stale = Outcome::Fail {
+        reason: FailReason::Stale,
+    };
+    fenced.end("a", late, stale);
+    fenced.history.guarded_rows = [
+        rows("a", 1, 1, 1_700_000_000_100_000),
+        rows("b", 2, 3, 1_700_000_000_400_000),
+    ]
+    .concat();
+    fenced
 }
 
 fn main() {
@@ -128,6 +183,7 @@ fn main() {
         ..Default::default()
     };
     clean.history.design = Some(decision.clone());
+    let fenced = fenced(decision.clone());
 
     let mut broken = Writer::new();
     broken.history.design = Some(decision);
@@ -145,6 +201,7 @@ fn main() {
         ("clean", clean),
         ("broken", broken),
         ("queued-rival", queued),
+        ("fenced", fenced),
     ] {
         let path = dir.join(format!("{name}.jsonl"));
         writer.history.save(&path).expect("write the example");

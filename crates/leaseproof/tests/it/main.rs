@@ -51,6 +51,29 @@ fn check_passes_the_clean_example_and_fails_the_broken_one() {
 }
 
 #[test]
+fn check_judges_the_fenced_example_by_its_rows() {
+    let (code, stdout, _) = check(&["examples/histories/fenced.jsonl"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("commits=2 refused_stale_commits=1"),
+        "{stdout}"
+    );
+    // A committed cycle missing one of its rows is a finding of the rows, I4.
+    let text =
+        std::fs::read_to_string(repository().join("examples/histories/fenced.jsonl")).unwrap();
+    let lost_row: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.contains(r#""record":"guarded_row","seq":2,"#))
+        .collect();
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("lost-row.jsonl");
+    std::fs::write(&path, lost_row.join("\n") + "\n").unwrap();
+    let (code, stdout, _) = check(&[path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("I4 nothing lost [job]"), "{stdout}");
+}
+
+#[test]
 fn check_judges_statement_start_stamps_without_crying_wolf() {
     // Undeclared stamps: the sound rule, and the user is told.
     let (code, stdout, stderr) = check(&["examples/histories/queued-rival.jsonl"]);

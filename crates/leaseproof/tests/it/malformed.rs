@@ -35,7 +35,12 @@ fn check_bytes(bytes: &[u8]) -> (i32, String) {
 /// The clean example's events and rows (its `design` line left out, so the
 /// line numbers below count events).
 fn clean() -> Vec<String> {
-    std::fs::read_to_string(repository().join("examples/histories/clean.jsonl"))
+    example("clean")
+}
+
+/// An example's events and rows, its `design` line left out.
+fn example(name: &str) -> Vec<String> {
+    std::fs::read_to_string(repository().join(format!("examples/histories/{name}.jsonl")))
         .unwrap()
         .lines()
         .filter(|line| !line.starts_with(r#"{"record":"design""#))
@@ -45,7 +50,15 @@ fn clean() -> Vec<String> {
 
 /// The clean history with line `line` (0-based) passed through `edit`.
 fn with_line(line: usize, edit: impl Fn(&str) -> String) -> String {
-    let mut lines = clean();
+    edited(clean(), line, edit)
+}
+
+/// The fenced example (commits and rows) with line `line` (0-based) edited.
+fn fenced_with_line(line: usize, edit: impl Fn(&str) -> String) -> String {
+    edited(example("fenced"), line, edit)
+}
+
+fn edited(mut lines: Vec<String>, line: usize, edit: impl Fn(&str) -> String) -> String {
     lines[line] = edit(&lines[line]);
     lines.join("\n") + "\n"
 }
@@ -199,6 +212,23 @@ fn every_malformed_history_is_refused_with_its_line_and_field() {
                 format!("{}{}", &line[..start], r#"{"result":"written"}}}}"#)
             }),
             ":2: field `kind.outcome.result`: \"written\" answers write, not the acquire",
+        ),
+        (
+            "a commit's cycle id named twice (a retry under the same id)",
+            fenced_with_line(10, |line| {
+                line.replace(r#""cycle_id":1"#, r#""cycle_id":0"#)
+            }),
+            ":11: field `kind.op.cycle_id`: 0 is named by op 1 too",
+        ),
+        (
+            "a commit under token 0",
+            fenced_with_line(2, |line| line.replace(r#""token":1"#, r#""token":0"#)),
+            ":3: field `kind.op.token`: 0",
+        ),
+        (
+            "a guarded row's seq twice",
+            fenced_with_line(13, |line| line.replace(r#""seq":2"#, r#""seq":1"#)),
+            ":14: field `seq`: 1 appears twice",
         ),
     ];
     assert!(cases.len() >= 12);
