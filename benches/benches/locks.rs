@@ -14,14 +14,12 @@
 mod support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use criterion::BenchmarkId;
-use leaseproof_locks::{
-    LeaseLockManager, LockError, LockManager, PostgresAdvisoryLockManager,
-    RedisDistributedLockManager, RedisLockOptions, TableName,
-};
+use leaseproof_locks::{LockError, LockManager, TableName};
 use leaseproof_postgres::PostgresLeases;
-use leaseproof_protocol::Ttl;
+use leaseproof_races::{build_manager, ManagerKind, ManagerSpec};
 
 const CONTENDERS: usize = 8;
 
@@ -44,26 +42,16 @@ fn main() {
             .get_multiplexed_async_connection()
             .await
             .expect("redis");
-        let managers: Vec<Arc<dyn LockManager>> = vec![
-            Arc::new(PostgresAdvisoryLockManager::new(&url, "bench").expect("advisory")),
-            Arc::new(
-                RedisDistributedLockManager::connect(
-                    &redis_url,
-                    "bench",
-                    RedisLockOptions::default(),
-                )
-                .await
-                .expect("redis manager"),
-            ),
-            Arc::new(LeaseLockManager::new(
-                leases.clone(),
-                "bench",
-                leaseproof_locks::LeaseLockOptions {
-                    ttl: Ttl::from_millis(600_000).expect("valid"),
-                    keep_alive: true,
-                },
-            )),
-        ];
+        let mut managers: Vec<Arc<dyn LockManager>> = Vec::new();
+        for kind in [ManagerKind::Advisory, ManagerKind::Redis, ManagerKind::Lease] {
+            let spec = ManagerSpec {
+                redis_url: Some(redis_url.clone()),
+                ttl: Duration::from_secs(600),
+                leases: Some(leases.clone()),
+                ..ManagerSpec::new(kind, "bench", url.clone())
+            };
+            managers.push(build_manager(spec).await.expect("manager").manager);
+        }
         (leases.pool().clone(), redis, managers)
     });
     let table = TableName::new("public", "bench");
