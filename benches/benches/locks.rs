@@ -43,7 +43,11 @@ fn main() {
             .await
             .expect("redis");
         let mut managers: Vec<Arc<dyn LockManager>> = Vec::new();
-        for kind in [ManagerKind::Advisory, ManagerKind::Redis, ManagerKind::Lease] {
+        for kind in [
+            ManagerKind::Advisory,
+            ManagerKind::Redis,
+            ManagerKind::Lease,
+        ] {
             let spec = ManagerSpec {
                 redis_url: Some(redis_url.clone()),
                 ttl: Duration::from_secs(600),

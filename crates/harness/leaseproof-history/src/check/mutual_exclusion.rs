@@ -8,20 +8,42 @@ impl<'h> Checker<'h> {
     pub(super) fn check_grant_intervals(&mut self) {
         let mut violations = Vec::new();
         let mut possible = Vec::new();
-        // Per (scope, owner): the earliest invoke of any acquisition, whatever
-        // its outcome: no grant of that owner was decided before it.
-        let mut acquire_invoked_min: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+        // No grant was decided before the acquisition that made it was
+        // invoked. Which one made a grant is not always known: per (scope,
+        // owner), the earliest invoke of an acquisition whose outcome is not
+        // known (any of them may have made any grant of that owner), and per
+        // (scope, owner, token) the earliest of one answered with that token.
+        // One that failed, or was answered with another token, made it not.
+        let mut unknown_invoked_min: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+        let mut returned_invoked_min: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
         for record in self.ops.values() {
-            if let Op::Acquire { scope, owner, .. } = record.op {
-                let earliest = acquire_invoked_min
+            let Op::Acquire { scope, owner, .. } = record.op else {
+                continue;
+            };
+            let earliest = match record.completion.map(|(_, outcome)| outcome) {
+                Some(Outcome::Fail { .. }) => continue,
+                Some(Outcome::Ok {
+                    result: OpResult::Lease { token, .. },
+                }) => returned_invoked_min
+                    .entry((scope.as_str(), owner.as_str(), *token))
+                    .or_insert(i64::MAX),
+                // Unknown, never completed, or answered in another form.
+                _ => unknown_invoked_min
                     .entry((scope.as_str(), owner.as_str()))
-                    .or_insert(i64::MAX);
-                *earliest = (*earliest).min(record.invoke_true_us);
-            }
+                    .or_insert(i64::MAX),
+            };
+            *earliest = (*earliest).min(record.invoke_true_us);
         }
-        let later_invoked_us = |scope: &str, owner: &str| {
-            acquire_invoked_min
-                .get(&(scope, owner))
+        // The earliest instant `grant` can have been decided (`i64::MIN`: no
+        // bound, nothing proven).
+        let decided_after_us = |scope: &str, grant: &Grant| {
+            let owner = grant.owner.as_str();
+            let unknown = unknown_invoked_min.get(&(scope, owner));
+            let returned = returned_invoked_min.get(&(scope, owner, grant.token));
+            unknown
+                .into_iter()
+                .chain(returned)
+                .min()
                 .copied()
                 .unwrap_or(i64::MIN)
         };
@@ -60,8 +82,7 @@ impl<'h> Checker<'h> {
                         let proven = match self.config.grant_stamps {
                             GrantStamps::Decision => true,
                             GrantStamps::StatementStart => {
-                                previous.reported_by_true_us
-                                    < later_invoked_us(scope.as_str(), grant.owner.as_str())
+                                previous.reported_by_true_us < decided_after_us(scope, grant)
                             }
                         };
                         let finding = (Invariant::TokenOrder, scope.clone(), events, message);
@@ -103,11 +124,10 @@ impl<'h> Checker<'h> {
                         GrantStamps::Decision => true,
                         GrantStamps::StatementStart => {
                             // Real-time proof: earlier decided (acknowledged)
-                            // before any acquisition of the later owner was
-                            // invoked, and the later one acknowledged before
+                            // before any acquisition that may have made the
+                            // later grant was invoked, and the later one acknowledged before
                             // an operation that still found earlier live.
-                            earlier.reported_by_true_us
-                                < later_invoked_us(scope.as_str(), grant.owner.as_str())
+                            earlier.reported_by_true_us < decided_after_us(scope, grant)
                                 && grant.reported_by_true_us < earlier.live_after_invoke_true_us
                         }
                     };

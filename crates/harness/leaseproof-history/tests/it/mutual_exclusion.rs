@@ -256,3 +256,47 @@ fn a_renewal_that_finds_the_earlier_grant_live_also_proves_the_overlap() {
     assert_eq!(report.violations.len(), 1, "{report}");
     assert_eq!(report.violations[0].invariant, Invariant::MutualExclusion);
 }
+
+/// b asked once before a was granted (`early`), then again after; b's grant
+/// overlaps a's in server time, and a's renewal after b's grant finds a's
+/// grant live.
+fn b_asked_early_then_again(early: Outcome) -> leaseproof_history::History {
+    let mut builder = Builder::new();
+    let acquire_b = Op::Acquire {
+        scope: "s".to_string(),
+        owner: "b".to_string(),
+        ttl_us: TTL_US,
+    };
+    let (_, first) = builder.invoke("b", acquire_b);
+    builder.complete("b", first, early);
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_050);
+    builder.renew_ok("a", "s", 1, 1_000, 1_160);
+    builder.build()
+}
+
+#[test]
+fn an_acquisition_that_certainly_failed_made_no_grant_so_the_later_one_proves_the_overlap() {
+    // b's first acquisition was refused: b's grant was made by its second,
+    // invoked after a's grant was acknowledged. Proven in real time.
+    let refused = Outcome::Fail {
+        reason: leaseproof_history::FailReason::Held,
+    };
+    let report = leaseproof_history::check(&b_asked_early_then_again(refused), &statement_start());
+    assert_eq!(report.violations.len(), 1, "{report}");
+    assert_eq!(report.violations[0].invariant, Invariant::MutualExclusion);
+    assert!(report.possible.is_empty(), "{report}");
+}
+
+#[test]
+fn an_acquisition_of_unknown_outcome_may_have_made_the_grant_so_the_overlap_stays_possible() {
+    // b's first acquisition may have taken effect, early: its grant may have
+    // been decided before a's was, so the stamps prove nothing.
+    let lost = Outcome::Unknown {
+        reason: "reply lost".to_string(),
+    };
+    let report = leaseproof_history::check(&b_asked_early_then_again(lost), &statement_start());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.possible.len(), 1, "{report}");
+    assert_eq!(report.possible[0].invariant, Invariant::MutualExclusion);
+}
