@@ -107,6 +107,7 @@ def main():
         thread.start()
     for thread in threads:
         thread.join()
+    history.table_read("work_row")
     for seq, owner, cycle_id, item, committed_at_us in store.rows:
         history.work_row(seq, SCOPE, owner, cycle_id, item, committed_at_us)
     history.save(path)

@@ -33,6 +33,7 @@ class Recorder:
         self._mutex = threading.Lock()
         self._events = []
         self._rows = []
+        self._tables_read = []
         self._next_op_id = 0
 
     # -- events ---------------------------------------------------------
@@ -172,6 +173,16 @@ class Recorder:
 
     # -- rows -----------------------------------------------------------
 
+    def table_read(self, table):
+        """Says the table (`"guarded_row"` or `"work_row"`) was read back after
+        the run, so a write missing from it is evidence even when the table
+        is empty; leave it out and missing writes are not judged."""
+        if table not in ("guarded_row", "work_row"):
+            raise ValueError(f"table_read: {table!r} is not guarded_row or work_row")
+        with self._mutex:
+            if table not in self._tables_read:
+                self._tables_read.append(table)
+
     def work_row(self, seq, scope, owner, cycle_id, item, committed_at_us=None):
         """A row a `write` left in the store, read back after the run."""
         row = {
@@ -213,8 +224,11 @@ class Recorder:
     def save(self, path):
         with self._mutex:
             # Guarded rows, then work rows, each in `seq` order.
-            records = list(self._events) + sorted(
-                self._rows, key=lambda row: (row["record"] != "guarded_row", row["seq"])
+            tables = [{"record": "table_read", "table": table} for table in self._tables_read]
+            records = (
+                list(self._events)
+                + tables
+                + sorted(self._rows, key=lambda row: (row["record"] != "guarded_row", row["seq"]))
             )
             design = self._design
         with open(path, "w", encoding="utf-8") as out:

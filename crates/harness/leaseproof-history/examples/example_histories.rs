@@ -138,6 +138,7 @@ fn fenced(design: leaseproof_history::CheckConfig) -> Writer {
         reason: FailReason::Stale,
     };
     fenced.end("a", late, stale);
+    fenced.history.tables_read.guarded = true;
     fenced.history.guarded_rows = [
         rows("a", 1, 1, 1_700_000_000_100_000),
         rows("b", 2, 3, 1_700_000_000_400_000),

@@ -23,11 +23,42 @@ pub struct History {
     /// Rows of unfenced writes ([`crate::Op::Write`]) after the run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub work_rows: Vec<WorkRow>,
+    /// Which tables the recorder read back after the run. Only a table read
+    /// can show that a cycle reported committed is missing from it: a
+    /// history that leaves the rows out is judged from its operations.
+    #[serde(default)]
+    pub tables_read: TablesRead,
     /// What the design that recorded it says about itself (what its grant
     /// stamps mean, which workers write unfenced), so the history is judged
     /// again as it was when recorded; the file's first line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub design: Option<CheckConfig>,
+}
+
+/// The tables a recorder read back after its run (rows in a file say so
+/// for their table; a `table_read` line says it of a table found empty).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TablesRead {
+    /// The guarded table ([`GuardedRow`]s).
+    pub guarded: bool,
+    /// The table of unfenced writes ([`WorkRow`]s).
+    pub work: bool,
+}
+
+/// A table of the format, as a `table_read` line names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TableName {
+    GuardedRow,
+    WorkRow,
+}
+
+/// A `table_read` line: the recorder read this table after the run, and
+/// every row it found follows (none, when no row line of it does).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TableRead {
+    table: TableName,
 }
 
 /// A line of the JSON-lines format.
@@ -36,6 +67,7 @@ pub struct History {
 enum Record {
     Design(CheckConfig),
     Event(Event),
+    TableRead(TableRead),
     GuardedRow(GuardedRow),
     WorkRow(WorkRow),
 }
@@ -98,6 +130,10 @@ impl History {
             .cloned()
             .map(Record::Design)
             .chain(self.events.iter().cloned().map(Record::Event))
+            .chain(
+                self.empty_tables_read()
+                    .map(|table| Record::TableRead(TableRead { table })),
+            )
             .chain(self.guarded_rows.iter().cloned().map(Record::GuardedRow))
             .chain(self.work_rows.iter().cloned().map(Record::WorkRow));
         for record in records {
@@ -107,6 +143,16 @@ impl History {
             text.push('\n');
         }
         text
+    }
+
+    /// The tables read that have no row: a row says its table was read, an
+    /// empty table needs its `table_read` line.
+    fn empty_tables_read(&self) -> impl Iterator<Item = TableName> {
+        let guarded = self.tables_read.guarded && self.guarded_rows.is_empty();
+        let work = self.tables_read.work && self.work_rows.is_empty();
+        [(guarded, TableName::GuardedRow), (work, TableName::WorkRow)]
+            .into_iter()
+            .filter_map(|(empty, table)| empty.then_some(table))
     }
 
     /// Parses [`History::to_json_lines`] output; blank lines are skipped.
@@ -135,8 +181,18 @@ impl History {
             match record {
                 Record::Design(design) => history.design = Some(design),
                 Record::Event(event) => history.events.push(event),
-                Record::GuardedRow(row) => history.guarded_rows.push(row),
-                Record::WorkRow(row) => history.work_rows.push(row),
+                Record::TableRead(TableRead { table }) => match table {
+                    TableName::GuardedRow => history.tables_read.guarded = true,
+                    TableName::WorkRow => history.tables_read.work = true,
+                },
+                Record::GuardedRow(row) => {
+                    history.tables_read.guarded = true;
+                    history.guarded_rows.push(row);
+                }
+                Record::WorkRow(row) => {
+                    history.tables_read.work = true;
+                    history.work_rows.push(row);
+                }
             }
         }
         Ok(history)
@@ -187,9 +243,12 @@ impl History {
         let mut rows: BTreeSet<GuardedRow> = BTreeSet::new();
         let mut work_rows: BTreeSet<WorkRow> = BTreeSet::new();
         let mut design = None;
+        let mut tables_read = TablesRead::default();
         for (input_index, history) in histories.into_iter().enumerate() {
             // One design recorded them all: the first declaration stands.
             design = design.or(history.design);
+            tables_read.guarded |= history.tables_read.guarded;
+            tables_read.work |= history.tables_read.work;
             let mut events = history.events;
             events.sort_by_key(|event| event.index);
             tagged.extend(events.into_iter().map(|event| (input_index, event)));
@@ -220,6 +279,7 @@ impl History {
         work_rows.sort_by_key(|row| row.seq);
         merged.work_rows = work_rows;
         merged.design = design;
+        merged.tables_read = tables_read;
         merged
     }
 }
@@ -233,7 +293,8 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
     let serde_json::Value::Object(mut object) = value else {
         return Err((".".to_string(), "expected a JSON object".to_string()));
     };
-    let expected = "expected \"design\", \"event\", \"guarded_row\" or \"work_row\"";
+    let expected =
+        "expected \"design\", \"event\", \"table_read\", \"guarded_row\" or \"work_row\"";
     let tag = match object.remove("record") {
         Some(serde_json::Value::String(tag)) => tag,
         Some(other) => return Err(("record".to_string(), format!("{other}: {expected}"))),
@@ -255,6 +316,7 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
     match tag.as_str() {
         "design" => fields(object).map(Record::Design),
         "event" => fields(object).map(Record::Event),
+        "table_read" => fields(object).map(Record::TableRead),
         "guarded_row" => fields(object).map(Record::GuardedRow),
         "work_row" => fields(object).map(Record::WorkRow),
         other => Err(("record".to_string(), format!("{other:?}: {expected}"))),
@@ -274,6 +336,8 @@ struct Validator {
     /// A record has been read: the design's declaration must be the first.
     records_seen: bool,
     seqs: BTreeSet<u64>,
+    /// Tables named by a `table_read` line.
+    tables_read: BTreeSet<TableName>,
     /// The op that named each (op, owner, cycle id) of a commit or write.
     cycles: BTreeMap<(&'static str, String, u64), u64>,
 }
@@ -298,6 +362,13 @@ impl Validator {
             )),
             Record::Design(_) => Ok(()),
             Record::Event(event) => self.event(event, position),
+            Record::TableRead(TableRead { table }) => {
+                self.rows_started = true;
+                if !self.tables_read.insert(*table) {
+                    return Err(("table", "named twice: a table is read once".to_string()));
+                }
+                Ok(())
+            }
             Record::GuardedRow(row) => {
                 self.rows_started = true;
                 token_at_least_one("token", row.token)?;

@@ -60,6 +60,6 @@ pub use check::{
 pub use document::{CheckDocument, Document, Envelope};
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome, WorkRow};
 pub use field_path::field_in_error;
-pub use history::{History, HistoryError};
+pub use history::{History, HistoryError, TablesRead};
 pub use recorder::{Recorder, Stamp};
 pub use timeline::{timeline_html, Annotation};

@@ -81,7 +81,9 @@ impl Recorder {
 
     /// Sets the guarded table's contents, read after the run.
     pub fn set_guarded_rows(&self, rows: Vec<GuardedRow>) {
-        self.lock().history.guarded_rows = rows;
+        let mut history = self.lock();
+        history.history.guarded_rows = rows;
+        history.history.tables_read.guarded = true;
     }
 
     /// A copy of the history so far.

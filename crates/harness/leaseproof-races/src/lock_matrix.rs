@@ -923,6 +923,7 @@ pub async fn run_cell(
     }
     let mut history = log.recorder.snapshot();
     history.work_rows = stage.work_rows().await?;
+    history.tables_read.work = true;
     let report = check(&history, &CheckConfig::default());
     let verdict = if report.is_ok() {
         Verdict::Holds(why_it_holds(&history, &report))

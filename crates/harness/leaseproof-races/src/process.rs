@@ -300,6 +300,7 @@ pub async fn process_race(
     }
     let mut history = History::merge(histories);
     history.guarded_rows = read_guarded_rows(&port, &scope).await?;
+    history.tables_read.guarded = true;
     let unfenced_workers = if config.unfenced {
         summaries.iter().map(|(worker, _)| worker.clone()).collect()
     } else {

@@ -15,18 +15,15 @@ impl<'h> Checker<'h> {
             start_event: u64,
         }
         let events = &self.history.events;
-        let history_end_us = events
-            .iter()
-            .map(|event| event.true_time_us)
-            .max()
-            .unwrap_or(0);
-        // First true time of each (worker, incarnation): a later incarnation's
-        // start ends the beliefs its predecessor never closed (it crashed).
-        let mut incarnation_start: BTreeMap<(&str, u64), i64> = BTreeMap::new();
+        // Last true time of each (worker, incarnation): a belief it never
+        // closed is certain only while the incarnation is seen alive — after
+        // its last event it may have crashed, its belief with it.
+        let mut incarnation_last: BTreeMap<(&str, u64), i64> = BTreeMap::new();
         for event in events {
-            incarnation_start
+            let last = incarnation_last
                 .entry((&event.worker, event.incarnation))
                 .or_insert(event.true_time_us);
+            *last = (*last).max(event.true_time_us);
         }
         let mut open: BTreeMap<(&str, u64, &str), Belief<'_>> = BTreeMap::new();
         let mut beliefs: BTreeMap<&str, Vec<Belief<'_>>> = BTreeMap::new();
@@ -55,12 +52,8 @@ impl<'h> Checker<'h> {
             }
         }
         for ((worker, incarnation, scope), mut belief) in open {
-            let successor_start = incarnation_start
-                .range((worker, incarnation + 1)..)
-                .take_while(|((other, _), _)| *other == worker)
-                .map(|(_, start_us)| *start_us)
-                .min();
-            belief.end_us = successor_start.unwrap_or(history_end_us.saturating_add(1));
+            // Through the instant of its last event, and no further.
+            belief.end_us = incarnation_last[&(worker, incarnation)].saturating_add(1);
             beliefs.entry(scope).or_default().push(belief);
         }
 

@@ -434,9 +434,11 @@ fn seq_order_violations(guarded_rows: &[GuardedRow]) -> Vec<PendingViolation> {
         rows.sort_by_key(|row| row.seq);
         let mut highest: Option<&GuardedRow> = None;
         let mut reported_backwards = BTreeSet::new();
-        let mut closed_cycles = BTreeSet::new();
+        // Each cycle's latest row, and the latest two rows of distinct owners:
+        // enough to find, for any owner, the latest row of another owner.
+        let mut cycle_last_seq: BTreeMap<(&str, u64), u64> = BTreeMap::new();
+        let mut latest_owners: [Option<&GuardedRow>; 2] = [None, None];
         let mut reported_interleaved = BTreeSet::new();
-        let mut previous: Option<&GuardedRow> = None;
         for row in rows {
             let cycle = (row.owner.as_str(), row.cycle_id);
             if let Some(highest) = highest {
@@ -456,25 +458,32 @@ fn seq_order_violations(guarded_rows: &[GuardedRow]) -> Vec<PendingViolation> {
             if highest.is_none_or(|highest| row.token > highest.token) {
                 highest = Some(row);
             }
-            if let Some(previous) = previous {
-                let previous_cycle = (previous.owner.as_str(), previous.cycle_id);
-                if previous_cycle != cycle {
-                    closed_cycles.insert(previous_cycle);
-                    if closed_cycles.contains(&cycle) && reported_interleaved.insert(cycle) {
-                        violations.push((
-                            Invariant::FencedWrites,
-                            scope.to_string(),
-                            vec![],
-                            vec![previous.seq, row.seq],
-                            format!(
-                                "cycles interleave: cycle {} of {} resumes at seq {} after cycle {} of {} at seq {}",
-                                row.cycle_id, row.owner, row.seq, previous.cycle_id, previous.owner, previous.seq
-                            ),
-                        ));
-                    }
+            // A cycle resuming after another owner's row: two owners wrote
+            // at once. (One owner's cycles may interleave: its own writers
+            // under one grant, as a shared fence allows.)
+            let other = latest_owners
+                .into_iter()
+                .flatten()
+                .find(|latest| latest.owner != row.owner);
+            if let (Some(&last_seq), Some(other)) = (cycle_last_seq.get(&cycle), other) {
+                if other.seq > last_seq && reported_interleaved.insert(cycle) {
+                    violations.push((
+                        Invariant::FencedWrites,
+                        scope.to_string(),
+                        vec![],
+                        vec![other.seq, row.seq],
+                        format!(
+                            "cycles interleave: cycle {} of {} resumes at seq {} after cycle {} of {} at seq {}",
+                            row.cycle_id, row.owner, row.seq, other.cycle_id, other.owner, other.seq
+                        ),
+                    ));
                 }
             }
-            previous = Some(row);
+            cycle_last_seq.insert(cycle, row.seq);
+            latest_owners = match latest_owners {
+                [Some(first), _] if first.owner == row.owner => [Some(row), latest_owners[1]],
+                [first, _] => [Some(row), first],
+            };
         }
     }
     violations

@@ -55,9 +55,21 @@ impl<'h> Checker<'h> {
         let writes = self.writes_with_grants();
         violations.extend(self.writes_inside_rival_holds(&writes));
         violations.extend(commit_order(&writes, &rows));
-        violations.extend(nothing_lost(&writes, &rows));
+        let table_read = self.history.tables_read.work;
+        violations.extend(nothing_lost(&writes, &rows, table_read));
         for (invariant, scope, events, rows, message) in violations {
             self.violation(invariant, &scope, events, rows, message);
+        }
+        let writes_recorded = self
+            .ops
+            .values()
+            .any(|record| matches!(record.op, Op::Write { .. }));
+        if !table_read && writes_recorded {
+            self.report.not_judged.push(
+                "I4 for writes: the work table was not read (no work_row or table_read line), \
+                 so no write is judged missing from it"
+                    .to_string(),
+            );
         }
         if self
             .history
@@ -274,10 +286,13 @@ fn commit_order(
     violations
 }
 
-/// I4 for unfenced writes, and I3 for rows no recorded write explains.
+/// I4 for unfenced writes, and I3 for rows no recorded write explains. A
+/// write is missing from the table only if the table was read
+/// (`table_read`).
 fn nothing_lost(
     writes: &[WriteUnder<'_, '_>],
     rows: &BTreeMap<WriteKey<'_>, Vec<&WorkRow>>,
+    table_read: bool,
 ) -> Vec<PendingViolation> {
     let mut violations = Vec::new();
     let mut recorded: BTreeSet<WriteKey<'_>> = BTreeSet::new();
@@ -310,7 +325,7 @@ fn nothing_lost(
             Some(format!(
                 "{what} reported {outcome} is partial: {present_count} of {items} rows"
             ))
-        } else if outcome == "ok" && !whole {
+        } else if outcome == "ok" && !whole && table_read {
             Some(format!("{what} reported ok is missing from the table"))
         } else if outcome == "failed" && present_count > 0 {
             Some(format!("{what} reported failed is in the table"))

@@ -16,7 +16,8 @@
 //!   an unknown acquire may also explain a token no ok outcome reported, up to
 //!   the known maximum plus one per unknown acquire — only operations invoked
 //!   before an ok commit was acknowledged excuse its write),
-//!   tokens never go backwards in `seq` order and cycles never interleave. A
+//!   tokens never go backwards in `seq` (write) order and cycles of two
+//!   owners never interleave. A
 //!   row's time is its transaction's start, which precedes the fence, and the
 //!   fence checks owner, token and expiry — so a fenced row always lies inside
 //!   the grant its fence saw;
@@ -70,7 +71,7 @@ pub enum Invariant {
     #[serde(rename = "i2-token-order")]
     TokenOrder,
     /// I3: a guarded write outside its grant, under an ungranted token, out of
-    /// token order, or interleaved with another cycle.
+    /// token order, or interleaved with another owner's cycle.
     #[serde(rename = "i3-fenced-writes")]
     FencedWrites,
     /// I4: a commit's rows missing, present after a failure, or partial.

@@ -80,7 +80,7 @@ impl<'h> Checker<'h> {
             };
             let message = if present_count > 0 && !whole {
                 Some(format!("{cycle} reported {outcome} is partial: {present_count} of {items} items in the table"))
-            } else if outcome == "ok" && !whole {
+            } else if outcome == "ok" && !whole && self.history.tables_read.guarded {
                 Some(format!(
                     "{cycle} reported committed is missing from the table"
                 ))
@@ -95,6 +95,17 @@ impl<'h> Checker<'h> {
         }
         for (invariant, scope, events, rows, message) in violations {
             self.violation(invariant, &scope, events, rows, message);
+        }
+        let commits_recorded = self
+            .ops
+            .values()
+            .any(|record| matches!(record.op, Op::Commit { .. }));
+        if !self.history.tables_read.guarded && commits_recorded {
+            self.report.not_judged.push(
+                "I4 for commits: the guarded table was not read (no guarded_row or table_read \
+                 line), so no cycle is judged missing from it"
+                    .to_string(),
+            );
         }
     }
 }

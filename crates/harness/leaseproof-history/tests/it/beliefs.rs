@@ -62,10 +62,37 @@ fn crashed_incarnation_belief_ends_at_its_restart() {
     let report = assert_passes(&builder.build());
     assert_eq!(report.stats.belief_overlaps, 0);
 
-    // Without a restart the unclosed belief lasts to the end of the history.
+    // Without a restart an unclosed belief is certain while its incarnation
+    // is seen alive: through its last event, and no further (it may have
+    // crashed any time after).
     let mut builder = Builder::new();
     builder.belief_start("a", "s", 1);
     builder.belief_start("b", "s", 2);
     let report = assert_passes(&builder.build());
+    assert_eq!(report.stats.belief_overlaps, 0);
+    let mut builder = Builder::new();
+    builder.belief_start("a", "s", 1);
+    builder.belief_start("b", "s", 2);
+    builder.acquire_held("a", "t"); // a, alive and still believing
+    let report = assert_passes(&builder.build());
     assert_eq!(report.stats.belief_overlaps, 1);
+}
+
+#[test]
+fn an_unfenced_belief_overlap_needs_both_seen_alive() {
+    // a (unfenced) believes, is never heard from again; b believes later:
+    // nothing proves a still believed. Once a is seen after b's start, it did.
+    let config = leaseproof_history::CheckConfig {
+        unfenced_workers: ["a".to_string()].into_iter().collect(),
+        ..leaseproof_history::CheckConfig::default()
+    };
+    let mut builder = Builder::new();
+    builder.belief_start("a", "s", 1);
+    builder.belief_start("b", "s", 2);
+    let report = leaseproof_history::check(&builder.build(), &config);
+    assert!(report.is_ok(), "{report}");
+    builder.acquire_held("a", "t");
+    let report = leaseproof_history::check(&builder.build(), &config);
+    assert_eq!(report.violations.len(), 1, "{report}");
+    assert_eq!(report.violations[0].invariant, Invariant::BeliefOverlap);
 }

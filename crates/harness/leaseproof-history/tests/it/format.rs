@@ -26,10 +26,12 @@ fn sample_history() -> History {
 fn json_lines_round_trip_preserves_every_record() {
     let history = sample_history();
     let text = history.to_json_lines();
+    // One `table_read` line: the work table was read and found empty.
     assert_eq!(
         text.lines().count(),
-        history.events.len() + history.guarded_rows.len()
+        history.events.len() + 1 + history.guarded_rows.len()
     );
+    assert!(text.contains(r#"{"record":"table_read","table":"work_row"}"#));
     let parsed = History::from_json_lines(&text).expect("parses");
     assert_eq!(parsed, history);
     assert!(text.contains(r#""record":"event""#));

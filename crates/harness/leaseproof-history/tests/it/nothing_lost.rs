@@ -1,7 +1,7 @@
 //! I4 nothing lost: an ok commit is whole in the table, a failed one absent, an
 //! unknown one whole or absent — and no cycle is ever partial.
 
-use leaseproof_history::Invariant;
+use leaseproof_history::{History, Invariant, TablesRead};
 
 use crate::builder::{assert_passes, only_violation, Builder, CommitEnd};
 
@@ -23,6 +23,48 @@ fn reported_commit_missing_from_the_table_is_a_violation() {
         violation.message.contains("reported committed is missing"),
         "{violation}"
     );
+}
+
+#[test]
+fn a_commit_is_judged_missing_only_from_a_table_that_was_read() {
+    // The same ok commit, no row: the file read no table (the rows left
+    // out: judged from the operations, not convicted), then a file that
+    // read it and found it empty (`table_read`): missing, I4.
+    let mut builder = holder();
+    builder.commit("a", "s", 1, 1, 3, CommitEnd::Ok, 1_010);
+    let mut history = builder.build();
+    history.tables_read = TablesRead::default();
+    let text = history.to_json_lines();
+    assert!(!text.contains("table_read"), "{text}");
+    let unread = History::from_json_lines(&text).unwrap();
+    let report = assert_passes(&unread);
+    assert!(
+        report
+            .not_judged
+            .iter()
+            .any(|note| note.contains("I4 for commits: the guarded table was not read")),
+        "{report}"
+    );
+    let read_empty = format!("{text}{{\"record\":\"table_read\",\"table\":\"guarded_row\"}}\n");
+    let violation = only_violation(&History::from_json_lines(&read_empty).unwrap());
+    assert_eq!(violation.invariant, Invariant::NothingLost);
+    assert!(
+        violation.message.contains("reported committed is missing"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn rows_of_one_table_say_nothing_of_the_other() {
+    // Work rows were read, the guarded table not: the commit is not judged.
+    let mut builder = holder();
+    builder.commit("a", "s", 1, 1, 1, CommitEnd::Ok, 1_010);
+    let mut history = builder.build();
+    history.tables_read = TablesRead {
+        guarded: false,
+        work: true,
+    };
+    assert_passes(&history);
 }
 
 #[test]

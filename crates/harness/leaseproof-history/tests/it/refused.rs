@@ -235,3 +235,18 @@ fn a_result_answers_only_its_own_op() {
     accepted(&released(r#"{"result":"unlocked"}"#));
     refused(&released(r#"{"result":"lock"}"#), 2, "kind.outcome.result");
 }
+
+#[test]
+fn a_table_is_read_once_and_is_one_of_the_two() {
+    let read = |table: &str| format!(r#"{{"record":"table_read","table":"{table}"}}"#);
+    let events = acquired(&lease(1, 5, 9), 20);
+    accepted(&[events.clone(), read("guarded_row"), read("work_row")].join("\n"));
+    refused(
+        &[events.clone(), read("guarded_row"), read("guarded_row")].join("\n"),
+        4,
+        "table",
+    );
+    refused(&[events.clone(), read("orders")].join("\n"), 3, "table");
+    // After the events, like the rows.
+    refused(&[read("work_row"), events].join("\n"), 2, ".");
+}

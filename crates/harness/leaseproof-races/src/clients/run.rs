@@ -496,6 +496,9 @@ async fn read_rows(
     ))
     .fetch_all(&mut *admin)
     .await?;
+    // One table holds both kinds of row: it was read for both.
+    history.tables_read.guarded = true;
+    history.tables_read.work = true;
     let commits: std::collections::BTreeSet<(String, u64)> = history
         .events
         .iter()

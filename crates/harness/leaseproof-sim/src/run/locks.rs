@@ -496,6 +496,7 @@ async fn write(settings: &Settings, log: &Log, token: Option<u64>, cycle_id: u64
 pub(super) fn judge(recorder: &Recorder, stores: &LockStores) -> (History, CheckReport) {
     let mut history = recorder.snapshot();
     history.work_rows = stores.work.borrow().rows();
+    history.tables_read.work = true;
     let report = check(&history, &CheckConfig::default());
     (history, report)
 }
