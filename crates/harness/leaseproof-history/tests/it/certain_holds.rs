@@ -561,3 +561,82 @@ fn a_smaller_token_is_caught_behind_a_larger_one_of_the_same_owner() {
         "{violation}"
     );
 }
+
+/// The I2 findings of lock grants made one after another (each acknowledged
+/// before the next is invoked, none overlapping): (worker, token) in order.
+fn token_findings(grants: &[(&str, u64)]) -> Vec<String> {
+    let mut builder = Builder::new();
+    for (index, (worker, token)) in grants.iter().enumerate() {
+        let at_us = 100 + 100 * index as i64;
+        lock(
+            &mut builder,
+            worker,
+            Some(*token),
+            Some(10),
+            at_us,
+            at_us + 5,
+        );
+    }
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        report
+            .violations
+            .iter()
+            .all(|violation| violation.invariant == Invariant::TokenOrder),
+        "{report}"
+    );
+    report
+        .violations
+        .iter()
+        .map(|violation| violation.message.clone())
+        .collect()
+}
+
+#[test]
+fn a_smaller_token_is_judged_against_the_largest_token_of_another_owner() {
+    // The largest so far is the later owner's own: the rival named is the
+    // largest of anyone else.
+    assert_eq!(
+        token_findings(&[("b", 7), ("a", 9), ("a", 6)]),
+        vec!["a was granted token 6 after b had been granted token 7"]
+    );
+    // A later, smaller rival token does not replace a larger one.
+    assert_eq!(
+        token_findings(&[("a", 9), ("c", 7), ("b", 5), ("a", 6)]),
+        vec![
+            "c was granted token 7 after a had been granted token 9",
+            "b was granted token 5 after a had been granted token 9",
+            "a was granted token 6 after c had been granted token 7",
+        ]
+    );
+    // A new largest of the same owner keeps the rival's.
+    assert_eq!(
+        token_findings(&[("b", 7), ("a", 8), ("a", 9), ("a", 6)]),
+        vec!["a was granted token 6 after b had been granted token 7"]
+    );
+    // Own tokens only, growing or not: nothing to compare with another owner.
+    assert!(token_findings(&[("a", 9), ("a", 6)]).is_empty());
+    // Growing tokens across owners: nothing.
+    assert!(token_findings(&[("a", 1), ("b", 2), ("a", 3), ("c", 4)]).is_empty());
+    // Equal tokens of two owners: the later is no larger.
+    assert_eq!(
+        token_findings(&[("a", 3), ("b", 3)]),
+        vec!["b was granted token 3 after a had been granted token 3"]
+    );
+}
+
+#[test]
+fn a_token_acknowledged_the_instant_the_other_was_invoked_was_not_certainly_first() {
+    // a acknowledged at 10, b invoked at 10: either may have been granted
+    // first, so b's smaller token proves nothing; a microsecond earlier it does.
+    for (a_acked_us, expected) in [(10, 0), (9, 1)] {
+        let history = at_times(&[
+            ("a", 1, invoke(0, acquire_op("a"))),
+            ("a", a_acked_us, granted(0, Some(5))),
+            ("b", 10, invoke(1, acquire_op("b"))),
+            ("b", 12, granted(1, Some(4))),
+        ]);
+        let report = check(&history, &CheckConfig::default());
+        assert_eq!(report.violations.len(), expected, "{report}");
+    }
+}

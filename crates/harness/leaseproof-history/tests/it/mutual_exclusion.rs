@@ -300,3 +300,19 @@ fn an_acquisition_of_unknown_outcome_may_have_made_the_grant_so_the_overlap_stay
     assert_eq!(report.possible.len(), 1, "{report}");
     assert_eq!(report.possible[0].invariant, Invariant::MutualExclusion);
 }
+
+#[test]
+fn an_acquisition_answered_with_another_token_made_not_the_later_grant() {
+    // b held token 1 before (acquired and released), then a took token 2,
+    // then b token 3 over a's live grant: b's first acquisition made token
+    // 1, not 3, so only b's second bounds when 3 was decided. Proven.
+    let mut builder = Builder::new();
+    builder.acquire_ok("b", "s", 1, 500);
+    builder.release_ok("b", "s", 1, 600);
+    builder.acquire_ok("a", "s", 2, 1_000);
+    builder.acquire_ok("b", "s", 3, 1_050);
+    builder.renew_ok("a", "s", 2, 1_000, 1_160);
+    let report = leaseproof_history::check(&builder.build(), &statement_start());
+    assert_eq!(report.violations.len(), 1, "{report}");
+    assert_eq!(report.violations[0].invariant, Invariant::MutualExclusion);
+}

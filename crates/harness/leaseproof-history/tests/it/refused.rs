@@ -250,3 +250,40 @@ fn a_table_is_read_once_and_is_one_of_the_two() {
     // After the events, like the rows.
     refused(&[read("work_row"), events].join("\n"), 2, ".");
 }
+
+#[test]
+fn a_value_of_the_wrong_type_is_named_by_its_path_inside_the_tagged_objects() {
+    let op = r#"{"op":"acquire","scope":"s","owner":"a","ttl_us":"100"}"#;
+    refused(&event(0, "a", 10, &invoke(0, op)), 1, "kind.op.ttl_us");
+    refused(
+        &acquired(r#"{"result":"lock","token":"7"}"#, 20),
+        2,
+        "kind.outcome.result.token",
+    );
+    // A field serde names itself keeps serde's path.
+    refused(
+        &event(0, "a", 10, &invoke(0, ACQUIRE))
+            .replace(r#""incarnation":0"#, r#""incarnation":"0""#),
+        1,
+        "incarnation",
+    );
+}
+
+#[test]
+fn the_field_finder_starts_from_the_whole_object_and_stops_at_a_leaf() {
+    use leaseproof_history::{field_in_error, Outcome};
+    let find = |json: &str| {
+        let value: serde_json::Value = serde_json::from_str(json).unwrap();
+        let problem = serde_json::from_value::<Outcome>(value.clone())
+            .unwrap_err()
+            .to_string();
+        field_in_error::<Outcome>(&value, ".", &problem)
+    };
+    assert_eq!(
+        find(r#"{"outcome":"ok","result":{"result":"lock","token":"7"}}"#),
+        "result.token"
+    );
+    assert_eq!(find(r#"{"outcome":"unknown","reason":5}"#), "reason");
+    // Named by serde already (an unknown variant): the path stays.
+    assert_eq!(find(r#"{"outcome":"maybe"}"#), ".");
+}
