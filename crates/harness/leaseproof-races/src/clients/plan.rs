@@ -110,16 +110,42 @@ pub struct Strike {
 /// A client process's clock under libfaketime.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ClockSkew {
-    /// Seconds added to the wall clock (negative: behind).
-    pub offset_s: i64,
+    /// Milliseconds added to the wall clock (negative: behind).
+    pub offset_ms: i64,
     /// How fast its clocks run (1.0: real speed).
     pub rate: f64,
 }
 
 impl ClockSkew {
-    /// The `FAKETIME` value libfaketime reads.
+    /// Draws a skew: an offset of 0.1 s to 120 s either way, log-uniform
+    /// (a second or two past a TTL is as telling as two minutes, and subtler
+    /// designs only fall to the small ones), and half the time a rate near
+    /// real speed, else anything from a quarter to 1.6 times it.
+    fn draw(rng: &mut ChaCha8Rng) -> ClockSkew {
+        let magnitude_ms = 10_f64.powf(rng.gen_range(2.0..5.08)).round() as i64;
+        let offset_ms = if rng.gen_bool(0.5) {
+            magnitude_ms
+        } else {
+            -magnitude_ms
+        };
+        let rate = if rng.gen_bool(0.5) {
+            rng.gen_range(0.97..1.03)
+        } else {
+            rng.gen_range(0.25..1.6)
+        };
+        ClockSkew { offset_ms, rate }
+    }
+
+    /// The `FAKETIME` value libfaketime reads (seconds, fractions allowed).
     pub fn faketime(&self) -> String {
-        format!("{:+} x{:.2}", self.offset_s, self.rate)
+        let sign = if self.offset_ms < 0 { '-' } else { '+' };
+        let magnitude_ms = self.offset_ms.unsigned_abs();
+        format!(
+            "{sign}{}.{:03} x{:.2}",
+            magnitude_ms / 1_000,
+            magnitude_ms % 1_000,
+            self.rate
+        )
     }
 }
 
@@ -219,11 +245,16 @@ impl FaultPlan {
         }
         strikes.sort_by_key(|strike| (strike.at, strike.kind, strike.client));
         let skewed = kinds.contains(&FaultKind::ClockSkew);
+        // The skews come from a stream of their own; the two draws they once
+        // took from the plan's stream are still taken, so every draw after
+        // them (the Redis persistence of each seed) keeps its meaning.
+        let mut clock_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c10c_5ce3_0001);
         let clocks = (0..shape.clients)
             .map(|_| {
-                let offset_s = rng.gen_range(-120..=120);
-                let rate = rng.gen_range(0.25..1.6);
-                (skewed && rng.gen_bool(0.7)).then_some(ClockSkew { offset_s, rate })
+                let _offset_s: i64 = rng.gen_range(-120..=120);
+                let _rate: f64 = rng.gen_range(0.25..1.6);
+                let skew = ClockSkew::draw(&mut clock_rng);
+                (skewed && rng.gen_bool(0.7)).then_some(skew)
             })
             .collect();
         let redis_persistent = rng.gen_bool(0.5);
@@ -258,8 +289,9 @@ impl fmt::Display for FaultPlan {
             if let Some(clock) = clock {
                 writeln!(
                     f,
-                    "  w{client}: clock {:+} s, rate x{:.2}",
-                    clock.offset_s, clock.rate
+                    "  w{client}: clock {:+.3} s, rate x{:.2}",
+                    clock.offset_ms as f64 / 1_000.0,
+                    clock.rate
                 )?;
             }
         }
@@ -366,6 +398,35 @@ mod tests {
             );
             assert!(plan.clocks.iter().all(Option::is_none));
         }
+    }
+
+    #[test]
+    fn skews_reach_from_a_tenth_of_a_second_to_minutes_either_way() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let skews: Vec<ClockSkew> = (0..400).map(|_| ClockSkew::draw(&mut rng)).collect();
+        let magnitude = |skew: &ClockSkew| skew.offset_ms.unsigned_abs();
+        assert!(skews
+            .iter()
+            .all(|skew| (100..=120_300).contains(&magnitude(skew))));
+        assert!(skews
+            .iter()
+            .any(|skew| magnitude(skew) < 3_000 && skew.offset_ms < 0));
+        assert!(skews
+            .iter()
+            .any(|skew| magnitude(skew) < 3_000 && skew.offset_ms > 0));
+        assert!(skews.iter().any(|skew| magnitude(skew) > 60_000));
+        assert!(skews.iter().any(|skew| (0.97..1.03).contains(&skew.rate)));
+        assert!(skews.iter().any(|skew| skew.rate < 0.5));
+        let skew = ClockSkew {
+            offset_ms: -1_505,
+            rate: 1.0,
+        };
+        assert_eq!(skew.faketime(), "-1.505 x1.00");
+        let skew = ClockSkew {
+            offset_ms: 120_000,
+            rate: 0.25,
+        };
+        assert_eq!(skew.faketime(), "+120.000 x0.25");
     }
 
     #[test]

@@ -236,6 +236,10 @@ struct Slot {
     /// The process group of the current incarnation, for the injector's
     /// signals without waiting on a request in flight.
     pgid: AtomicU64,
+    /// The process group paused now and how many pauses hold it stopped:
+    /// overlapping pauses make one, which ends (SIGCONT) only when the last
+    /// of them does. A new incarnation starts unpaused.
+    pauses: Mutex<(u32, u64)>,
     belief: Arc<Mutex<Belief>>,
     proxies: Vec<FaultProxy>,
 }
@@ -358,6 +362,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         slots.push(Slot {
             process: tokio::sync::Mutex::new(None),
             pgid: AtomicU64::new(0),
+            pauses: Mutex::new((0, 0)),
             belief: Arc::default(),
             proxies,
         });
@@ -1351,14 +1356,39 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
     match strike.kind {
         FaultKind::PauseShort | FaultKind::PauseLong => {
             let pgid = slot.pgid.load(Ordering::SeqCst) as u32;
-            if !signal("STOP") {
+            let already_paused = {
+                let mut pauses = lock(&slot.pauses);
+                if pauses.0 != pgid {
+                    *pauses = (pgid, 0);
+                }
+                pauses.1 += 1;
+                pauses.1 > 1
+            };
+            let resume = || {
+                let mut pauses = lock(&slot.pauses);
+                if pauses.0 == pgid {
+                    pauses.1 = pauses.1.saturating_sub(1);
+                }
+                pauses.1 == 0 || pauses.0 != pgid
+            };
+            if !already_paused && !signal("STOP") {
+                resume();
                 return Err(format!("{what}: no process"));
             }
-            if seen_stopped(pgid, Duration::from_secs(1)).await {
+            if !already_paused && seen_stopped(pgid, Duration::from_secs(1)).await {
                 lock(&run.process_effects).processes_stopped += 1;
             }
             tokio::time::sleep(strike.lasting).await;
-            signal("CONT");
+            // The last pause to end resumes the process: an earlier one's
+            // end must not cut a longer one short.
+            if resume() {
+                signal("CONT");
+            }
+            if already_paused {
+                return Ok(format!(
+                    "{what} (already paused: the pause lasts until this one ends too)"
+                ));
+            }
         }
         FaultKind::Kill => {
             // The worker sees its request die, records it unknown and starts

@@ -311,6 +311,53 @@ async fn every_process_strike_acts_on_its_target_and_the_reference_stays_clean()
 }
 
 #[tokio::test]
+async fn overlapping_pauses_of_one_client_make_one_pause_that_lasts_until_the_last_ends() {
+    // The plan's second pause strikes a process the first has stopped: it
+    // must not be resumed when the first ends, only when the last does.
+    if !servers().await {
+        return;
+    }
+    let overlapping = |plan: &leaseproof_races::clients::FaultPlan| {
+        let pauses: Vec<_> = plan
+            .strikes
+            .iter()
+            .filter(|strike| strike.kind == FaultKind::PauseLong && !strike.holder_first)
+            .collect();
+        pauses.iter().any(|first| {
+            pauses.iter().any(|second| {
+                second.client == first.client
+                    && second.at > first.at
+                    && second.at < first.at + first.lasting
+                    && second.at + second.lasting > first.at + first.lasting
+            })
+        })
+    };
+    let seed = (0..5_000)
+        .find(|&seed| {
+            overlapping(&config(String::new(), seed, &[FaultKind::PauseLong], 4_000, 1_500).plan())
+        })
+        .expect("a plan with two overlapping pauses of one client");
+    let outcome = judged(config(
+        lock_client("lease"),
+        seed,
+        &[FaultKind::PauseLong],
+        4_000,
+        1_500,
+    ))
+    .await;
+    assert!(outcome.report.is_ok(), "{}", describe(&outcome));
+    assert!(
+        outcome
+            .strikes
+            .iter()
+            .any(|strike| strike
+                .contains("(already paused: the pause lasts until this one ends too)")),
+        "{:?}",
+        outcome.strikes
+    );
+}
+
+#[tokio::test]
 async fn a_broken_plain_del_lock_is_caught_when_its_holder_is_paused_past_the_ttl() {
     if !servers().await {
         return;
