@@ -52,6 +52,9 @@ pub enum NoAnswer {
 /// answer is read against what it answers.
 type Pending = Arc<Mutex<Option<BTreeMap<u64, (&'static str, oneshot::Sender<Message>)>>>>;
 
+/// The tables this process has been asked about: a `lost` notice names one.
+type AskedTables = Arc<Mutex<std::collections::BTreeSet<String>>>;
+
 /// A `lost` notice as it was read: the table and the text.
 pub type LostCallback = Box<dyn Fn(&str, Option<&str>) + Send + Sync>;
 
@@ -67,6 +70,7 @@ pub struct ClientProcess {
     pgid: u32,
     stdin: Option<ChildStdin>,
     pending: Pending,
+    asked_tables: AskedTables,
     protocol_error: Arc<Mutex<Option<WireError>>>,
     reader: JoinHandle<()>,
     /// The client's `hello`.
@@ -157,11 +161,13 @@ impl ClientProcess {
         let stdout = child.stdout.take().expect("stdout is piped");
         let pending: Pending = Arc::new(Mutex::new(Some(BTreeMap::new())));
         let protocol_error: Arc<Mutex<Option<WireError>>> = Arc::default();
+        let asked_tables: AskedTables = Arc::default();
         let (hello_tx, hello_rx) = oneshot::channel();
         let reader = tokio::spawn(read_stdout(
             label.clone(),
             BufReader::new(stdout),
             Arc::clone(&pending),
+            Arc::clone(&asked_tables),
             Arc::clone(&protocol_error),
             hello_tx,
             on_lost,
@@ -173,6 +179,7 @@ impl ClientProcess {
             pgid,
             stdin,
             pending,
+            asked_tables,
             protocol_error,
             reader,
             hello: Hello {
@@ -221,6 +228,7 @@ impl ClientProcess {
     /// Sends `request` and waits for its answer, at most `timeout`.
     pub async fn ask(&mut self, request: &Request, timeout: Duration) -> Result<Message, NoAnswer> {
         let (answer_tx, answer_rx) = oneshot::channel();
+        lock(&self.asked_tables).insert(request.table().to_string());
         match lock(&self.pending).as_mut() {
             Some(pending) => pending.insert(request.msg_id(), (request.kind(), answer_tx)),
             None => return Err(self.why_no_answer()),
@@ -320,6 +328,7 @@ async fn read_stdout(
     label: String,
     mut stdout: BufReader<tokio::process::ChildStdout>,
     pending: Pending,
+    asked_tables: AskedTables,
     protocol_error: Arc<Mutex<Option<WireError>>>,
     hello_tx: oneshot::Sender<Result<Hello, WireError>>,
     on_lost: LostCallback,
@@ -390,6 +399,12 @@ async fn read_stdout(
                 refuse(misplaced("expected the hello first"), &mut hello_tx);
                 return;
             }
+            Message::Lost { table, .. } if !lock(&asked_tables).contains(&table) => {
+                let problem =
+                    format!("field `table`: {table:?} is no table this process was asked about");
+                refuse(misplaced(&problem), &mut hello_tx);
+                return;
+            }
             Message::Lost { table, text } => on_lost(&table, text.as_deref()),
             Message::Ok { in_reply_to, .. }
             | Message::Fail { in_reply_to, .. }
@@ -442,7 +457,36 @@ fn answers_in_form(
         }
         (form, _) => {
             *grant_form = grant_form.or(form);
-            Ok(())
+            lease_times_of_a_lock(kind, message, *grant_form)
         }
+    }
+}
+
+/// A lock's grants carry no server times, so its release and writes have
+/// none either: a time there would be dropped, not judged.
+fn lease_times_of_a_lock(
+    kind: &str,
+    message: &Message,
+    grant_form: Option<bool>,
+) -> Result<(), String> {
+    let Message::Ok {
+        released_at_us,
+        committed_at_us,
+        ..
+    } = message
+    else {
+        return Ok(());
+    };
+    let field = match kind {
+        "release" if released_at_us.is_some() => "released_at_us",
+        "write" if committed_at_us.is_some() => "committed_at_us",
+        _ => return Ok(()),
+    };
+    match grant_form {
+        Some(false) => Err(format!(
+            "field `{field}`: this process's grants are a lock's (no server times), so the \
+             ok of its `{kind}` carries none either"
+        )),
+        _ => Ok(()),
     }
 }

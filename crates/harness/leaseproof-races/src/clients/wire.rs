@@ -85,6 +85,17 @@ impl Request {
         }
     }
 
+    /// The table the request is about.
+    pub fn table(&self) -> &str {
+        match self {
+            Request::Acquire { table, .. }
+            | Request::Renew { table, .. }
+            | Request::Write { table, .. }
+            | Request::Release { table, .. }
+            | Request::IsLocked { table, .. } => table,
+        }
+    }
+
     /// The request's type as it appears on the wire.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -566,6 +566,28 @@ async fn clients_that_do_not_speak_the_protocol_are_refused_with_the_line_and_no
         "{two_forms}"
     );
 
+    // A lost notice for a table nobody asked about.
+    let stray_lost = refused(&format!(
+        "echo '{HELLO}'; read request; echo '{{\"type\":\"lost\",\"table\":\"no-such-table\"}}'; sleep 5"
+    ))
+    .await;
+    assert!(
+        stray_lost
+            .contains("field `table`: \"no-such-table\" is no table this process was asked about"),
+        "{stray_lost}"
+    );
+
+    // A lock (no server times in its grants) whose release reports one.
+    let lock_release_time = refused(
+        &r#"echo 'HELLO_LINE'; while read -r request; do id=${request#*\"msg_id\":}; id=${id%%,*}; case "$request" in *'"type":"acquire"'*) echo "{\"type\":\"ok\",\"in_reply_to\":$id,\"lifetime_ms\":1000}";; *'"type":"release"'*) echo "{\"type\":\"ok\",\"in_reply_to\":$id,\"released_at_us\":5}";; *) echo "{\"type\":\"ok\",\"in_reply_to\":$id}";; esac; done"#
+            .replace("HELLO_LINE", HELLO),
+    )
+    .await;
+    assert!(
+        lock_release_time.contains("field `released_at_us`: this process's grants are a lock's"),
+        "{lock_release_time}"
+    );
+
     // Each line well-formed, the grant impossible: what `leaseproof check`
     // would refuse in the saved history is not judged here either.
     let backwards = refused(&format!(
