@@ -62,6 +62,12 @@ pub type LostCallback = Box<dyn Fn(&str, Option<&str>) + Send + Sync>;
 /// session lock it held ended with it — now, not when a request finds out.
 pub type ExitCallback = Box<dyn Fn() + Send + Sync>;
 
+/// What the reader tells the run as it happens.
+struct Notices {
+    on_lost: LostCallback,
+    on_exit: ExitCallback,
+}
+
 /// A running client process.
 #[derive(Debug)]
 pub struct ClientProcess {
@@ -170,8 +176,7 @@ impl ClientProcess {
             Arc::clone(&asked_tables),
             Arc::clone(&protocol_error),
             hello_tx,
-            on_lost,
-            on_exit,
+            Notices { on_lost, on_exit },
         ));
         let mut process = ClientProcess {
             label: label.clone(),
@@ -331,9 +336,9 @@ async fn read_stdout(
     asked_tables: AskedTables,
     protocol_error: Arc<Mutex<Option<WireError>>>,
     hello_tx: oneshot::Sender<Result<Hello, WireError>>,
-    on_lost: LostCallback,
-    on_exit: ExitCallback,
+    notices: Notices,
 ) {
+    let Notices { on_lost, on_exit } = notices;
     let mut hello_tx = Some(hello_tx);
     // Whether this process's first grant came as a lease (`Some(true)`).
     let mut grant_form: Option<bool> = None;
