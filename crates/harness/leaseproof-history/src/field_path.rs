@@ -65,3 +65,81 @@ pub fn field_in_error<T: serde::de::DeserializeOwned>(
     }
     segments.join(".")
 }
+
+/// The first key that appears twice in one object of the JSON text `line`,
+/// as a path (`kind.outcome`): serde keeps the last of them silently, and
+/// another reader might keep the first, so such a line means two things.
+/// `None` when every object's keys are distinct (or the text is not JSON:
+/// the parser says so).
+pub fn duplicate_key(line: &str) -> Option<String> {
+    use serde::de::{Error as _, MapAccess, SeqAccess, Visitor};
+
+    /// Any JSON value, refusing a repeated key in its objects.
+    struct Distinct;
+
+    impl<'de> serde::Deserialize<'de> for Distinct {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Distinct, D::Error> {
+            deserializer.deserialize_any(DistinctVisitor)
+        }
+    }
+
+    struct DistinctVisitor;
+
+    impl<'de> Visitor<'de> for DistinctVisitor {
+        type Value = Distinct;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+            formatter.write_str("any JSON value")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Distinct, A::Error> {
+            let mut keys = std::collections::BTreeSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !keys.insert(key.clone()) {
+                    return Err(A::Error::custom(format!("duplicate key `{key}`")));
+                }
+                map.next_value::<Distinct>()?;
+            }
+            Ok(Distinct)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Distinct, A::Error> {
+            while seq.next_element::<Distinct>()?.is_some() {}
+            Ok(Distinct)
+        }
+
+        fn visit_bool<E>(self, _: bool) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_unit<E>(self) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+    }
+
+    let mut deserializer = serde_json::Deserializer::from_str(line);
+    let error = serde_path_to_error::deserialize::<_, Distinct>(&mut deserializer).err()?;
+    let problem = error.inner().to_string();
+    let key = problem
+        .strip_prefix("duplicate key `")?
+        .split('`')
+        .next()?
+        .to_string();
+    let path = error.path().to_string();
+    Some(if path == "." {
+        key
+    } else {
+        format!("{path}.{key}")
+    })
+}

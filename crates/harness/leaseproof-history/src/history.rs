@@ -288,6 +288,12 @@ impl History {
 /// is read by hand so the fields of the record are parsed with their paths
 /// (serde loses them inside an internally tagged enum).
 fn parse_record(line: &str) -> Result<Record, (String, String)> {
+    if let Some(path) = crate::field_path::duplicate_key(line) {
+        return Err((
+            path,
+            "appears twice in one object: which one counts is a guess".to_string(),
+        ));
+    }
     let value: serde_json::Value = serde_json::from_str(line)
         .map_err(|error| (".".to_string(), format!("not JSON: {error}")))?;
     let serde_json::Value::Object(mut object) = value else {

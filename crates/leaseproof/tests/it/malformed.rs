@@ -221,6 +221,13 @@ fn every_malformed_history_is_refused_with_its_line_and_field() {
             ":11: field `kind.op.cycle_id`: 0 is named by op 1 too",
         ),
         (
+            "a key twice in one object (the last would win silently)",
+            with_line(1, |line| {
+                line.replace(r#""outcome":"ok","#, r#""outcome":"fail","outcome":"ok","#)
+            }),
+            ":2: field `kind.outcome.outcome`: appears twice in one object",
+        ),
+        (
             "a commit under token 0",
             fenced_with_line(2, |line| line.replace(r#""token":1"#, r#""token":0"#)),
             ":3: field `kind.op.token`: 0",

@@ -287,3 +287,32 @@ fn the_field_finder_starts_from_the_whole_object_and_stops_at_a_leaf() {
     // Named by serde already (an unknown variant): the path stays.
     assert_eq!(find(r#"{"outcome":"maybe"}"#), ".");
 }
+
+#[test]
+fn a_key_twice_in_one_object_is_refused_at_its_path() {
+    // serde would keep the last silently: `fail` read as `ok`.
+    let twice = r#"{"type":"complete","op_id":0,"outcome":{"outcome":"fail","outcome":"ok","result":{"result":"lock"}}}"#;
+    refused(
+        &[
+            event(0, "a", 10, &invoke(0, ACQUIRE)),
+            event(1, "a", 20, twice),
+        ]
+        .join("\n"),
+        2,
+        "kind.outcome.outcome",
+    );
+    refused(
+        &event(0, "a", 10, &invoke(0, ACQUIRE))
+            .replace(r#""worker":"a","#, r#""worker":"a","worker":"b","#),
+        1,
+        "worker",
+    );
+    assert_eq!(
+        leaseproof_history::duplicate_key(r#"{"a":[{"b":1,"b":2}]}"#),
+        Some("a[0].b".to_string())
+    );
+    assert_eq!(
+        leaseproof_history::duplicate_key(r#"{"a":{"b":1},"c":{"b":2}}"#),
+        None
+    );
+}

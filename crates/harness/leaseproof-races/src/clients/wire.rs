@@ -301,6 +301,11 @@ pub fn parse_line(client: &str, line_number: u64, line: &str) -> Result<Message,
         problem,
         line: line.chars().take(200).collect(),
     };
+    if let Some(path) = leaseproof_history::duplicate_key(line) {
+        return Err(error(format!(
+            "field `{path}`: appears twice in one object: which one counts is a guess"
+        )));
+    }
     let message: Message = serde_json::from_str(line).map_err(|source| {
         let field = culprit(line, &source.to_string())
             .map_or_else(String::new, |key| format!("field `{key}`: "));
@@ -378,6 +383,10 @@ mod tests {
                 "unknown field `tokn`",
             ),
             (r#"{"type":"ok"}"#, "missing field `in_reply_to`"),
+            (
+                r#"{"type":"fail","type":"ok","in_reply_to":1}"#,
+                "field `type`: appears twice",
+            ),
             (
                 r#"{"type":"fail","in_reply_to":1,"reason":"busy"}"#,
                 "unknown variant `busy`",
