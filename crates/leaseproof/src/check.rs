@@ -74,9 +74,12 @@ pub fn run(args: CheckArgs) -> ExitCode {
     let declared = CheckConfig::declared_by(&history);
     let grant_stamps = match (args.grant_stamps, &history.design) {
         (Some(flag), Some(design)) if flag != design.grant_stamps => {
+            // A design line without `grant_stamps` declares the default.
             eprintln!(
-                "leaseproof check: {}: the history declares --grant-stamps {}; \
-                 --grant-stamps {} contradicts it (not judged)",
+                "leaseproof check: {}: the history's design line declares --grant-stamps {} \
+                 (its `grant_stamps`, or the default where the line has none); \
+                 --grant-stamps {} contradicts it (not judged): a design's stamps mean one \
+                 thing, so say it in the file's design line",
                 args.file.display(),
                 design.grant_stamps,
                 flag
