@@ -299,6 +299,9 @@ fn print_outcome(outcome: &ClientRunReport) {
     for exit in &outcome.own_exits {
         println!("  client crash: {exit}");
     }
+    for request in &outcome.unanswered {
+        println!("  client hung: {request} (recorded unknown, the process replaced)");
+    }
     print!("{}", outcome.report);
     match (outcome.report.is_ok(), outcome.vacuity()) {
         (false, _) => println!("VERDICT: violation"),

@@ -203,6 +203,10 @@ pub struct ClientRunReport {
     /// a crash of the client's own, not a strike: who, the status, the
     /// end of its stderr.
     pub own_exits: Vec<String>,
+    /// Requests a client left unanswered past the run's patience (4 × TTL
+    /// + 5 s, beyond every pause and partition): a hang of the client's
+    /// own, recorded unknown like a lost reply, the process replaced.
+    pub unanswered: Vec<String>,
     /// The recorded history, rows included.
     pub history: History,
     /// The checker's verdict.
@@ -266,6 +270,8 @@ struct Run {
     process_effects: Mutex<ProcessEffects>,
     /// Clients that exited by themselves mid-request (no strike's signal).
     own_exits: Mutex<Vec<String>>,
+    /// Requests left unanswered until the run's patience ran out.
+    unanswered: Mutex<Vec<String>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -387,6 +393,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         hello: Mutex::new(None),
         process_effects: Mutex::new(ProcessEffects::default()),
         own_exits: Mutex::new(Vec::new()),
+        unanswered: Mutex::new(Vec::new()),
     });
 
     let injector = tokio::spawn(inject(Arc::clone(&run), plan.clone()));
@@ -457,6 +464,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
     }
     let process_effects = *lock(&run.process_effects);
     let own_exits = std::mem::take(&mut *lock(&run.own_exits));
+    let unanswered = std::mem::take(&mut *lock(&run.unanswered));
     drop(admin);
     drop(database);
     Ok(ClientRunReport {
@@ -469,6 +477,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         proxy_effects,
         process_effects,
         own_exits,
+        unanswered,
         history,
         report,
     })
@@ -1191,6 +1200,12 @@ async fn exchange(
             Answer::Lost("the client process died".to_string())
         }
         Err(NoAnswer::TimedOut) => {
+            lock(&run.unanswered).push(format!(
+                "{} left its {} unanswered for {} ms",
+                client.label(),
+                request.kind(),
+                timeout.as_millis()
+            ));
             Answer::Lost(format!("no answer within {} ms", timeout.as_millis()))
         }
         Err(NoAnswer::Protocol(error)) => {

@@ -631,6 +631,25 @@ async fn a_client_that_crashes_by_itself_is_reported_with_its_status_and_stderr(
 }
 
 #[tokio::test]
+async fn a_request_left_unanswered_is_named_as_the_clients_hang() {
+    if !servers().await {
+        return;
+    }
+    // Greets, then never answers: its first request waits out the run's
+    // patience (4 x TTL + 5 s) and is named, not passed off as a lost reply.
+    let command = format!("echo '{HELLO}'; sleep 60");
+    let mut config = config(command, 0, &[], 1_000, 500);
+    config.clients = 1;
+    let outcome = judged(config).await;
+    assert_eq!(outcome.unanswered.len(), 1, "{}", describe(&outcome));
+    assert!(
+        outcome.unanswered[0].contains("left its acquire unanswered for 7000 ms"),
+        "{:?}",
+        outcome.unanswered
+    );
+}
+
+#[tokio::test]
 async fn a_run_leaves_no_process_of_its_clients_behind() {
     if !servers().await {
         return;
