@@ -204,7 +204,7 @@ pub struct ClientRunReport {
     /// end of its stderr.
     pub own_exits: Vec<String>,
     /// Requests a client left unanswered past the run's patience (4 × TTL
-    /// + 5 s, beyond every pause and partition): a hang of the client's
+    /// plus 5 s, beyond every pause and partition): a hang of the client's
     /// own, recorded unknown like a lost reply, the process replaced.
     pub unanswered: Vec<String>,
     /// The recorded history, rows included.
