@@ -609,6 +609,15 @@ fn a_smaller_token_is_judged_against_the_largest_token_of_another_owner() {
             "a was granted token 6 after c had been granted token 7",
         ]
     );
+    // A larger rival token raises the rival's largest.
+    assert_eq!(
+        token_findings(&[("a", 9), ("b", 5), ("c", 7), ("a", 6)]),
+        vec![
+            "b was granted token 5 after a had been granted token 9",
+            "c was granted token 7 after a had been granted token 9",
+            "a was granted token 6 after c had been granted token 7",
+        ]
+    );
     // A new largest of the same owner keeps the rival's.
     assert_eq!(
         token_findings(&[("b", 7), ("a", 8), ("a", 9), ("a", 6)]),
@@ -639,4 +648,24 @@ fn a_token_acknowledged_the_instant_the_other_was_invoked_was_not_certainly_firs
         let report = check(&history, &CheckConfig::default());
         assert_eq!(report.violations.len(), expected, "{report}");
     }
+}
+
+#[test]
+fn a_renewal_that_lapses_after_one_in_time_begins_its_own_hold() {
+    // a: acquired (promise to 100), renewed in time at 50 (to 150), renewed
+    // again at 200, after that promise ran out: a second hold from 205.
+    // b held [165, 185) in the gap (no finding), then again from 225 while
+    // a's second hold ran (I1).
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, Some(100), 1, 5);
+    renew(&mut builder, "a", 100, 50, 55);
+    lock(&mut builder, "b", None, Some(20), 160, 165);
+    renew(&mut builder, "a", 100, 200, 205);
+    lock(&mut builder, "b", None, Some(20), 220, 225);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+    assert!(
+        violation.message.contains("[205, 300) and [225, 240)"),
+        "{violation}"
+    );
 }
