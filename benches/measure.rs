@@ -181,24 +181,17 @@ impl Measurement {
             Workload::AcquireTakeover | Workload::TakeoverLatency => takeover_latency(grants),
             _ => None,
         };
+        let key = (workload, contenders);
         Measurement {
             takeover,
-            ..Measurement::totalled(
-                workload,
-                contenders,
-                operations,
-                granted,
-                elapsed,
-                latencies_ns,
-            )
+            ..Measurement::totalled(key, operations, granted, elapsed, latencies_ns)
         }
     }
 
     /// Throughput and percentiles of `operations` (latencies in any order)
     /// over `elapsed`; no takeover delays.
     fn totalled(
-        workload: Workload,
-        contenders: usize,
+        (workload, contenders): (Workload, usize),
         operations: u64,
         granted: u64,
         elapsed: Duration,
@@ -250,16 +243,10 @@ impl Measurement {
             .into_iter()
             .flat_map(|slice| slice.latencies_ns)
             .collect();
+        let key = (workload, contenders);
         Measurement {
             rounds,
-            ..Measurement::totalled(
-                workload,
-                contenders,
-                operations,
-                granted,
-                elapsed,
-                latencies_ns,
-            )
+            ..Measurement::totalled(key, operations, granted, elapsed, latencies_ns)
         }
     }
 }

@@ -70,44 +70,21 @@ impl<'m> Figures<'m> {
             .map_or(&[], |m| m.rounds.as_slice())
     }
 
-    /// Round by round (each slice against the baseline's slice of the same
-    /// round, measured minutes apart at most): `f(value, baseline)`.
-    fn per_round(
+    /// `workload`'s `figure` over `baseline`'s at `contenders`, round by
+    /// round: each slice against the baseline's slice of the same round,
+    /// measured minutes apart at most.
+    fn ratio_rounds(
         &self,
+        figure: fn(&Round) -> f64,
         workload: Workload,
         baseline: Workload,
         contenders: usize,
-        f: impl Fn(&Round, &Round) -> f64,
     ) -> Vec<f64> {
         self.rounds(workload, contenders)
             .iter()
             .zip(self.rounds(baseline, contenders))
-            .map(|(value, baseline)| f(value, baseline))
+            .map(|(value, baseline)| figure(value) / figure(baseline))
             .collect()
-    }
-
-    /// [`Figures::throughput_ratio`], round by round.
-    fn throughput_ratio_rounds(
-        &self,
-        workload: Workload,
-        baseline: Workload,
-        contenders: usize,
-    ) -> Vec<f64> {
-        self.per_round(workload, baseline, contenders, |value, baseline| {
-            value.throughput_per_second / baseline.throughput_per_second
-        })
-    }
-
-    /// [`Figures::p50_ratio`], round by round.
-    fn p50_ratio_rounds(
-        &self,
-        workload: Workload,
-        baseline: Workload,
-        contenders: usize,
-    ) -> Vec<f64> {
-        self.per_round(workload, baseline, contenders, |value, baseline| {
-            value.p50.as_secs_f64() / baseline.p50.as_secs_f64()
-        })
     }
 }
 
@@ -359,14 +336,14 @@ fn loser_goals(figures: &Figures<'_>, counts: TransactionCounts, goals: &mut Goa
             "losing acquisitions, 8-way, / SELECT 1",
             to_select,
             Target::AtLeast(0.80),
-            &figures.throughput_ratio_rounds(Workload::AcquireHeld, Workload::SelectOne, 8),
+            &figures.ratio_rounds(round_throughput, Workload::AcquireHeld, Workload::SelectOne, 8),
         );
         goals.goal(
             &format!("  losing acquisitions, 8-way, / advisory lock:    {to_advisory:.2}x  (goal >= 0.90x)"),
             "losing acquisitions, 8-way, / advisory lock",
             to_advisory,
             Target::AtLeast(0.90),
-            &figures.throughput_ratio_rounds(Workload::AcquireHeld, Workload::AdvisoryXactLock, 8),
+            &figures.ratio_rounds(round_throughput, Workload::AcquireHeld, Workload::AdvisoryXactLock, 8),
         );
         if let Some(unguarded) = figures.throughput(Workload::AcquireHeldUnguarded, 8) {
             goals.line(&format!(
@@ -425,8 +402,8 @@ fn fence_goal(
         cost.max(throughput_cost),
         Target::AtMost(1.30),
         &worse_of(
-            &figures.p50_ratio_rounds(workload, Workload::UnfencedWrite, writers),
-            &figures.throughput_ratio_rounds(Workload::UnfencedWrite, workload, writers),
+            &figures.ratio_rounds(round_p50, workload, Workload::UnfencedWrite, writers),
+            &figures.ratio_rounds(round_throughput, Workload::UnfencedWrite, workload, writers),
         ),
     );
 }
@@ -448,7 +425,8 @@ fn single_statement_goal(figures: &Figures<'_>, goals: &mut Goals) {
         "single-statement guarded insert, 1 writer, p50 / unfenced",
         cost,
         Target::AtMost(1.00),
-        &figures.p50_ratio_rounds(
+        &figures.ratio_rounds(
+            round_p50,
             Workload::GuardedInsertOneStatement,
             Workload::UnfencedWrite,
             1,
@@ -569,7 +547,8 @@ fn peer_goals(figures: &Figures<'_>, contenders: usize, loser: f64, goals: &mut 
             &format!("losing acquisition, {contenders}-way, / primary-key read"),
             to_read,
             Target::AtLeast(0.90),
-            &figures.throughput_ratio_rounds(
+            &figures.ratio_rounds(
+                round_throughput,
                 Workload::AcquireHeldViaLibraryOnConnection,
                 Workload::PeerPkRead,
                 contenders,
@@ -603,7 +582,8 @@ fn raw_statement_goals(
             &format!("PostgresLeases::acquire, {contenders}-way, / raw statements"),
             to_raw,
             Target::AtLeast(0.90),
-            &figures.throughput_ratio_rounds(
+            &figures.ratio_rounds(
+                round_throughput,
                 Workload::AcquireHeldViaLibraryNoPing,
                 Workload::AcquireHeldReadFirst,
                 contenders,
@@ -623,7 +603,8 @@ fn raw_statement_goals(
         &format!("PostgresLeases::acquire_on, {contenders}-way, / raw statements"),
         to_raw,
         Target::AtLeast(0.90),
-        &figures.throughput_ratio_rounds(
+        &figures.ratio_rounds(
+            round_throughput,
             Workload::AcquireHeldViaLibraryOnConnection,
             Workload::AcquireHeldReadFirst,
             contenders,
@@ -647,7 +628,8 @@ fn winner_goals(figures: &Figures<'_>, contenders: usize, goals: &mut Goals) {
             &format!("winning acquire_on, {contenders}-way, / raw statement"),
             to_statement,
             Target::AtLeast(0.90),
-            &figures.throughput_ratio_rounds(
+            &figures.ratio_rounds(
+                round_throughput,
                 Workload::AcquireUncontendedViaLibrary,
                 Workload::AcquireUncontended,
                 contenders,
@@ -664,6 +646,16 @@ fn winner_goals(figures: &Figures<'_>, contenders: usize, goals: &mut Goals) {
              their own scopes: {always:.2}x the one statement (two round trips instead of one)"
         ));
     }
+}
+
+/// Operations a second in a round: a throughput ratio's figure.
+fn round_throughput(round: &Round) -> f64 {
+    round.throughput_per_second
+}
+
+/// The median latency of a round in seconds: a latency ratio's figure.
+fn round_p50(round: &Round) -> f64 {
+    round.p50.as_secs_f64()
 }
 
 #[cfg(test)]

@@ -112,6 +112,17 @@ async fn create_table(connection: &mut PgConnection, ddl: &str) -> Result<(), Be
     Ok(())
 }
 
+/// The losing statement of a peer library's or a candidate's workload.
+fn losing_statement(workload: Workload) -> &'static str {
+    match workload {
+        Workload::PeerUpdateWhereExpired => PEER_UPDATE_WHERE_EXPIRED,
+        Workload::PeerUpsertAlwaysWriting => PEER_UPSERT_ALWAYS_WRITING,
+        Workload::AcquireHeldCandidateFunction => CANDIDATE_FUNCTION_CALL,
+        Workload::AcquireHeldCandidateUpdateFirst => CANDIDATE_UPDATE_FIRST,
+        other => unreachable!("{other} has no losing statement of its own"),
+    }
+}
+
 /// The single-statement guarded write the bench measures: one row of the
 /// guarded table, built by the library's own `GuardedInsert`. `$4` cycle id.
 fn guarded_insert_of_one_row() -> &'static GuardedInsert {
@@ -145,6 +156,18 @@ async fn acquire_on(
         expires_at_us,
         received_at_us,
     }))
+}
+
+/// Takes `scope` for the run's setup (held for the whole run); the scope
+/// must be free.
+async fn hold_for_setup(
+    connection: &mut PgConnection,
+    scope: &Scope,
+    owner: &Owner,
+) -> Result<Grant, BenchError> {
+    acquire_on(connection, sql::ACQUIRE, scope, owner, ttl_of(HELD_TTL))
+        .await?
+        .ok_or_else(|| BenchError::Setup(format!("{scope} was not free")))
 }
 
 impl Contender {
@@ -295,13 +318,10 @@ impl Contender {
 
     /// A peer library's losing statement; it must lose on the held scope.
     async fn peer_statement(&mut self, workload: Workload, ttl: Ttl) -> Result<bool, BenchError> {
-        let statement = if workload == Workload::PeerUpdateWhereExpired {
-            PEER_UPDATE_WHERE_EXPIRED
-        } else {
-            PEER_UPSERT_ALWAYS_WRITING
-        };
         let scope = self.scope.clone();
-        let rows = self.scope_owner_ttl_statement(statement, ttl).await?;
+        let rows = self
+            .scope_owner_ttl_statement(losing_statement(workload), ttl)
+            .await?;
         // The held scope never changes hands: the update matches
         // nothing, the upsert returns "not ours".
         let won = match workload {
@@ -358,13 +378,10 @@ impl Contender {
         workload: Workload,
         ttl: Ttl,
     ) -> Result<bool, BenchError> {
-        let statement = if workload == Workload::AcquireHeldCandidateFunction {
-            CANDIDATE_FUNCTION_CALL
-        } else {
-            CANDIDATE_UPDATE_FIRST
-        };
         let scope = self.scope.clone();
-        let rows = self.scope_owner_ttl_statement(statement, ttl).await?;
+        let rows = self
+            .scope_owner_ttl_statement(losing_statement(workload), ttl)
+            .await?;
         if !rows.is_empty() {
             return Err(BenchError::Outcome(format!(
                 "{workload} did not lose on held {scope}"
@@ -623,15 +640,7 @@ impl Rig {
                     | Workload::PeerPkRead
             )
         {
-            let grant = acquire_on(
-                &mut setup,
-                sql::ACQUIRE,
-                &shared_scope,
-                &holder,
-                ttl_of(HELD_TTL),
-            )
-            .await?
-            .ok_or_else(|| BenchError::Setup(format!("{shared_scope} was not free")))?;
+            let grant = hold_for_setup(&mut setup, &shared_scope, &holder).await?;
             holder_token = grant.token;
             writer_lease = Some(Lease::from_server_reply(
                 shared_scope.clone(),
@@ -723,15 +732,7 @@ impl Rig {
             };
             if matches!(workload, Workload::Renew | Workload::ReleaseReacquire) {
                 let (scope, owner) = (contender.scope.clone(), contender.owner.clone());
-                let grant = acquire_on(
-                    contender.connection(),
-                    sql::ACQUIRE,
-                    &scope,
-                    &owner,
-                    ttl_of(HELD_TTL),
-                )
-                .await?
-                .ok_or_else(|| BenchError::Setup(format!("{scope} was not free")))?;
+                let grant = hold_for_setup(contender.connection(), &scope, &owner).await?;
                 contender.token = grant.token;
             }
             prepared.push(contender);

@@ -87,22 +87,23 @@ impl LeasePort for AppClockLock {
     }
 
     async fn ensure_schema(&self) -> Result<(), LeaseError> {
-        // Workers start together: retry once after a concurrent creation.
-        if sqlx::query(CREATE).execute(&self.pool).await.is_err() {
-            sqlx::query(CREATE)
-                .execute(&self.pool)
-                .await
-                .map_err(|error| LeaseError::Schema {
-                    source: Box::new(error),
-                })?;
-        }
-        GuardedTable::new(self.pool.clone()).ensure().await
+        super::common::ensure_tables(&self.pool, CREATE).await
     }
 
     async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {
         let now_us = self.now_us();
         let until_us = now_us + ttl.as_micros();
-        let inserted: Option<i64> = sqlx::query_scalar(concat!(
+        // Both statements take (name, me, :now + ttl, :now) and return the
+        // token of a grant.
+        let grant = |statement: &'static str| {
+            sqlx::query_scalar::<_, i64>(statement)
+                .bind(scope.as_str())
+                .bind(owner.as_str())
+                .bind(until_us)
+                .bind(now_us)
+                .fetch_optional(&self.pool)
+        };
+        let inserted = grant(concat!(
             "INSERT INTO app_clock_lock (name, lock_until, locked_at, locked_by, token) ",
             "VALUES ($1, ",
             at!("$3"),
@@ -110,17 +111,12 @@ impl LeasePort for AppClockLock {
             at!("$4"),
             ", $2, 1) ON CONFLICT (name) DO NOTHING RETURNING token"
         ))
-        .bind(scope.as_str())
-        .bind(owner.as_str())
-        .bind(until_us)
-        .bind(now_us)
-        .fetch_optional(&self.pool)
         .await
         .map_err(|error| after_send("acquire", error))?;
         if let Some(token) = inserted {
             return Ok(AppClockLock::lease(scope, owner, token, now_us, ttl));
         }
-        let updated: Option<i64> = sqlx::query_scalar(concat!(
+        let updated = grant(concat!(
             "UPDATE app_clock_lock SET lock_until = ",
             at!("$3"),
             ", locked_at = ",
@@ -129,11 +125,6 @@ impl LeasePort for AppClockLock {
             at!("$4"),
             " RETURNING token"
         ))
-        .bind(scope.as_str())
-        .bind(owner.as_str())
-        .bind(until_us)
-        .bind(now_us)
-        .fetch_optional(&self.pool)
         .await
         .map_err(|error| after_send("acquire", error))?;
         match updated {
@@ -164,16 +155,10 @@ impl LeasePort for AppClockLock {
         .await
         .map_err(|error| after_send("renew", error))?;
         match renewed {
-            Some(token) => {
-                let renewed = AppClockLock::lease(lease.scope(), lease.owner(), token, now_us, ttl);
-                Ok(Lease::from_server_reply(
-                    renewed.scope().clone(),
-                    renewed.owner().clone(),
-                    renewed.token(),
-                    lease.granted_at(),
-                    renewed.expires_at(),
-                ))
-            }
+            Some(token) => Ok(super::common::renewed(
+                lease,
+                AppClockLock::lease(lease.scope(), lease.owner(), token, now_us, ttl),
+            )),
             None => Err(LeaseError::lost(lease)),
         }
     }

@@ -70,16 +70,7 @@ impl ForeignLease {
 
 impl LeasePort for ForeignLease {
     async fn ensure_schema(&self) -> Result<(), LeaseError> {
-        // Workers start together: retry once after a concurrent creation.
-        if sqlx::query(CREATE).execute(&self.pool).await.is_err() {
-            sqlx::query(CREATE)
-                .execute(&self.pool)
-                .await
-                .map_err(|error| LeaseError::Schema {
-                    source: Box::new(error),
-                })?;
-        }
-        GuardedTable::new(self.pool.clone()).ensure().await
+        super::common::ensure_tables(&self.pool, CREATE).await
     }
 
     async fn acquire(&self, scope: &Scope, owner: &Owner, ttl: Ttl) -> Result<Lease, LeaseError> {
@@ -159,16 +150,10 @@ impl LeasePort for ForeignLease {
         .map_err(|error| after_send("renew", error))?;
         match row {
             // This design does not keep the grant time: keep ours.
-            Some(row) => {
-                let renewed = ForeignLease::lease(lease.scope(), &row)?;
-                Ok(Lease::from_server_reply(
-                    renewed.scope().clone(),
-                    renewed.owner().clone(),
-                    renewed.token(),
-                    lease.granted_at(),
-                    renewed.expires_at(),
-                ))
-            }
+            Some(row) => Ok(super::common::renewed(
+                lease,
+                ForeignLease::lease(lease.scope(), &row)?,
+            )),
             None => Err(LeaseError::lost(lease)),
         }
     }

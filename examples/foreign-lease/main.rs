@@ -15,6 +15,7 @@
 //! the checker says so (I3, from the rows' commit times).
 
 mod app_clock;
+mod common;
 mod design;
 
 use std::process::ExitCode;
@@ -23,8 +24,9 @@ use std::time::Duration;
 use design::{Fence, ForeignLease};
 use leaseproof_protocol::CyclePoint;
 use leaseproof_races::hooks::PauseOnce;
-use leaseproof_races::race::{connect_pool, task_race_on};
+use leaseproof_races::race::{connect_pool, task_race_on, RaceSubject};
 use leaseproof_races::RaceConfig;
+use sqlx::PgPool;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -49,27 +51,17 @@ async fn main() -> ExitCode {
         return app_clock_race(&database.url, skewed).await;
     };
     let config = RaceConfig::default();
-    let pool = connect_pool(
+    let ttl = Duration::from_millis(u64::try_from(config.ttl_ms).unwrap_or(150));
+    race(
         &database.url,
-        config.pool_size(),
-        Duration::from_millis(config.acquire_timeout_ms),
+        &config,
+        |pool| ForeignLease::new(pool, fence),
+        |worker| match worker {
+            0 => PauseOnce::inside_cycle(CyclePoint::Written, ttl * 3),
+            _ => PauseOnce::never(),
+        },
     )
     .await
-    .expect("a pool");
-    let subject = ForeignLease::new(pool, fence);
-    let ttl = Duration::from_millis(u64::try_from(config.ttl_ms).unwrap_or(150));
-    let outcome = task_race_on(&subject, &config, |worker| match worker {
-        0 => PauseOnce::inside_cycle(CyclePoint::Written, ttl * 3),
-        _ => PauseOnce::never(),
-    })
-    .await
-    .expect("the race runs");
-    print!("{}", outcome.report);
-    if outcome.report.is_ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
 }
 
 /// The ShedLock-style lock: no fence (the workers run unfenced), times from
@@ -83,16 +75,8 @@ async fn app_clock_race(url: &str, skewed: bool) -> ExitCode {
         clock_offset_ms_max: if skewed { 1_000 } else { 0 },
         ..RaceConfig::default()
     };
-    let pool = connect_pool(
-        url,
-        config.pool_size(),
-        Duration::from_millis(config.acquire_timeout_ms),
-    )
-    .await
-    .expect("a pool");
-    let subject = app_clock::AppClockLock::new(pool);
     let workers = config.workers;
-    let outcome = task_race_on(&subject, &config, |worker| {
+    race(url, &config, app_clock::AppClockLock::new, |worker| {
         if worker >= workers / 2 {
             PauseOnce::at(leaseproof_worker::Step::Acquire, Duration::from_millis(300))
         } else {
@@ -100,7 +84,26 @@ async fn app_clock_race(url: &str, skewed: bool) -> ExitCode {
         }
     })
     .await
-    .expect("the race runs");
+}
+
+/// Races `subject` over a pool of its own and prints the checker's report:
+/// success only when the report is clean.
+async fn race<S: RaceSubject>(
+    url: &str,
+    config: &RaceConfig,
+    subject: impl FnOnce(PgPool) -> S,
+    pause: impl Fn(usize) -> PauseOnce,
+) -> ExitCode {
+    let pool = connect_pool(
+        url,
+        config.pool_size(),
+        Duration::from_millis(config.acquire_timeout_ms),
+    )
+    .await
+    .expect("a pool");
+    let outcome = task_race_on(&subject(pool), config, pause)
+        .await
+        .expect("the race runs");
     print!("{}", outcome.report);
     if outcome.report.is_ok() {
         ExitCode::SUCCESS

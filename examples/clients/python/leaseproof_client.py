@@ -210,3 +210,31 @@ class HeldContext:
         await self._inbox.put((None, future))
         await future
         await self._task
+
+
+class ContextLock:
+    """A base for locks that are `async with` contexts: keeps one
+    `HeldContext` per table, runs writes inside it, and answers `release` by
+    leaving it."""
+
+    def __init__(self):
+        self._held = {}
+
+    async def hold(self, table, make_context, held_errors=(), lost_errors=()):
+        """Enters the context for `table` (raises `Held` if another holds it)."""
+        held = HeldContext(table, make_context, held_errors, lost_errors)
+        await held.enter()
+        self._held[table] = held
+
+    async def run_held(self, table, job):
+        """Runs `job` inside the context held for `table`."""
+        held = self._held.get(table)
+        if held is None:
+            raise Stale("not holding the lock")
+        return await held.run(job)
+
+    async def release(self, request):
+        held = self._held.pop(request["table"], None)
+        if held is None:
+            raise Stale("not holding the lock")
+        await held.exit()

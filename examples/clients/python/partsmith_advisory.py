@@ -21,27 +21,21 @@ def engine_url(url):
     return "postgresql+asyncpg://" + rest
 
 
-class PartsmithAdvisory:
+class PartsmithAdvisory(lp.ContextLock):
     def __init__(self):
+        super().__init__()
         self._engine = create_async_engine(engine_url(lp.DATABASE_URL))
         self._manager = PostgresAdvisoryLockManager(self._engine)
-        self._held = {}
 
     async def acquire(self, request):
-        held = lp.HeldContext(
+        await self.hold(
             request["table"],
             lambda: self._manager.acquire_lock(request["table"]),
             held_errors=(LockAcquisitionError,),
         )
-        await held.enter()
-        self._held[request["table"]] = held
         return {}  # a session lock: no lifetime, no token
 
     async def write(self, request):
-        held = self._held.get(request["table"])
-        if held is None:
-            raise lp.Stale("not holding the lock")
-
         async def work():
             async with self._engine.begin() as connection:
                 await connection.execute(
@@ -55,13 +49,7 @@ class PartsmithAdvisory:
                     ],
                 )
 
-        await held.run(work)
-
-    async def release(self, request):
-        held = self._held.pop(request["table"], None)
-        if held is None:
-            raise lp.Stale("not holding the lock")
-        await held.exit()
+        await self.run_held(request["table"], work)
 
     async def is_locked(self, request):
         return {"locked": await self._manager.is_locked(request["table"])}

@@ -18,12 +18,12 @@ from pg_partsmith.exceptions import LockAcquisitionError, LockLostError
 import leaseproof_client as lp
 
 
-class PartsmithRedis:
+class PartsmithRedis(lp.ContextLock):
     def __init__(self):
+        super().__init__()
         self._redis = aioredis.from_url(lp.REDIS_URL)
         self._manager = None
         self._ttl_seconds = None
-        self._held = {}
         self._connection = None
 
     def manager(self, ttl_ms):
@@ -35,35 +35,23 @@ class PartsmithRedis:
 
     async def acquire(self, request):
         manager = self.manager(request["ttl_ms"])
-        held = lp.HeldContext(
+        await self.hold(
             request["table"],
             lambda: manager.acquire_lock(request["table"]),
             held_errors=(LockAcquisitionError,),
             lost_errors=(LockLostError,),
         )
-        await held.enter()
-        self._held[request["table"]] = held
         # The key lives at least its TTL from the SET; the watchdog may keep
         # it longer, which leaseproof does not count on.
         return {"lifetime_ms": self._ttl_seconds * 1000}
 
     async def write(self, request):
-        held = self._held.get(request["table"])
-        if held is None:
-            raise lp.Stale("not holding the lock")
-
         async def work():
             if self._connection is None or self._connection.is_closed():
                 self._connection = await asyncpg.connect(lp.DATABASE_URL)
             await lp.write_rows(self._connection, request)
 
-        await held.run(work)
-
-    async def release(self, request):
-        held = self._held.pop(request["table"], None)
-        if held is None:
-            raise lp.Stale("not holding the lock")
-        await held.exit()
+        await self.run_held(request["table"], work)
 
     async def is_locked(self, request):
         return {"locked": await self.manager(3000).is_locked(request["table"])}

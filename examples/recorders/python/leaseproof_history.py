@@ -185,18 +185,10 @@ class Recorder:
 
     def work_row(self, seq, scope, owner, cycle_id, item, committed_at_us=None):
         """A row a `write` left in the store, read back after the run."""
-        row = {
-            "record": "work_row",
-            "seq": seq,
-            "scope": scope,
-            "owner": owner,
-            "cycle_id": cycle_id,
-            "item": item,
-        }
-        if committed_at_us is not None:
-            row["committed_at_us"] = committed_at_us
-        with self._mutex:
-            self._rows.append(row)
+        self._row(
+            committed_at_us,
+            record="work_row", seq=seq, scope=scope, owner=owner, cycle_id=cycle_id, item=item,
+        )
 
     def guarded_row(
         self, seq, scope, owner, token, cycle_id, item, written_at_us, committed_at_us=None
@@ -204,16 +196,14 @@ class Recorder:
         """A row a `commit` left in the guarded table, read back after the
         run (server times in microseconds; on PostgreSQL the commit time is
         `pg_xact_commit_timestamp(xmin)`)."""
-        row = {
-            "record": "guarded_row",
-            "seq": seq,
-            "scope": scope,
-            "owner": owner,
-            "token": token,
-            "cycle_id": cycle_id,
-            "item": item,
-            "written_at_us": written_at_us,
-        }
+        self._row(
+            committed_at_us,
+            record="guarded_row", seq=seq, scope=scope, owner=owner, token=token,
+            cycle_id=cycle_id, item=item, written_at_us=written_at_us,
+        )
+
+    def _row(self, committed_at_us, **row):
+        # The commit time is optional: left out, not null, when unknown.
         if committed_at_us is not None:
             row["committed_at_us"] = committed_at_us
         with self._mutex:

@@ -82,21 +82,39 @@ struct CellDefinition {
     expected: &'static [Invariant],
 }
 
+/// A cell of `lock` under `fault`, run by `scenario`, pinned to show
+/// `expected`; its work fenced by the token, its Redis persistent.
 const fn cell(
     lock: &'static str,
     fault: &'static str,
     scenario: &'static str,
-    unfenced: bool,
-    forgetful_restarts: bool,
     expected: &'static [Invariant],
 ) -> CellDefinition {
     CellDefinition {
         lock,
         fault,
         scenario,
-        unfenced,
-        forgetful_restarts,
+        unfenced: false,
+        forgetful_restarts: false,
         expected,
+    }
+}
+
+impl CellDefinition {
+    /// The work written without the token.
+    const fn unfenced(self) -> CellDefinition {
+        CellDefinition {
+            unfenced: true,
+            ..self
+        }
+    }
+
+    /// A Redis that restarts without persistence.
+    const fn forgetful(self) -> CellDefinition {
+        CellDefinition {
+            forgetful_restarts: true,
+            ..self
+        }
     }
 }
 
@@ -106,95 +124,31 @@ const fn cell(
 /// fence at the store can refuse), where the scripted scene lets the rival
 /// write first.
 const CELLS: [CellDefinition; 12] = [
-    cell(
-        "advisory",
-        "holder paused > TTL",
-        "advisory-pause",
-        false,
-        false,
-        &[],
-    ),
+    cell("advisory", "holder paused > TTL", "advisory-pause", &[]),
     cell(
         "advisory",
         "lock connection killed",
         "advisory-session-kill",
-        false,
-        false,
         &[I1, I3],
     ),
-    cell(
-        "advisory",
-        "holder killed",
-        "advisory-crash",
-        false,
-        false,
-        &[],
-    ),
-    cell(
-        "advisory",
-        "server restart",
-        "advisory-restart",
-        false,
-        false,
-        &[I1, I3],
-    ),
-    cell(
-        "redis",
-        "holder paused > TTL",
-        "redis-pause",
-        true,
-        false,
-        &[I3],
-    ),
+    cell("advisory", "holder killed", "advisory-crash", &[]),
+    cell("advisory", "server restart", "advisory-restart", &[I1, I3]),
+    cell("redis", "holder paused > TTL", "redis-pause", &[I3]).unfenced(),
+    cell("redis-fenced", "holder paused > TTL", "redis-pause", &[I3]),
+    cell("redis", "holder killed", "redis-crash", &[]).unfenced(),
+    cell("redis-fenced", "holder killed", "redis-crash", &[]),
+    cell("redis", "server restart", "redis-restart", &[I1, I2, I3])
+        .unfenced()
+        .forgetful(),
     cell(
         "redis-fenced",
-        "holder paused > TTL",
-        "redis-pause",
-        false,
-        false,
-        &[I3],
-    ),
-    cell("redis", "holder killed", "redis-crash", true, false, &[]),
-    cell(
-        "redis-fenced",
-        "holder killed",
-        "redis-crash",
-        false,
-        false,
-        &[],
-    ),
-    cell(
-        "redis",
         "server restart",
         "redis-restart",
-        true,
-        true,
         &[I1, I2, I3],
-    ),
-    cell(
-        "redis-fenced",
-        "server restart",
-        "redis-restart",
-        false,
-        true,
-        &[I1, I2, I3],
-    ),
-    cell(
-        "redis",
-        "restart, persistent",
-        "redis-restart",
-        true,
-        false,
-        &[],
-    ),
-    cell(
-        "redis-fenced",
-        "restart, persistent",
-        "redis-restart",
-        false,
-        false,
-        &[],
-    ),
+    )
+    .forgetful(),
+    cell("redis", "restart, persistent", "redis-restart", &[]).unfenced(),
+    cell("redis-fenced", "restart, persistent", "redis-restart", &[]),
 ];
 
 /// Every cell over `seeds`.

@@ -174,26 +174,31 @@ pub async fn bad_input_is_a_typed_error(manager: &dyn LockManager) -> Result<(),
         TableName::new("public", "ev\0ents"),
         TableName::new("public", long.as_str()),
     ] {
-        match manager.acquire_lock(&table).await {
-            Err(LockError::Invalid(_)) => {}
-            other => {
+        let answers = [
+            (
+                "acquire_lock",
+                not_invalid(manager.acquire_lock(&table).await),
+            ),
+            ("is_locked", not_invalid(manager.is_locked(&table).await)),
+        ];
+        for (method, answer) in answers {
+            if let Some(answer) = answer {
                 return Err(fail(
                     manager,
-                    format!("acquire_lock({table:?}) gave {other:?}, not Invalid"),
-                ))
-            }
-        }
-        match manager.is_locked(&table).await {
-            Err(LockError::Invalid(_)) => {}
-            other => {
-                return Err(fail(
-                    manager,
-                    format!("is_locked({table:?}) gave {other:?}, not Invalid"),
-                ))
+                    format!("{method}({table:?}) gave {answer}, not Invalid"),
+                ));
             }
         }
     }
     Ok(())
+}
+
+/// The answer, printed, unless it is the `Invalid` error.
+fn not_invalid<T: std::fmt::Debug>(answer: Result<T, LockError>) -> Option<String> {
+    match answer {
+        Err(LockError::Invalid(_)) => None,
+        other => Some(format!("{other:?}")),
+    }
 }
 
 /// What a mutual-exclusion race saw.

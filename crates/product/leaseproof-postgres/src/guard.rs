@@ -306,10 +306,10 @@ impl LeaseGuard {
     /// The fenced commit cycle under this lease
     /// ([`PostgresLeases::commit_cycle`]); a fence that finds the lease gone
     /// (`CycleError::Lease(Lost)`) also fires *lost*.
-    pub async fn commit_cycle<T, E, F>(&self, work: F) -> Result<T, CycleError<E>>
-    where
-        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
-    {
+    pub async fn commit_cycle<T, E>(
+        &self,
+        work: impl for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    ) -> Result<T, CycleError<E>> {
         let result = self.leases.commit_cycle(&self.lease, work).await;
         if let Err(CycleError::Lease(LeaseError::Lost { .. })) = result {
             self.shared.mark_lost(LostReason::Gone);

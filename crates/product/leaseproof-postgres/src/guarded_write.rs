@@ -95,15 +95,12 @@ impl PostgresLeases {
     /// transaction pooler) your bound values still travel as parameters,
     /// which takes two round trips that must reach one server connection:
     /// the statement then runs inside `BEGIN` … `COMMIT`, unnamed.
-    pub async fn guarded_insert<'q, F>(
+    pub async fn guarded_insert<'q>(
         &self,
         lease: &Lease,
         insert: &'q GuardedInsert,
-        bind: F,
-    ) -> Result<GuardedWrite, LeaseError>
-    where
-        F: FnOnce(Bound<'q>) -> Bound<'q>,
-    {
+        bind: impl FnOnce(Bound<'q>) -> Bound<'q>,
+    ) -> Result<GuardedWrite, LeaseError> {
         if self.statements() == crate::Statements::Inline {
             let mut transaction = self.begin().await?;
             let written = self
@@ -121,16 +118,13 @@ impl PostgresLeases {
     /// [`Self::guarded_insert`] inside `transaction` (its other writes commit
     /// with it; the share lock lasts to the transaction's end). Refuses a
     /// transaction of another lease pool (`TransactionDomain`).
-    pub async fn guarded_insert_in<'q, F>(
+    pub async fn guarded_insert_in<'q>(
         &self,
         transaction: &mut LeaseTransaction,
         lease: &Lease,
         insert: &'q GuardedInsert,
-        bind: F,
-    ) -> Result<GuardedWrite, LeaseError>
-    where
-        F: FnOnce(Bound<'q>) -> Bound<'q>,
-    {
+        bind: impl FnOnce(Bound<'q>) -> Bound<'q>,
+    ) -> Result<GuardedWrite, LeaseError> {
         if !std::sync::Arc::ptr_eq(&self.domain, &transaction.domain) {
             return Err(LeaseError::TransactionDomain {
                 reason: "the transaction was begun on another lease pool; the fence and the writes would not commit together",
@@ -151,17 +145,14 @@ impl PostgresLeases {
     }
 }
 
-async fn run<'q, F>(
+async fn run<'q>(
     connection: &mut PgConnection,
     lease: &Lease,
     insert: &'q GuardedInsert,
-    bind: F,
+    bind: impl FnOnce(Bound<'q>) -> Bound<'q>,
     commits: bool,
     persistent: bool,
-) -> Result<GuardedWrite, LeaseError>
-where
-    F: FnOnce(Bound<'q>) -> Bound<'q>,
-{
+) -> Result<GuardedWrite, LeaseError> {
     let query = sqlx::query(insert.sql())
         .persistent(persistent)
         .bind(lease.scope().as_str().to_owned())

@@ -195,42 +195,67 @@ impl<'c, 'h> Cycle<'c, 'h> {
         rows.iter().map(|row| row.seq).collect()
     }
 
+    /// An I3 finding of this cycle: `events` and `rows` prove it, `text` says it.
+    fn finding(&self, events: Vec<u64>, rows: &[&GuardedRow], text: String) -> PendingViolation {
+        (
+            Invariant::FencedWrites,
+            self.scope().clone(),
+            events,
+            Self::seqs(rows),
+            text,
+        )
+    }
+
+    /// A finding if any of this cycle's rows was written at a time (server
+    /// us) `beyond` accepts: those rows, `events` and `event` prove it;
+    /// `text` says it of the first such write time.
+    fn rows_beyond(
+        &self,
+        events: &[u64],
+        event: u64,
+        beyond: impl Fn(i64) -> bool,
+        text: impl FnOnce(i64) -> String,
+    ) -> Option<PendingViolation> {
+        let rows: Vec<&GuardedRow> = self
+            .rows
+            .iter()
+            .copied()
+            .filter(|row| beyond(row.written_at_us))
+            .collect();
+        let first_written_at_us = rows.first()?.written_at_us;
+        let events = events.iter().copied().chain([event]).collect();
+        Some(self.finding(events, &rows, text(first_written_at_us)))
+    }
+
     /// One scope and one token for all rows, and the commit that made them
     /// under the same.
     fn consistency(&self) -> Vec<PendingViolation> {
         let (owner, cycle_id, rows, commit) = (self.owner, self.cycle_id, self.rows, self.commit);
         let (scope, token) = (self.scope(), self.token());
         let commit_events = self.commit_events();
-        let seqs = Self::seqs;
         let mut violations = Vec::new();
         if rows
             .iter()
             .any(|row| row.scope != *scope || row.token != token)
         {
-            violations.push((
-                Invariant::FencedWrites,
-                scope.clone(),
+            violations.push(self.finding(
                 commit_events.clone(),
-                seqs(rows),
+                rows,
                 format!("cycle {cycle_id} of {owner} has rows under several scopes or tokens"),
             ));
         }
         match commit.map(|record| record.op) {
-            None => violations.push((
-                Invariant::FencedWrites,
-                scope.clone(),
+            None => violations.push(self.finding(
                 vec![],
-                seqs(rows),
+                rows,
                 format!("rows of cycle {cycle_id} of {owner} (token {token}) come from no recorded commit"),
             )),
             Some(Op::Commit { scope: commit_scope, token: commit_token, .. })
                 if commit_scope != scope || *commit_token != token =>
             {
-                violations.push((
-                    Invariant::FencedWrites,
-                    scope.clone(),
+                violations.push(self.finding(
                     commit_events.clone(),
-                    seqs(rows),
+                    rows,
                     format!(
                         "cycle {cycle_id} of {owner} committed under {commit_scope} token {commit_token} \
                          but its rows carry {scope} token {token}"
@@ -259,18 +284,15 @@ impl<'c, 'h> Cycle<'c, 'h> {
             .acquires
             .get(&(scope.as_str(), owner))
             .is_some_and(|invoked_true_us| may_precede(*invoked_true_us, acknowledged_by_true_us));
-        let seqs = Self::seqs;
         let mut violations = Vec::new();
         let grant = scope_grants.and_then(|grants| grants.get(&token));
         let mut events = self.commit_events();
         match grant {
             Some(grant) if grant.owner != *owner => {
                 events.push(grant.first_event);
-                violations.push((
-                    Invariant::FencedWrites,
-                    scope.clone(),
+                violations.push(self.finding(
                     events.clone(),
-                    seqs(rows),
+                    rows,
                     format!("{owner} wrote cycle {cycle_id} under token {token}, which was granted to {}", grant.owner),
                 ));
             }
@@ -290,24 +312,15 @@ impl<'c, 'h> Cycle<'c, 'h> {
                     Some((released_at_us, _)) => released_at_us,
                     None => grant.expires_at_us_max,
                 };
-                let after_end: Vec<&GuardedRow> = rows
-                    .iter()
-                    .copied()
-                    // Strictly after: two stamps in one microsecond
-                    // prove no order between their statements.
-                    .filter(|row| row.written_at_us > end_us)
-                    .collect();
-                if !extendable && !after_end.is_empty() {
-                    let mut events = events.clone();
-                    events.push(grant.expires_event);
-                    violations.push((
-                        Invariant::FencedWrites,
-                        scope.clone(),
-                        events,
-                        seqs(&after_end),
-                        format!(
-                            "{owner} wrote cycle {cycle_id} under token {token} at {}, after the grant ended at {} (server us)",
-                            after_end[0].written_at_us, end_us
+                // Strictly after: two stamps in one microsecond prove no
+                // order between their statements.
+                if !extendable {
+                    violations.extend(self.rows_beyond(
+                        &events,
+                        grant.expires_event,
+                        |written_at_us| written_at_us > end_us,
+                        |written_at_us| format!(
+                            "{owner} wrote cycle {cycle_id} under token {token} at {written_at_us}, after the grant ended at {end_us} (server us)"
                         ),
                     ));
                 }
@@ -331,11 +344,9 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 let maybe_granted = unknown_acquire_before
                     && token <= token_known_max.saturating_add(unknown_acquires_before);
                 if !maybe_granted {
-                    violations.push((
-                        Invariant::FencedWrites,
-                        scope.clone(),
+                    violations.push(self.finding(
                         events.clone(),
-                        seqs(rows),
+                        rows,
                         format!("{owner} wrote cycle {cycle_id} under token {token}, which was never granted"),
                     ));
                 }
@@ -353,37 +364,21 @@ impl<'c, 'h> Cycle<'c, 'h> {
         events: &[u64],
         grant_stamps: GrantStamps,
     ) -> (Vec<PendingViolation>, Vec<PendingViolation>) {
-        let (owner, cycle_id, rows, commit) = (self.owner, self.cycle_id, self.rows, self.commit);
-        let (scope, token) = (self.scope(), self.token());
-        let seqs = Self::seqs;
+        let (owner, cycle_id, commit) = (self.owner, self.cycle_id, self.commit);
+        let token = self.token();
         let (mut violations, mut possible) = (Vec::new(), Vec::new());
         if let Some(lower) = lower {
-            let early: Vec<&GuardedRow> = rows
-                .iter()
-                .copied()
-                .filter(|row| row.written_at_us < lower.granted_at_us)
-                .collect();
-            if !early.is_empty() {
-                let mut events = events.to_vec();
-                events.push(lower.first_event);
-                violations.push((
-                    Invariant::FencedWrites,
-                    scope.clone(),
-                    events,
-                    seqs(&early),
-                    format!(
-                        "{owner} wrote cycle {cycle_id} (token {token}) at {} before token {} was granted at {} (server us)",
-                        early[0].written_at_us, lower.token, lower.granted_at_us
-                    ),
-                ));
-            }
+            violations.extend(self.rows_beyond(
+                events,
+                lower.first_event,
+                |written_at_us| written_at_us < lower.granted_at_us,
+                |written_at_us| format!(
+                    "{owner} wrote cycle {cycle_id} (token {token}) at {written_at_us} before token {} was granted at {} (server us)",
+                    lower.token, lower.granted_at_us
+                ),
+            ));
         }
         if let Some(upper) = upper {
-            let late: Vec<&GuardedRow> = rows
-                .iter()
-                .copied()
-                .filter(|row| row.written_at_us > upper.granted_at_us)
-                .collect();
             // A grant stamped with its statement's start may have been
             // decided long after its stamp (queued behind a row lock):
             // only real time proves the write came after it — the rival's
@@ -393,29 +388,23 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 GrantStamps::Decision => true,
                 GrantStamps::StatementStart => upper.reported_by_true_us < commit_invoked_us,
             };
-            if !late.is_empty() {
-                let mut events = events.to_vec();
-                events.push(upper.first_event);
-                let message = format!(
-                    "stale write: {owner} wrote cycle {cycle_id} under token {token} at {}, after {} got token {} at {} (server us)",
-                    late[0].written_at_us, upper.owner, upper.token, upper.granted_at_us
-                );
+            let stale = self.rows_beyond(
+                events,
+                upper.first_event,
+                |written_at_us| written_at_us > upper.granted_at_us,
+                |written_at_us| format!(
+                    "stale write: {owner} wrote cycle {cycle_id} under token {token} at {written_at_us}, after {} got token {} at {} (server us)",
+                    upper.owner, upper.token, upper.granted_at_us
+                ),
+            );
+            if let Some(mut finding) = stale {
                 if proven {
-                    violations.push((
-                        Invariant::FencedWrites,
-                        scope.clone(),
-                        events,
-                        seqs(&late),
-                        message,
-                    ));
+                    violations.push(finding);
                 } else {
-                    possible.push((
-                        Invariant::FencedWrites,
-                        scope.clone(),
-                        events,
-                        seqs(&late),
-                        format!("{message}; stamps are statement starts and real-time order does not prove it"),
-                    ));
+                    finding.4.push_str(
+                        "; stamps are statement starts and real-time order does not prove it",
+                    );
+                    possible.push(finding);
                 }
             }
         }

@@ -13,6 +13,9 @@
 #[allow(dead_code, reason = "the example's design, shared with its binary")]
 mod design;
 
+#[path = "../../../../../examples/foreign-lease/common.rs"]
+mod common;
+
 use std::time::Duration;
 
 use design::{Fence, ForeignLease};

@@ -198,34 +198,16 @@ pub(super) fn commits_after_crashed_holder(history: &History) -> u64 {
             continue;
         };
         match (op, result) {
-            (
-                Op::Acquire { scope, .. } | Op::Renew { scope, .. },
-                OpResult::Lease { token, owner, .. },
-            ) => {
+            (Op::Acquire { .. } | Op::Renew { .. }, OpResult::Lease { token, owner, .. }) => {
                 grants
-                    .entry((scope.as_str(), *token))
+                    .entry((op.scope(), *token))
                     .or_insert((owner.as_str(), event.true_time_us));
             }
-            (
-                Op::Release {
-                    scope,
-                    owner,
-                    token,
-                },
-                OpResult::Released { .. },
-            ) => {
-                released.insert((scope.as_str(), owner.as_str(), *token));
+            (Op::Release { token, .. }, OpResult::Released { .. }) => {
+                released.insert((op.scope(), op.owner(), *token));
             }
-            (
-                Op::Commit {
-                    scope,
-                    owner,
-                    token,
-                    ..
-                },
-                OpResult::Committed { .. },
-            ) => {
-                commits.push((scope.as_str(), owner.as_str(), *token));
+            (Op::Commit { token, .. }, OpResult::Committed { .. }) => {
+                commits.push((op.scope(), op.owner(), *token));
             }
             _ => {}
         }

@@ -305,10 +305,11 @@ impl PostgresLeases {
     ///     .await;
     /// # }
     /// ```
-    pub async fn commit_cycle<T, E, F>(&self, lease: &Lease, work: F) -> Result<T, CycleError<E>>
-    where
-        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
-    {
+    pub async fn commit_cycle<T, E>(
+        &self,
+        lease: &Lease,
+        work: impl for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    ) -> Result<T, CycleError<E>> {
         self.commit_cycle_at(lease, work)
             .await
             .map(|(value, _fenced_at)| value)
@@ -318,14 +319,11 @@ impl PostgresLeases {
     /// fence proved the lease ours (the harness records it with the commit).
     /// The harness's guarded writes go through this, so every race and
     /// conformance check drives the commit path users call.
-    pub async fn commit_cycle_at<T, E, F>(
+    pub async fn commit_cycle_at<T, E>(
         &self,
         lease: &Lease,
-        work: F,
-    ) -> Result<(T, ServerTime), CycleError<E>>
-    where
-        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
-    {
+        work: impl for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    ) -> Result<(T, ServerTime), CycleError<E>> {
         let started = std::time::Instant::now();
         let result = self.commit_cycle_unobserved(lease, work).await;
         let outcome = match &result {
@@ -348,14 +346,11 @@ impl PostgresLeases {
     /// `COMMIT` would save one more round trip, but only by ending the
     /// transaction behind sqlx's back, which turns such a nested begin into
     /// a second `BEGIN` and its commit into the end of the fence.
-    async fn commit_cycle_unobserved<T, E, F>(
+    async fn commit_cycle_unobserved<T, E>(
         &self,
         lease: &Lease,
-        work: F,
-    ) -> Result<(T, ServerTime), CycleError<E>>
-    where
-        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
-    {
+        work: impl for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    ) -> Result<(T, ServerTime), CycleError<E>> {
         let checkout = self.connection().await.map_err(CycleError::Lease)?;
         let mut cycle = OpenCycle {
             checkout: Some(checkout),
@@ -414,16 +409,13 @@ enum After {
 
 /// The commit cycle's transaction on `connection`: `BEGIN` with the fence,
 /// `work`, the probe, `COMMIT` (see `commit_cycle_unobserved`).
-async fn fenced_transaction<T, E, F>(
+async fn fenced_transaction<T, E>(
     connection: &mut PgConnection,
     statements: Statements,
     mode: FenceMode,
     lease: &Lease,
-    work: F,
-) -> (Result<(T, ServerTime), CycleError<E>>, After)
-where
-    F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
-{
+    work: impl for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+) -> (Result<(T, ServerTime), CycleError<E>>, After) {
     let args = fence_args(lease);
     match connection
         .begin_with(begin_and_fence(statements, mode, &args))
@@ -447,14 +439,11 @@ where
 }
 
 /// `work`, the probe and `COMMIT` in the fenced `transaction`.
-async fn under_fence<T, E, F>(
+async fn under_fence<T, E>(
     mut transaction: sqlx::Transaction<'_, Postgres>,
     statements: Statements,
-    work: F,
-) -> (Result<(T, ServerTime), CycleError<E>>, After)
-where
-    F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
-{
+    work: impl for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+) -> (Result<(T, ServerTime), CycleError<E>>, After) {
     let value = match work(&mut transaction).await {
         Ok(value) => value,
         Err(error) => return (Err(CycleError::Work(error)), roll_back(transaction).await),
