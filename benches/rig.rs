@@ -171,6 +171,17 @@ async fn hold_for_setup(
 }
 
 impl Contender {
+    /// The next guarded write's scope, writer, token and a fresh cycle id.
+    fn next_write(&mut self) -> (Scope, Owner, i64, i64) {
+        self.cycle_id += 1;
+        (
+            self.scope.clone(),
+            self.writer_owner.clone(),
+            self.token,
+            self.cycle_id,
+        )
+    }
+
     fn connection(&mut self) -> &mut PgConnection {
         match &mut self.link {
             Link::Connection(connection) => connection,
@@ -400,13 +411,7 @@ impl Contender {
 
     /// The guarded insert in one statement, under the writer's lease.
     async fn guarded_insert_one_statement(&mut self) -> Result<bool, BenchError> {
-        self.cycle_id += 1;
-        let (scope, writer, token, cycle_id) = (
-            self.scope.clone(),
-            self.writer_owner.clone(),
-            self.token,
-            self.cycle_id,
-        );
+        let (scope, writer, token, cycle_id) = self.next_write();
         let insert = guarded_insert_of_one_row();
         let written: (i64, i64) = sqlx::query_as(insert.sql())
             .bind(scope.as_str())
@@ -489,13 +494,7 @@ impl Contender {
 
     /// A guarded write: fenced (`FOR UPDATE`, `FOR SHARE`) or not.
     async fn guarded_write(&mut self, workload: Workload) -> Result<bool, BenchError> {
-        self.cycle_id += 1;
-        let (scope, writer, token, cycle_id) = (
-            self.scope.clone(),
-            self.writer_owner.clone(),
-            self.token,
-            self.cycle_id,
-        );
+        let (scope, writer, token, cycle_id) = self.next_write();
         if workload != Workload::UnfencedWrite {
             // What users run: the library's commit cycle on its pool, in
             // the fence mode the rig set up.
