@@ -37,7 +37,17 @@ impl<'h> Checker<'h> {
             {
                 continue;
             }
-            let (outside, events) = cycle.within_its_grant(scope_grants, &unknown);
+            // A worker declared unfenced commits without a fence: its rows'
+            // own times are the evidence.
+            let unfenced = cycle.commit.is_some_and(|record| {
+                let worker = &self.history.events[record.invoke_event as usize].worker;
+                self.config.unfenced_workers.contains(worker)
+            });
+            let (outside, events) = cycle.within_its_grant(
+                scope_grants,
+                &unknown,
+                (self.config.grant_stamps, unfenced),
+            );
             violations.extend(outside);
             // Bounds in server time: no earlier than the latest grant with a
             // token <= T, before the earliest grant with a larger token.
@@ -179,6 +189,19 @@ impl<'c, 'h> Cycle<'c, 'h> {
         self.rows[0].token
     }
 
+    /// The commit's fence time on the store's clock, when it reported one.
+    fn fenced_at_us(&self) -> Option<i64> {
+        match self.commit?.completion? {
+            (
+                _,
+                Outcome::Ok {
+                    result: OpResult::Committed { committed_at_us },
+                },
+            ) => *committed_at_us,
+            _ => None,
+        }
+    }
+
     fn commit_events(&self) -> Vec<u64> {
         self.commit.map_or(vec![], |record| record.events())
     }
@@ -276,6 +299,7 @@ impl<'c, 'h> Cycle<'c, 'h> {
         &self,
         scope_grants: Option<&BTreeMap<u64, Grant>>,
         unknown: &UnknownGrants<'_>,
+        (grant_stamps, unfenced): (GrantStamps, bool),
     ) -> (Vec<PendingViolation>, Vec<u64>) {
         let (owner, cycle_id, rows) = (self.owner, self.cycle_id, self.rows);
         let (scope, token) = (self.scope(), self.token());
@@ -297,10 +321,16 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 ));
             }
             Some(grant) => {
-                // A write must also land before its own grant ended: after
-                // expiry (or release) the grant is not current, even if no
-                // rival has taken over yet. Unknown renewals or
-                // re-acquisitions may have extended it: then the end is unknown.
+                // A write must also land while its own grant is current:
+                // after expiry (or release) it is not, even if no rival has
+                // taken over yet. Rows stamped after the end prove nothing
+                // alone — a fence that proved the grant current and holds
+                // its row lock to the commit keeps any rival out however
+                // long the work runs — so the proof is the fence's own
+                // time: strictly after the end, a correct fence refuses.
+                // Unknown renewals or re-acquisitions may have extended the
+                // grant, and a revival makes its row live again until its
+                // end: then that is the end, or it is unknown.
                 let extendable = unknown_acquire_before
                     || unknown
                         .renewals
@@ -308,19 +338,34 @@ impl<'c, 'h> Cycle<'c, 'h> {
                         .is_some_and(|invoked_true_us| {
                             may_precede(*invoked_true_us, acknowledged_by_true_us)
                         });
-                let end_us = match grant.released {
-                    Some((released_at_us, _)) => released_at_us,
-                    None => grant.expires_at_us_max,
+                // A release stamped with its statement's start may have
+                // been decided later, queued behind this very commit: only
+                // a decision stamp ends the grant.
+                let released_at_us = match (grant.released, grant_stamps) {
+                    (Some((released_at_us, _)), GrantStamps::Decision) => Some(released_at_us),
+                    _ => None,
                 };
-                // Strictly after: two stamps in one microsecond prove no
-                // order between their statements.
-                if !extendable {
+                let end_us = released_at_us
+                    .unwrap_or(grant.expires_at_us_max)
+                    .max(grant.revived_until_us);
+                // What proves a row after the end stale: a fence decided
+                // after it; a release decided at the end, which no fence
+                // holding the row could have let through; no fence at all.
+                let late_fence = match self.fenced_at_us() {
+                    Some(fenced_at_us) if fenced_at_us > end_us => {
+                        Some(format!(", fenced at {fenced_at_us},"))
+                    }
+                    _ if released_at_us == Some(end_us) => Some(", after its release,".to_owned()),
+                    None if unfenced => Some(", unfenced,".to_owned()),
+                    _ => None,
+                };
+                if let (false, Some(late_fence)) = (extendable, late_fence) {
                     violations.extend(self.rows_beyond(
                         &events,
                         grant.expires_event,
                         |written_at_us| written_at_us > end_us,
                         |written_at_us| format!(
-                            "{owner} wrote cycle {cycle_id} under token {token} at {written_at_us}, after the grant ended at {end_us} (server us)"
+                            "{owner} wrote cycle {cycle_id} under token {token} at {written_at_us}{late_fence} after the grant ended at {end_us} (server us)"
                         ),
                     ));
                 }
@@ -412,6 +457,17 @@ impl<'c, 'h> Cycle<'c, 'h> {
     }
 }
 
+/// An I3 finding in `scope` that the rows `seqs` prove by themselves.
+fn rows_finding(scope: &str, seqs: [u64; 2], text: String) -> PendingViolation {
+    (
+        Invariant::FencedWrites,
+        scope.to_string(),
+        vec![],
+        seqs.to_vec(),
+        text,
+    )
+}
+
 /// Seq order within each scope: tokens never decrease, cycles never interleave.
 fn seq_order_violations(guarded_rows: &[GuardedRow]) -> Vec<PendingViolation> {
     let mut violations = Vec::new();
@@ -432,11 +488,9 @@ fn seq_order_violations(guarded_rows: &[GuardedRow]) -> Vec<PendingViolation> {
             let cycle = (row.owner.as_str(), row.cycle_id);
             if let Some(highest) = highest {
                 if row.token < highest.token && reported_backwards.insert(cycle) {
-                    violations.push((
-                        Invariant::FencedWrites,
-                        scope.to_string(),
-                        vec![],
-                        vec![highest.seq, row.seq],
+                    violations.push(rows_finding(
+                        scope,
+                        [highest.seq, row.seq],
                         format!(
                             "token went backwards in commit order: seq {} has token {} ({}), seq {} has token {} ({})",
                             highest.seq, highest.token, highest.owner, row.seq, row.token, row.owner
@@ -456,11 +510,9 @@ fn seq_order_violations(guarded_rows: &[GuardedRow]) -> Vec<PendingViolation> {
                 .find(|latest| latest.owner != row.owner);
             if let (Some(&last_seq), Some(other)) = (cycle_last_seq.get(&cycle), other) {
                 if other.seq > last_seq && reported_interleaved.insert(cycle) {
-                    violations.push((
-                        Invariant::FencedWrites,
-                        scope.to_string(),
-                        vec![],
-                        vec![other.seq, row.seq],
+                    violations.push(rows_finding(
+                        scope,
+                        [other.seq, row.seq],
                         format!(
                             "cycles interleave: cycle {} of {} resumes at seq {} after cycle {} of {} at seq {}",
                             row.cycle_id, row.owner, row.seq, other.cycle_id, other.owner, other.seq

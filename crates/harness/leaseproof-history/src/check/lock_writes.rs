@@ -171,7 +171,9 @@ impl<'h> Checker<'h> {
             let Some(rival) = holds.get(write.scope).and_then(|holds| {
                 holds.iter().find(|hold| {
                     hold.owner != write.owner
-                        && hold.from_true_us <= invoked_true_us
+                        // Strictly: a write invoked in the microsecond the
+                        // rival's hold began may have come before it.
+                        && hold.from_true_us < invoked_true_us
                         && completed_true_us < hold.until_true_us
                 })
             }) else {

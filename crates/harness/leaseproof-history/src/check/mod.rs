@@ -404,6 +404,10 @@ struct Grant {
     first_event: u64,
     expires_at_us_max: i64,
     expires_event: u64,
+    /// The latest end a renewal that revived the grant reported (see
+    /// `token_order`): the grant's own row may have been live again until
+    /// then, `i64::MIN` when nothing revived it.
+    revived_until_us: i64,
     /// Largest server `now()` at which the grant was seen live (acquire/renew).
     live_at_us_max: i64,
     /// Earliest true time at which an ok outcome reported the grant: it was

@@ -75,6 +75,7 @@ impl<'h> Checker<'h> {
                             first_event: complete_event,
                             expires_at_us_max: *expires_at_us,
                             expires_event: complete_event,
+                            revived_until_us: i64::MIN,
                             live_at_us_max: expires_at_us - ttl_us,
                             reported_by_true_us: reported_true_us,
                             released: None,
@@ -123,6 +124,7 @@ impl<'h> Checker<'h> {
                     // against other grants (whether a revival is a new grant
                     // is the design's to say, not the evidence's).
                     if extends && expires_at_us - ttl_us > grant.expires_at_us_max {
+                        grant.revived_until_us = grant.revived_until_us.max(*expires_at_us);
                         continue;
                     }
                     if *expires_at_us > grant.expires_at_us_max {

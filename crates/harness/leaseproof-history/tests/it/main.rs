@@ -7,9 +7,11 @@
 mod beliefs;
 mod builder;
 mod certain_holds;
+mod correct_stores;
 mod edges;
 mod fenced_writes;
 mod format;
+mod lines;
 mod lock_writes;
 mod mutual_exclusion;
 mod nothing_lost;

@@ -8,22 +8,7 @@
 
 use leaseproof_history::History;
 
-/// An event line: `worker` at `true_us`, index `index`, `kind` as JSON.
-fn event(index: u64, worker: &str, true_us: i64, kind: &str) -> String {
-    format!(
-        r#"{{"record":"event","index":{index},"worker":"{worker}","incarnation":0,"true_time_us":{true_us},"local_time_us":{true_us},"kind":{kind}}}"#
-    )
-}
-
-fn invoke(op_id: u64, op: &str) -> String {
-    format!(r#"{{"type":"invoke","op_id":{op_id},"op":{op}}}"#)
-}
-
-fn complete(op_id: u64, result: &str) -> String {
-    format!(
-        r#"{{"type":"complete","op_id":{op_id},"outcome":{{"outcome":"ok","result":{result}}}}}"#
-    )
-}
+use crate::lines::{complete, event, invoke};
 
 const ACQUIRE: &str = r#"{"op":"acquire","scope":"s","owner":"a","ttl_us":100}"#;
 
