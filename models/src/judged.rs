@@ -314,10 +314,12 @@ impl Recorder<'_> {
         self.model.commit(&mut copy, worker, real, token)
     }
 
-    fn committed(at_us: i64) -> Outcome {
+    /// A commit answered ok; the format's `committed_at_us` is the time
+    /// its fence proved the grant current.
+    fn committed(fenced_at_us: i64) -> Outcome {
         Outcome::Ok {
             result: OpResult::Committed {
-                committed_at_us: Some(at_us),
+                committed_at_us: Some(fenced_at_us),
             },
         }
     }
@@ -548,7 +550,7 @@ impl Recorder<'_> {
             moved.after,
             moved.worker,
             pending.op_id,
-            Self::committed(at_us),
+            Self::committed(pending.fenced_at_us),
         );
         if moved.after.workers[moved.worker].phase == Phase::Idle {
             self.belief_end(moved.after, moved.worker, "expired");

@@ -349,13 +349,13 @@ impl<'c, 'h> Cycle<'c, 'h> {
                     .unwrap_or(grant.expires_at_us_max)
                     .max(grant.revived_until_us);
                 // What proves a row after the end stale: a fence decided
-                // after it; a release decided at the end, which no fence
-                // holding the row could have let through; no fence at all.
+                // after it, or no fence at all. (Not a release alone: a
+                // fence whose row lock blocks takeovers but not its own
+                // holder's release lets the release through mid-commit.)
                 let late_fence = match self.fenced_at_us() {
                     Some(fenced_at_us) if fenced_at_us > end_us => {
                         Some(format!(", fenced at {fenced_at_us},"))
                     }
-                    _ if released_at_us == Some(end_us) => Some(", after its release,".to_owned()),
                     None if unfenced => Some(", unfenced,".to_owned()),
                     _ => None,
                 };

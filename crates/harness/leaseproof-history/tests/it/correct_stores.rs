@@ -107,18 +107,19 @@ fn a_row_written_under_a_revived_lease_is_inside_its_grant() {
     );
 }
 
-/// A lease held to 11000; a commit whose reply was lost; a release answered
-/// `released_at_us` 1500; the commit's row written at 1600.
-fn release_after_a_lost_commit(grant_stamps: &str) -> Vec<String> {
+/// A lease held to 11000; a commit answered `commit_outcome`; a release
+/// answered `released_at_us` 1500; the commit's row written at 1600.
+fn release_during_a_commit(grant_stamps: &str, commit_outcome: &str) -> Vec<String> {
     let acquire = r#"{"op": "acquire", "scope": "job", "owner": "a", "ttl_us": 10000}"#;
     let release = r#"{"op": "release", "scope": "job", "owner": "a", "token": 1}"#;
-    let unknown = r#"{"type": "complete", "op_id": 1, "outcome": {"outcome": "unknown", "reason": "timeout"}}"#;
+    let commit_completed =
+        format!(r#"{{"type": "complete", "op_id": 1, "outcome": {commit_outcome}}}"#);
     vec![
         design(grant_stamps),
         event(0, "a", 10, &invoke(0, acquire)),
         event(1, "a", 20, &complete(0, &lease(1, 1_000, 11_000))),
         event(2, "a", 30, &invoke(1, COMMIT_A)),
-        event(3, "a", 40, unknown),
+        event(3, "a", 40, &commit_completed),
         event(4, "a", 50, &invoke(2, release)),
         event(
             5,
@@ -130,21 +131,36 @@ fn release_after_a_lost_commit(grant_stamps: &str) -> Vec<String> {
     ]
 }
 
+const LOST_REPLY: &str = r#"{"outcome": "unknown", "reason": "timeout"}"#;
+const FENCED_AT_1600: &str =
+    r#"{"outcome": "ok", "result": {"result": "committed", "committed_at_us": 1600}}"#;
+
 #[test]
 fn a_release_stamped_at_its_statement_start_may_have_queued_behind_the_commit() {
     // The commit's fence held the row; the release started at 1500, waited
     // and took effect after the commit at 1700.
-    let report = judge(&release_after_a_lost_commit("statement-start"));
+    let report = judge(&release_during_a_commit("statement-start", LOST_REPLY));
     assert!(report.violations.is_empty(), "{report}");
-
-    // Decided at 1500, the release held the row then: no fence holding it
-    // let the write at 1600 through.
-    let report = judge(&release_after_a_lost_commit("decision"));
+    // A fence at 1600 may have won the row before the queued release too.
+    let report = judge(&release_during_a_commit("statement-start", FENCED_AT_1600));
+    assert!(report.violations.is_empty(), "{report}");
+    // Decided at 1500, the release ended the grant: a fence decided at 1600
+    // found it over, and a correct one refuses.
+    let report = judge(&release_during_a_commit("decision", FENCED_AT_1600));
     assert_eq!(
         i3_messages(&report),
-        ["a wrote cycle 1 under token 1 at 1600, after its release, after the grant ended at 1500 (server us)"],
+        ["a wrote cycle 1 under token 1 at 1600, fenced at 1600, after the grant ended at 1500 (server us)"],
         "{report}"
     );
+}
+
+#[test]
+fn a_release_decided_mid_commit_proves_nothing_without_the_fence_time() {
+    // A fence whose row lock blocks a takeover but not its own holder's
+    // release (`FOR KEY SHARE` under an upsert) lets the release through
+    // while the commit runs on: its row after the release is no proof.
+    let report = judge(&release_during_a_commit("decision", LOST_REPLY));
+    assert!(report.violations.is_empty(), "{report}");
 }
 
 /// a holds a lock, writes and releases at 100 µs; b acquires the lock and
