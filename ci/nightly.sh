@@ -51,4 +51,10 @@ if ./target/release/leaseproof clients --client "${python} examples/clients/pyth
     echo "the broken client was never caught: the harness lost its teeth" >&2
     exit 1
 fi
-echo "nightly sweep clean: ${seeds} per scenario, ${client_seeds} per client"
+# The checker's soundness: histories of correct services (FUZZ_SEEDS, about
+# 15 s per 200 seeds) are never convicted; one violation planted in each is.
+fuzz_seeds="${FUZZ_SEEDS:-0..20000}"
+echo "== history_fuzz --seeds ${fuzz_seeds}: correct services, never convicted; planted, always"
+python3 crates/leaseproof/tests/history_fuzz.py --binary target/release/leaseproof --seeds "${fuzz_seeds}"
+python3 crates/leaseproof/tests/history_fuzz.py --binary target/release/leaseproof --seeds "${fuzz_seeds}" --plant
+echo "nightly sweep clean: ${seeds} per scenario, ${client_seeds} per client, histories ${fuzz_seeds}"

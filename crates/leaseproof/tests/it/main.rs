@@ -4,6 +4,7 @@
 //! documentation with the documented exit codes. Method: run the built
 //! binary on `examples/histories/*.jsonl` and on broken files.
 
+mod correct_services;
 mod function_length;
 mod interrupts;
 mod json;

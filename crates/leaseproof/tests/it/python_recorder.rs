@@ -9,7 +9,7 @@ use super::repository;
 
 /// `python3`, or `None` after the skip line (a failure under
 /// `LEASEPROOF_REQUIRE_CLIENTS=1`, which CI sets).
-fn python3() -> Option<&'static str> {
+pub(crate) fn python3() -> Option<&'static str> {
     let found = Command::new("python3")
         .arg("--version")
         .output()
