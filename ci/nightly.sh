@@ -51,10 +51,22 @@ if ./target/release/leaseproof clients --client "${python} examples/clients/pyth
     echo "the broken client was never caught: the harness lost its teeth" >&2
     exit 1
 fi
+# Correct clients in every shape the protocol allows (VARIED_SEEDS designs,
+# one run each under the whole swarm, ~8 s a run) are never convicted.
+varied_seeds="${VARIED_SEEDS:-100}"
+varied=crates/harness/leaseproof-races/tests/varied_client.py
+echo "== ${varied_seeds} designs of varied_client.py under every fault: never convicted"
+for seed in $(seq 0 $((varied_seeds - 1))); do
+    ./target/release/leaseproof clients --client "VARIED_SEED=${seed} ${python} ${varied}" \
+        --seed "${seed}" --duration-ms 6000 --ttl-ms 1500 --out "${out}" > "${out}/varied-${seed}.txt" \
+        || { status=$?; if [ "${status}" -ne 3 ]; then
+            echo "varied_client design ${seed} convicted or refused (exit ${status}):" >&2
+            tail -20 "${out}/varied-${seed}.txt" >&2; exit 1; fi; }
+done
 # The checker's soundness: histories of correct services (FUZZ_SEEDS, about
 # 15 s per 200 seeds) are never convicted; one violation planted in each is.
 fuzz_seeds="${FUZZ_SEEDS:-0..20000}"
 echo "== history_fuzz --seeds ${fuzz_seeds}: correct services, never convicted; planted, always"
 python3 crates/leaseproof/tests/history_fuzz.py --binary target/release/leaseproof --seeds "${fuzz_seeds}"
 python3 crates/leaseproof/tests/history_fuzz.py --binary target/release/leaseproof --seeds "${fuzz_seeds}" --plant
-echo "nightly sweep clean: ${seeds} per scenario, ${client_seeds} per client, histories ${fuzz_seeds}"
+echo "nightly sweep clean: ${seeds} per scenario, ${client_seeds} per client, ${varied_seeds} client designs, histories ${fuzz_seeds}"

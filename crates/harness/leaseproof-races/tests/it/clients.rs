@@ -27,7 +27,7 @@ use leaseproof_races::clients::{
 /// One client run at a time across this binary's tests.
 static ONE_RUN_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn workspace() -> PathBuf {
+pub(super) fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
@@ -44,7 +44,7 @@ fn skip_or_panic(what: &str) {
 }
 
 /// The virtualenv's python, made on first use.
-fn python() -> Option<PathBuf> {
+pub(super) fn python() -> Option<PathBuf> {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let python = PYTHON.get_or_init(|| {
         let output = std::process::Command::new("bash")
@@ -70,7 +70,7 @@ fn python() -> Option<PathBuf> {
     }
 }
 
-async fn servers() -> bool {
+pub(super) async fn servers() -> bool {
     match leaseproof_pgcluster::shared_server().await {
         Ok(_) => true,
         Err(unavailable) => {
@@ -91,7 +91,7 @@ fn python_client(python: &std::path::Path, script: &str) -> String {
     )
 }
 
-fn config(
+pub(super) fn config(
     command: String,
     seed: u64,
     faults: &[FaultKind],
@@ -105,7 +105,7 @@ fn config(
     config
 }
 
-async fn judged(config: ClientRunConfig) -> ClientRunReport {
+pub(super) async fn judged(config: ClientRunConfig) -> ClientRunReport {
     let _one = ONE_RUN_AT_A_TIME.lock().await;
     let plan = config.plan();
     run_clients(config)
@@ -113,7 +113,7 @@ async fn judged(config: ClientRunConfig) -> ClientRunReport {
         .unwrap_or_else(|error| panic!("the run could not be judged: {error}\n{plan}"))
 }
 
-fn describe(outcome: &ClientRunReport) -> String {
+pub(super) fn describe(outcome: &ClientRunReport) -> String {
     format!(
         "{}\n{}struck: {:?}\nskipped: {:?}\n{:?}\n{}",
         outcome.design,
@@ -147,7 +147,7 @@ fn seeds_striking_holders(
 
 /// Runs seeds whose plans strike holders with `kind` until one shows a
 /// violation (at most `tries`); returns it, or panics with every run.
-async fn caught_within(
+pub(super) async fn caught_within(
     command: &str,
     kind: FaultKind,
     tries: usize,

@@ -17,4 +17,5 @@ mod processes;
 mod schema;
 mod support;
 mod task_races;
+mod varied_clients;
 mod waiting;

@@ -1,0 +1,177 @@
+//! Correct lock clients in every shape the protocol allows are never
+//! convicted; the same clients with one bug planted are.
+//!
+//! Goal: `leaseproof clients` judges a lock written outside the project
+//! soundly — whatever optional fields its answers carry, however late it
+//! answers, whether it calls `unknown` what took effect, sends `lost` for no
+//! reason or answers `ok` to releasing an expired lease — and still catches
+//! the bugs such clients really have.
+//! Method: `tests/varied_client.py` is a correct PostgreSQL lease (one
+//! statement on the server's clock, a fencing token, a row-lock fence in the
+//! write's own transaction) whose answers `VARIED_SEED` shapes; `VARIED_PLANT`
+//! plants one bug instead. Each correct design runs under every fault kind;
+//! each planted one under the fault that exposes it, over a bounded number of
+//! seeds whose plans strike holders with it (real processes: the plan is
+//! exact, the interleaving is not). `ci/nightly.sh` sweeps more seeds.
+//! Invariant: I1–I4, as `leaseproof check` documents them.
+
+use leaseproof_history::Invariant;
+use leaseproof_races::clients::FaultKind;
+
+use super::clients::{caught_within, config, describe, judged, python, servers, workspace};
+
+/// The command running the varied client with `seed`'s design (and `plant`).
+fn varied_client(python: &std::path::Path, seed: u64, plant: Option<&str>) -> String {
+    let script = workspace().join("crates/harness/leaseproof-races/tests/varied_client.py");
+    format!(
+        "VARIED_SEED={seed} VARIED_PLANT={} {} {}",
+        plant.unwrap_or(""),
+        python.display(),
+        script.display()
+    )
+}
+
+#[tokio::test]
+async fn correct_clients_answering_in_every_allowed_shape_are_not_convicted_under_any_fault() {
+    if !servers().await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let mut judged_for_real = 0;
+    // Designs chosen to cover both grant forms (with and without a token),
+    // renewals that report their own time, a fence inside the insert, work
+    // under the fence that outlives the lease, releases answered without
+    // their server time, spurious `unknown`s and `lost`s, delayed answers and
+    // expired releases answered `ok` (the client prints each design on its
+    // stderr).
+    for seed in [1, 9, 42, 44, 53, 65] {
+        let outcome = judged(config(
+            varied_client(&python, seed, None),
+            seed,
+            &FaultKind::ALL,
+            6_000,
+            1_500,
+        ))
+        .await;
+        assert!(
+            outcome.report.is_ok(),
+            "a false alarm on a correct client (design seed {seed}):\n{}",
+            describe(&outcome)
+        );
+        if outcome.vacuity().is_none() {
+            judged_for_real += 1;
+        }
+    }
+    assert!(
+        judged_for_real >= 4,
+        "only {judged_for_real} runs were judged for real"
+    );
+}
+
+/// Runs the client with `plant` under `kind` until it is caught; asserts the
+/// invariant it broke.
+async fn planted_is_caught(plant: &str, kind: FaultKind, tries: usize, expected: &[Invariant]) {
+    if !servers().await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let outcome = caught_within(
+        &varied_client(&python, 0, Some(plant)),
+        kind,
+        tries,
+        6_000,
+        1_500,
+    )
+    .await;
+    let invariants: Vec<Invariant> = outcome
+        .report
+        .violations
+        .iter()
+        .map(|violation| violation.invariant)
+        .collect();
+    assert!(
+        invariants
+            .iter()
+            .any(|invariant| expected.contains(invariant)),
+        "{plant}: expected one of {expected:?}, found {invariants:?}\n{}",
+        describe(&outcome)
+    );
+}
+
+#[tokio::test]
+async fn a_fence_in_a_transaction_of_its_own_is_caught_when_its_holder_is_paused() {
+    planted_is_caught(
+        "fence-outside",
+        FaultKind::PauseLong,
+        4,
+        &[Invariant::FencedWrites],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_lock_promising_twice_its_ttl_is_caught_holding_beside_its_successor() {
+    planted_is_caught(
+        "overpromise",
+        FaultKind::PauseLong,
+        4,
+        &[Invariant::MutualExclusion],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_refused_write_answered_ok_is_caught_missing_from_the_table() {
+    planted_is_caught(
+        "ok-for-refused",
+        FaultKind::PauseLong,
+        4,
+        &[Invariant::NothingLost],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn expiry_decided_on_a_skewed_client_clock_is_reported_as_possible_overlaps_not_proven_ones()
+{
+    // A client whose clock runs ahead takes over live leases; its grants are
+    // stamped with their statements' start, and nothing in real time proves
+    // the victim's grant still live after the takeover (its fence refuses
+    // its next write). The checker says "possible", with the overlap, and
+    // convicts nothing: the evidence does not prove it.
+    if !servers().await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let command = varied_client(&python, 0, Some("client-clock"));
+    let mut runs = Vec::new();
+    for seed in 0..4 {
+        let outcome = judged(config(
+            command.clone(),
+            seed,
+            &[FaultKind::ClockSkew],
+            6_000,
+            1_500,
+        ))
+        .await;
+        assert!(
+            outcome.report.is_ok(),
+            "convicted on unproven evidence:\n{}",
+            describe(&outcome)
+        );
+        let possible_overlaps = outcome
+            .report
+            .possible
+            .iter()
+            .filter(|finding| finding.invariant == Invariant::MutualExclusion)
+            .count();
+        if possible_overlaps > 0 {
+            return;
+        }
+        runs.push(describe(&outcome));
+    }
+    panic!(
+        "no possible overlap reported in 4 seeds:\n{}",
+        runs.join("\n---\n")
+    );
+}
