@@ -63,6 +63,15 @@ for seed in $(seq 0 $((varied_seeds - 1))); do
             echo "varied_client design ${seed} convicted or refused (exit ${status}):" >&2
             tail -20 "${out}/varied-${seed}.txt" >&2; exit 1; fi; }
 done
+echo "== ${varied_seeds} designs of its session lock under the faults that spare a session: never convicted"
+for seed in $(seq 0 $((varied_seeds - 1))); do
+    ./target/release/leaseproof clients --client "VARIED_FORM=session VARIED_SEED=${seed} ${python} ${varied}" \
+        --seed "${seed}" --duration-ms 6000 --ttl-ms 1500 --faults pause-short,pause-long,kill,partition,latency,clock-skew \
+        --out "${out}" > "${out}/varied-session-${seed}.txt" \
+        || { status=$?; if [ "${status}" -ne 3 ]; then
+            echo "varied_client session design ${seed} convicted or refused (exit ${status}):" >&2
+            tail -20 "${out}/varied-session-${seed}.txt" >&2; exit 1; fi; }
+done
 # The checker's soundness: histories of correct services (FUZZ_SEEDS, about
 # 15 s per 200 seeds) are never convicted; one violation planted in each is.
 fuzz_seeds="${FUZZ_SEEDS:-0..20000}"

@@ -22,6 +22,12 @@ because every time comparison is the server's). What the seed in
   the lease gone or for no reason at all, a release of an expired lease
   answered `ok` or `fail`.
 
+`VARIED_FORM=session` makes it a session lock instead (pg_try_advisory_lock
+on the process's one connection, the rows written on that same session, no
+token, no lifetime): correct under every fault that leaves its session
+alone — pauses, kills, partitions, latency, skewed clocks — and rightly
+convicted under those that end a session behind its holder's back.
+
 `VARIED_PLANT` names one bug to plant instead (each breaks an invariant the
 checker documents, under the fault named):
 
@@ -110,6 +116,14 @@ UPDATE varied_leases SET expires_at = now()
 WHERE scope = $1 AND expires_at > now()
 RETURNING now() AS released_at"""
 
+# The session lock: one advisory lock per scope, held by the connection.
+SESSION_TRY_LOCK = "SELECT pg_try_advisory_lock(hashtextextended('varied:' || $1, 0))"
+SESSION_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended('varied:' || $1, 0))"
+SESSION_IS_LOCKED = """
+SELECT EXISTS (SELECT 1 FROM pg_locks
+               WHERE locktype = 'advisory' AND granted
+                 AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('varied:' || $1, 0))"""
+
 IS_LOCKED = "SELECT EXISTS (SELECT 1 FROM varied_leases WHERE scope = $1 AND expires_at > now())"
 
 FENCE = """
@@ -140,10 +154,12 @@ def micros(timestamp):
 class Design:
     """What the seed fixed for every process of the run."""
 
-    def __init__(self, seed, plant):
+    def __init__(self, seed, plant, form=None):
         draw = random.Random(seed)
         self.plant = plant
         self.form = draw.choice(["lease", "lease", "lock"])
+        if form is not None:
+            self.form = form
         self.lock_token = self.form == "lease" or draw.random() < 0.7
         self.lifetime_share = 1.0 if draw.random() < 0.5 else draw.uniform(0.5, 1.0)
         self.renew = draw.random() < 0.5
@@ -161,6 +177,9 @@ class Design:
         self.spurious_unknown_chance = draw.choice([0.0, 0.0, 0.03])
         self.lost_on_stale = draw.random() < 0.5
         self.spurious_lost_chance = draw.choice([0.0, 0.0, 0.05])
+        if self.form == "session":
+            self.lock_token = False
+            self.renew = False
         if plant in ("fence-outside", "fence-ignores-expiry"):
             self.form = "lease"
             self.lock_token = True
@@ -246,6 +265,11 @@ class VariedLease:
 
     async def acquire(self, request):
         connection = await self.connection("lock_connection")
+        if self.design.form == "session":
+            if not await connection.fetchval(SESSION_TRY_LOCK, request["table"]):
+                raise lp.Held("the advisory lock is held")
+            self.held[request["table"]] = None
+            return await self.answer({})
         await self.ensure_schema(connection)
         if self.design.plant == "client-clock":
             row = await connection.fetchrow(
@@ -276,11 +300,19 @@ class VariedLease:
     async def write(self, request):
         design = self.design
         table = request["table"]
-        token = self.held.get(table)
-        if token is None:
+        if table not in self.held:
             raise lp.Stale("not holding it")
+        token = self.held[table]
         if self.draw.random() < design.spurious_lost_chance:
             lp.notify_lost(table, "a belief ended early, for no reason")
+        if design.form == "session":
+            # The rows go through the session that holds the lock: if it is
+            # gone, so is the write. A closed connection sent nothing.
+            if self.lock_connection is None or self.lock_connection.is_closed():
+                raise lp.Stale("the lock's session is gone")
+            await lp.write_rows(self.lock_connection, request)
+            await asyncio.sleep(design.work_inside_ms / 1000)
+            return await self.answer({})
         connection = await self.connection("write_connection")
         row_token = request.get("token")
         fenced_at = await self.fenced_write(connection, request, token, row_token)
@@ -327,9 +359,15 @@ class VariedLease:
     async def release(self, request):
         design = self.design
         table = request["table"]
-        token = self.held.pop(table, None)
-        if token is None:
+        if table not in self.held:
             raise lp.Stale("not holding it")
+        token = self.held.pop(table)
+        if design.form == "session":
+            if self.lock_connection is None or self.lock_connection.is_closed():
+                raise lp.Stale("the lock's session is gone")
+            if not await self.lock_connection.fetchval(SESSION_UNLOCK, table):
+                raise lp.Stale("the advisory lock was not held")
+            return await self.answer({})
         connection = await self.connection("lock_connection")
         if design.plant == "release-any":
             released_at = await connection.fetchval(RELEASE_ANY, table)
@@ -346,6 +384,8 @@ class VariedLease:
 
     async def is_locked(self, request):
         connection = await self.connection("lock_connection")
+        if self.design.form == "session":
+            return {"locked": await connection.fetchval(SESSION_IS_LOCKED, request["table"])}
         return {"locked": await connection.fetchval(IS_LOCKED, request["table"])}
 
 
@@ -354,14 +394,17 @@ def main():
     plant = os.environ.get("VARIED_PLANT") or None
     if plant is not None and plant not in PLANTS:
         sys.exit(f"VARIED_PLANT={plant}: not one of {', '.join(PLANTS)}")
-    design = Design(seed, plant)
+    form = os.environ.get("VARIED_FORM") or None
+    if form not in (None, "session"):
+        sys.exit(f"VARIED_FORM={form}: only `session` (or unset)")
+    design = Design(seed, plant, form)
     if os.environ.get("VARIED_WORK_INSIDE_MS"):
         design.work_inside_ms = int(os.environ["VARIED_WORK_INSIDE_MS"])
     worker = os.environ.get("LEASEPROOF_WORKER", "w0")
     incarnation = os.environ.get("LEASEPROOF_INCARNATION", "0")
     print(f"varied client: seed {seed}: {design.describe()}", file=sys.stderr)
     draw = random.Random(f"{seed}/{worker}/{incarnation}")
-    name = f"varied lease {seed}" + (f" planted {plant}" if plant else "")
+    name = f"varied {design.form} {seed}" + (f" planted {plant}" if plant else "")
     lp.main(VariedLease(design, draw), name=name, renew=design.renew)
 
 

@@ -9,7 +9,9 @@
 //! Method: `tests/varied_client.py` is a correct PostgreSQL lease (one
 //! statement on the server's clock, a fencing token, a row-lock fence in the
 //! write's own transaction) whose answers `VARIED_SEED` shapes; `VARIED_PLANT`
-//! plants one bug instead. Each correct design runs under every fault kind;
+//! plants one bug instead; `VARIED_FORM=session` makes it a session lock
+//! writing through its own session. Each correct lease design runs under
+//! every fault kind, the session lock under those that spare its session;
 //! each planted one under the fault that exposes it, over a bounded number of
 //! seeds whose plans strike holders with it (real processes: the plan is
 //! exact, the interleaving is not). `ci/nightly.sh` sweeps more seeds.
@@ -29,6 +31,50 @@ fn varied_client(python: &std::path::Path, seed: u64, plant: Option<&str>) -> St
         python.display(),
         script.display()
     )
+}
+
+#[tokio::test]
+async fn a_session_lock_writing_through_its_session_is_not_convicted_under_faults_that_spare_it() {
+    // A session lock has no lifetime: its holder holds it until it learns
+    // otherwise. Pauses, kills (the session ends with the process, and so
+    // does the belief), partitions (the session waits), latency and skewed
+    // clocks leave the session alone, so no finding is due. Resets and
+    // terminated backends end it behind its holder's back: those are
+    // findings, and are not asked here.
+    if !servers().await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let faults = [
+        FaultKind::PauseShort,
+        FaultKind::PauseLong,
+        FaultKind::Kill,
+        FaultKind::Partition,
+        FaultKind::Latency,
+        FaultKind::ClockSkew,
+    ];
+    let mut judged_for_real = 0;
+    for seed in [1, 3, 6] {
+        let command = format!("VARIED_FORM=session {}", varied_client(&python, seed, None));
+        let outcome = judged(config(command, seed, &faults, 6_000, 1_500)).await;
+        assert!(
+            outcome.report.is_ok(),
+            "a false alarm on a correct session lock (design seed {seed}):\n{}",
+            describe(&outcome)
+        );
+        assert!(
+            outcome.design.contains("varied session"),
+            "{}",
+            outcome.design
+        );
+        if outcome.vacuity().is_none() {
+            judged_for_real += 1;
+        }
+    }
+    assert!(
+        judged_for_real >= 2,
+        "only {judged_for_real} runs were judged for real"
+    );
 }
 
 #[tokio::test]
