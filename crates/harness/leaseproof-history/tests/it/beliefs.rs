@@ -96,3 +96,33 @@ fn an_unfenced_belief_overlap_needs_both_seen_alive() {
     assert_eq!(report.violations.len(), 1, "{report}");
     assert_eq!(report.violations[0].invariant, Invariant::BeliefOverlap);
 }
+
+#[test]
+fn beliefs_pair_per_incarnation_and_scope_and_either_unfenced_worker_makes_b() {
+    // The later believer unfenced is a violation too: its writes are the
+    // unprotected ones.
+    let (builder, a_believes, b_believes) = overlapping_beliefs();
+    let config = CheckConfig {
+        unfenced_workers: ["b".to_string()].into(),
+        ..CheckConfig::default()
+    };
+    let report = check(&builder.build(), &config);
+    assert_eq!(report.violations.len(), 1, "{report}");
+    assert_eq!(report.violations[0].events, vec![a_believes, b_believes]);
+
+    // A stray end (a lock reporting its loss twice) ends nothing; a second
+    // start while one is open continues it, from the first.
+    let mut builder = Builder::new();
+    builder.belief_end("a", "s", 1);
+    let a_believes = builder.belief_start("a", "s", 1);
+    builder.belief_start("a", "s", 1);
+    builder.belief_end("b", "s", 2);
+    let b_believes = builder.belief_start("b", "s", 2);
+    builder.belief_end("a", "s", 1);
+    builder.belief_end("a", "s", 1);
+    builder.belief_end("b", "s", 2);
+    let report = check(&builder.build(), &config);
+    assert_eq!(report.violations.len(), 1, "{report}");
+    assert_eq!(report.violations[0].events, vec![a_believes, b_believes]);
+    assert_eq!(report.stats.belief_overlaps, 1);
+}
