@@ -184,7 +184,8 @@ class Design:
             self.form = "lease"
             self.lock_token = True
             self.fence_in_insert = False
-            self.work_inside_ms = 200
+            # A wide window between the fence and the rows, so a pause lands in it.
+            self.work_inside_ms = 600
         if plant == "fence-ignores-expiry":
             self.report_committed_at = True
             self.renew = False
