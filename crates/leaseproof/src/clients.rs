@@ -3,8 +3,10 @@
 //! Starts N processes of the given command, drives them over the client
 //! protocol (docs/client-protocol.md) under a fault plan drawn from each
 //! seed, and judges the recorded history with the one checker. Exit codes:
-//! 0 no violation, 1 a violation, 2 bad input (a client that printed
-//! something else than the protocol, or could not start).
+//! 0 no violation, 1 a violation (or, with `--fail-on-possible`, a finding
+//! the evidence could not decide), 2 bad input (a client that printed
+//! something else than the protocol, or could not start), 3 every run
+//! vacuous.
 
 use crate::evidence::{Announce, Evidence};
 use std::ops::Range;
@@ -56,6 +58,10 @@ pub struct ClientsArgs {
     /// kinds, the verdict, the violated invariants and the counts.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Exit 1 also when a run's checker could not decide a possible
+    /// violation (by default those are printed and do not fail).
+    #[arg(long)]
+    pub fail_on_possible: bool,
 }
 
 /// The fault kinds allowed (a newtype so clap keeps it one value).
@@ -116,7 +122,7 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         eprintln!("leaseproof clients: --history and --html need a single --seed");
         return ExitCode::from(2);
     }
-    let (mut failed, mut vacuous, mut runs) = (Vec::new(), 0_u64, 0_u64);
+    let (mut failed, mut undecided, mut vacuous, mut runs) = (Vec::new(), Vec::new(), 0_u64, 0_u64);
     for seed in seeds {
         println!("SEED={seed} client={}", args.client);
         let config = args.config(seed);
@@ -156,8 +162,13 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
                     save_evidence(&args, seed, &outcome);
                     println!("replay: {}", args.replay_line(seed));
                     failed.push(seed);
-                } else if outcome.vacuity().is_some() {
-                    vacuous += 1;
+                } else {
+                    if !outcome.report.possible.is_empty() {
+                        undecided.push(seed);
+                    }
+                    if outcome.vacuity().is_some() {
+                        vacuous += 1;
+                    }
                 }
             }
             // Bad client output, a client that did not start, a store that
@@ -169,12 +180,26 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         }
         println!();
     }
+    let seeds_named = |seeds: &Vec<u64>| {
+        if seeds.is_empty() {
+            String::new()
+        } else {
+            format!(" (seeds {seeds:?})")
+        }
+    };
     println!(
-        "clients: {runs} run(s), {} with a violation{}, {vacuous} that proved little (no contention or no write)",
+        "clients: {runs} run(s), {} with a violation{}, {} with possible violations only{}, {vacuous} that proved little (no contention or no write)",
         failed.len(),
-        if failed.is_empty() { String::new() } else { format!(" (seeds {failed:?})") },
+        seeds_named(&failed),
+        undecided.len(),
+        seeds_named(&undecided),
     );
     if !failed.is_empty() {
+        ExitCode::from(1)
+    } else if args.fail_on_possible && !undecided.is_empty() {
+        println!(
+            "clients: possible violations the evidence cannot decide (--fail-on-possible): exit 1"
+        );
         ExitCode::from(1)
     } else if vacuous == runs {
         // No violation, and nothing proved either: "could not judge" is not
@@ -186,8 +211,9 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
     }
 }
 
-/// One JSON line per seed (format `leaseproof-clients-seed`, version 2:
-/// version 1 and `skipped`, `proxy` and `process`, what the strikes did).
+/// One JSON line per seed (format `leaseproof-clients-seed`, version 3:
+/// version 2 and `possible`, the findings the evidence could not decide;
+/// version 2 added `skipped`, `proxy` and `process`, what the strikes did).
 fn append_json(
     path: &std::path::Path,
     seed: u64,
@@ -205,7 +231,7 @@ fn append_json(
     let tally = &outcome.tally;
     let line = serde_json::json!({
         "format": "leaseproof-clients-seed",
-        "version": 2,
+        "version": 3,
         "passed": outcome.passed(),
         "seed": seed,
         "design": outcome.design,
@@ -228,6 +254,7 @@ fn append_json(
         "violations": outcome.report.violations.len(),
         "invariants": invariants,
         "first_violation": outcome.report.violations.first().map(ToString::to_string),
+        "possible": outcome.report.possible.len(),
         "vacuous": outcome.vacuity(),
         "grants": tally.grants,
         "writes": tally.writes,
@@ -303,10 +330,16 @@ fn print_outcome(outcome: &ClientRunReport) {
         println!("  client hung: {request} (recorded unknown, the process replaced)");
     }
     print!("{}", outcome.report);
+    // Findings the evidence cannot decide do not fail a run; they must not
+    // pass unseen either.
+    let undecided = match outcome.report.possible.len() {
+        0 => String::new(),
+        possible => format!(" ({possible} possible the evidence cannot decide, listed above)"),
+    };
     match (outcome.report.is_ok(), outcome.vacuity()) {
         (false, _) => println!("VERDICT: violation"),
-        (true, Some(why)) => println!("VERDICT: no violation, but {why}"),
-        (true, None) => println!("VERDICT: no violation"),
+        (true, Some(why)) => println!("VERDICT: no violation{undecided}, but {why}"),
+        (true, None) => println!("VERDICT: no violation{undecided}"),
     }
 }
 

@@ -307,7 +307,8 @@ async fn a_clients_seed_line_says_what_its_strikes_did() {
     let (code, text) = run_off_the_runtime(&args, &path).await;
     let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
     assert_eq!(line["format"], "leaseproof-clients-seed");
-    assert_eq!(line["version"], 2);
+    assert_eq!(line["version"], 3);
+    assert!(line["possible"].is_u64(), "{text}");
     assert_eq!(line["passed"], code == 0, "{text}");
     assert_eq!(line["seed"], seed);
     assert_eq!(line["faults"], serde_json::json!(["kill"]));

@@ -13,6 +13,7 @@ mod malformed;
 mod misuse;
 mod module_cycles;
 mod output;
+mod possible_findings;
 mod python_recorder;
 mod readme;
 mod replay;

@@ -1,0 +1,108 @@
+//! A `clients` run whose findings the evidence cannot decide says so.
+//!
+//! Goal: "could not judge" is an honest answer, and a visible one: a run
+//! with possible violations prints how many beside its verdict and names
+//! its seed in the summary (exit 0), and `--fail-on-possible` fails it
+//! (exit 1), as `check --fail-on-possible` does. Method: the varied client
+//! with expiry decided on a skewed client clock (statement-start stamps: its
+//! early takeovers are overlaps no real-time order proves) under the
+//! clock-skew fault, through the built binary. Needs PostgreSQL and the
+//! clients' virtualenv (a loud skip without them; a failure under
+//! `LEASEPROOF_REQUIRE_CLIENTS=1`).
+
+use std::process::{Command, Stdio};
+
+use super::repository;
+
+/// The virtualenv's python (made by `ci/install-python-clients.sh`), or a skip.
+fn clients_python() -> Option<String> {
+    let output = Command::new("bash")
+        .arg(repository().join("ci/install-python-clients.sh"))
+        .current_dir(repository())
+        .output()
+        .ok()
+        .filter(|output| output.status.success());
+    match output {
+        Some(output) => Some(String::from_utf8_lossy(&output.stdout).trim().to_string()),
+        None => {
+            assert!(
+                std::env::var("LEASEPROOF_REQUIRE_CLIENTS").as_deref() != Ok("1"),
+                "LEASEPROOF_REQUIRE_CLIENTS=1 but ci/install-python-clients.sh failed"
+            );
+            eprintln!("LEASEPROOF SKIP: no Python clients' virtualenv");
+            None
+        }
+    }
+}
+
+fn clients(extra: &[&str], client: &str) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
+        .args([
+            "clients",
+            "--client",
+            client,
+            "--seed",
+            "0",
+            "--duration-ms",
+            "4000",
+        ])
+        .args(["--ttl-ms", "1500", "--faults", "clock-skew"])
+        .args(extra)
+        .current_dir(repository())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run leaseproof clients");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn a_clients_run_with_undecided_findings_says_so_and_fails_only_when_asked() {
+    let Some(_database) = leaseproof_pgcluster::test_database().await else {
+        return;
+    };
+    let Some(python) = clients_python() else {
+        return;
+    };
+    let client = format!(
+        "VARIED_SEED=0 VARIED_PLANT=client-clock {python} crates/harness/leaseproof-races/tests/varied_client.py"
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let json = directory.path().join("clients.jsonl");
+    let (code, text) = tokio::task::spawn_blocking({
+        let client = client.clone();
+        let json = json.display().to_string();
+        move || clients(&["--json", &json], &client)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        code, 0,
+        "possible findings alone do not fail a run:\n{text}"
+    );
+    assert!(text.contains("possible (could not judge): I1"), "{text}");
+    assert!(
+        text.contains("VERDICT: no violation (")
+            && text.contains("possible the evidence cannot decide, listed above)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("0 with a violation, 1 with possible violations only (seeds [0])"),
+        "{text}"
+    );
+    let line: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&json).unwrap().trim_end()).unwrap();
+    assert!(line["possible"].as_u64().unwrap() >= 1, "{line}");
+    assert_eq!(line["passed"], true, "{line}");
+
+    let (code, text) =
+        tokio::task::spawn_blocking(move || clients(&["--fail-on-possible"], &client))
+            .await
+            .unwrap();
+    assert_eq!(code, 1, "--fail-on-possible:\n{text}");
+    assert!(text.contains("(--fail-on-possible): exit 1"), "{text}");
+}
