@@ -16,7 +16,10 @@ because every time comparison is the server's). What the seed in
   or its own time), which row lock the fence takes (`FOR UPDATE`, `FOR NO KEY
   UPDATE`, `FOR SHARE`), a fence as its own statement or inside the insert,
   work done while the fence holds the row, `committed_at_us` reported or not,
-  `released_at_us` reported or not;
+  `released_at_us` reported or not, and the `grant_stamps` its hello
+  declares: none, `statement-start`, or `decision` — true of this lease,
+  whose statements decide with the very `now()` they stamp, so the checker
+  may judge its server times as they stand;
 * answers delayed after the effect, `unknown` answered for operations that
   took effect (or certainly did not), `lost` notices sent when a write finds
   the lease gone or for no reason at all, a release of an expired lease
@@ -45,7 +48,8 @@ Run it with the virtualenv `ci/install-python-clients.sh` makes (asyncpg):
 
     leaseproof clients --client 'VARIED_SEED=7 target/leaseproof-clients-venv/bin/python3 crates/harness/leaseproof-races/tests/varied_client.py' --seeds 0..5
 
-`VARIED_SEED` fixes the design for every process of a run; what each
+`VARIED_WORK_INSIDE_MS` and `VARIED_GRANT_STAMPS` pin those knobs of the
+drawn design. `VARIED_SEED` fixes the design for every process of a run; what each
 process does at random (which answers it delays, which it calls unknown)
 is drawn from the seed, its worker and its incarnation.
 """
@@ -177,6 +181,10 @@ class Design:
         self.spurious_unknown_chance = draw.choice([0.0, 0.0, 0.03])
         self.lost_on_stale = draw.random() < 0.5
         self.spurious_lost_chance = draw.choice([0.0, 0.0, 0.05])
+        # Drawn last: the draws above keep the designs they gave before.
+        self.grant_stamps = draw.choice([None, "statement-start", "decision"])
+        if self.form != "lease":
+            self.grant_stamps = None  # a lock's grants carry no server times
         if self.form == "session":
             self.lock_token = False
             self.renew = False
@@ -189,6 +197,10 @@ class Design:
         if plant == "fence-ignores-expiry":
             self.report_committed_at = True
             self.renew = False
+        if plant == "client-clock":
+            # Statement-start stamps (the default): the early takeovers are
+            # then overlaps nothing proves, reported as possible.
+            self.grant_stamps = None
         if plant == "overpromise":
             self.form = "lock"
             self.renew = False
@@ -399,14 +411,17 @@ def main():
     if form not in (None, "session"):
         sys.exit(f"VARIED_FORM={form}: only `session` (or unset)")
     design = Design(seed, plant, form)
+    # Overrides, to pin one knob of a drawn design.
     if os.environ.get("VARIED_WORK_INSIDE_MS"):
         design.work_inside_ms = int(os.environ["VARIED_WORK_INSIDE_MS"])
+    if os.environ.get("VARIED_GRANT_STAMPS"):
+        design.grant_stamps = os.environ["VARIED_GRANT_STAMPS"]
     worker = os.environ.get("LEASEPROOF_WORKER", "w0")
     incarnation = os.environ.get("LEASEPROOF_INCARNATION", "0")
     print(f"varied client: seed {seed}: {design.describe()}", file=sys.stderr)
     draw = random.Random(f"{seed}/{worker}/{incarnation}")
     name = f"varied {design.form} {seed}" + (f" planted {plant}" if plant else "")
-    lp.main(VariedLease(design, draw), name=name, renew=design.renew)
+    lp.main(VariedLease(design, draw), name=name, renew=design.renew, grant_stamps=design.grant_stamps)
 
 
 if __name__ == "__main__":

@@ -180,13 +180,14 @@ async fn a_refused_write_answered_ok_is_caught_missing_from_the_table() {
 }
 
 #[tokio::test]
-async fn expiry_decided_on_a_skewed_client_clock_is_reported_as_possible_overlaps_not_proven_ones()
-{
-    // A client whose clock runs ahead takes over live leases; its grants are
-    // stamped with their statements' start, and nothing in real time proves
-    // the victim's grant still live after the takeover (its fence refuses
-    // its next write). The checker says "possible", with the overlap, and
-    // convicts nothing: the evidence does not prove it.
+async fn expiry_decided_on_a_skewed_client_clock_is_possible_under_statement_start_stamps_and_proven_under_decision_stamps(
+) {
+    // A client whose clock runs ahead takes over live leases. Its grants
+    // stamped with their statements' start, nothing in real time proves the
+    // victim's grant still live after the takeover (its fence refuses its
+    // next write): the checker says "possible", with the overlap, and
+    // convicts nothing. Declared decision stamps (true of how it stamps,
+    // not of how it decides) make the same overlap in server time a proven I1.
     if !servers().await {
         return;
     }
@@ -214,6 +215,24 @@ async fn expiry_decided_on_a_skewed_client_clock_is_reported_as_possible_overlap
             .filter(|finding| finding.invariant == Invariant::MutualExclusion)
             .count();
         if possible_overlaps > 0 {
+            let declared = format!("VARIED_GRANT_STAMPS=decision {command}");
+            let outcome = judged(config(
+                declared,
+                seed,
+                &[FaultKind::ClockSkew],
+                6_000,
+                1_500,
+            ))
+            .await;
+            assert!(
+                outcome
+                    .report
+                    .violations
+                    .iter()
+                    .any(|violation| violation.invariant == Invariant::MutualExclusion),
+                "declared decision stamps, the overlap is proven:\n{}",
+                describe(&outcome)
+            );
             return;
         }
         runs.push(describe(&outcome));
