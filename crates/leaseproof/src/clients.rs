@@ -164,6 +164,11 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
                     failed.push(seed);
                 } else {
                     if !outcome.report.possible.is_empty() {
+                        if args.fail_on_possible {
+                            // A failure like any other: its evidence kept.
+                            save_evidence(&args, seed, &outcome);
+                            println!("replay: {}", args.replay_line(seed));
+                        }
                         undecided.push(seed);
                     }
                     if outcome.vacuity().is_some() {

@@ -39,10 +39,13 @@ checker documents, under the fault named):
 * `client-clock` — acquisition compares expiry with the client's clock, not
   the server's (I1, a skewed client);
 * `fence-ignores-expiry` — the fence checks owner and token, not expiry, and
-  reports its time as `committed_at_us` (I3, holder paused past its TTL);
+  reports its time as `committed_at_us` (I3 when its commit lands after its
+  expiry with nobody having taken over — rarely: rivals take over within a
+  retry interval, and the token check then refuses the stale write);
 * `overpromise` — a lock form promising twice the TTL (I1, a pause);
 * `ok-for-refused` — a write the fence refused is answered `ok` (I4);
-* `release-any` — release expires the lease whoever holds it (I1).
+* `release-any` — release expires the lease whoever holds it (I1: proven
+  under declared decision stamps, possible under statement-start ones).
 
 Run it with the virtualenv `ci/install-python-clients.sh` makes (asyncpg):
 
@@ -150,7 +153,7 @@ FROM (SELECT 1 FROM varied_leases
      generate_series(0, $6 - 1) AS item"""
 
 
-def micros(timestamp):
+def epoch_microseconds(timestamp):
     """A timestamptz as µs since the epoch."""
     return int(timestamp.timestamp() * 1_000_000)
 
@@ -183,8 +186,6 @@ class Design:
         self.spurious_lost_chance = draw.choice([0.0, 0.0, 0.05])
         # Drawn last: the draws above keep the designs they gave before.
         self.grant_stamps = draw.choice([None, "statement-start", "decision"])
-        if self.form != "lease":
-            self.grant_stamps = None  # a lock's grants carry no server times
         if self.form == "session":
             self.lock_token = False
             self.renew = False
@@ -206,6 +207,9 @@ class Design:
             self.renew = False
         if plant == "ok-for-refused":
             self.renew = False
+        # Last, once the plant has fixed the form.
+        if self.form != "lease":
+            self.grant_stamps = None  # a lock's grants carry no server times
 
     def describe(self):
         return ", ".join(f"{key}={value}" for key, value in sorted(vars(self).items()))
@@ -266,8 +270,8 @@ class VariedLease:
             granted_at = row["decided_at"] if renewal and design.renewal_reports_own_time else row["granted_at"]
             return {
                 "token": row["token"],
-                "granted_at_us": micros(granted_at),
-                "expires_at_us": micros(row["expires_at"]),
+                "granted_at_us": epoch_microseconds(granted_at),
+                "expires_at_us": epoch_microseconds(row["expires_at"]),
             }
         fields = {}
         if design.lock_token:
@@ -336,7 +340,7 @@ class VariedLease:
             raise lp.Stale("the fence found the lease gone")
         fields = {}
         if design.form == "lease" and design.report_committed_at:
-            fields["committed_at_us"] = micros(fenced_at)
+            fields["committed_at_us"] = epoch_microseconds(fenced_at)
         return await self.answer(fields)
 
     async def fenced_write(self, connection, request, token, row_token):
@@ -389,10 +393,10 @@ class VariedLease:
         if released_at is None:
             if not design.expired_release_ok:
                 raise lp.Stale("the lease had expired")
-            return await self.answer({})
+            return await self.answer({}, took_effect=False)
         fields = {}
         if design.form == "lease" and design.report_released_at:
-            fields["released_at_us"] = micros(released_at)
+            fields["released_at_us"] = epoch_microseconds(released_at)
         return await self.answer(fields)
 
     async def is_locked(self, request):

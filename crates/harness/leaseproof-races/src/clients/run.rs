@@ -253,6 +253,9 @@ struct Belief {
     incarnation: u64,
     /// (scope, token) believed held.
     held: Option<(String, u64)>,
+    /// The incarnation was killed or its process ended: an answer read
+    /// after that (it was in the pipe) starts no belief that outlives it.
+    ended: bool,
     lost_notices: u64,
 }
 
@@ -752,7 +755,7 @@ async fn start_client(
     let exit_run = Arc::clone(run);
     // Only this incarnation's belief: a successor may hold by then.
     let on_exit =
-        Box::new(move || end_belief_of(&exit_run, index, Some(incarnation), "the process ended"));
+        Box::new(move || end_incarnation(&exit_run, index, Some(incarnation), "the process ended"));
     let process = ClientProcess::start(
         format!("{worker} (incarnation {incarnation})"),
         &run.config.command,
@@ -1124,7 +1127,11 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
         if lock(&run.protocol_error).is_some() || lock(&run.start_error).is_some() {
             break;
         }
-        lock(&slot.belief).incarnation = worker.incarnation;
+        {
+            let mut belief = lock(&slot.belief);
+            belief.incarnation = worker.incarnation;
+            belief.ended = false;
+        }
         let process = match start_client(&run, index, worker.incarnation, clock_skew).await {
             Ok(process) => process,
             Err(error) => {
@@ -1238,7 +1245,23 @@ fn complete(
                 token,
             },
         );
-        belief.held = Some((scope, token));
+        if belief.ended && belief.incarnation == incarnation {
+            // The grant's answer was read after its process was killed (or
+            // exited): the holder is gone, and a session lock with it. Its
+            // belief ends where it began; otherwise it would run on to the
+            // next event recorded for this dead incarnation, and a rival
+            // granted in between would look like a second certain holder.
+            run.recorder.record(
+                stamp(&worker, incarnation, now),
+                EventKind::BeliefEnd {
+                    scope,
+                    token,
+                    reason: "the process had ended before its answer was read".to_string(),
+                },
+            );
+        } else {
+            belief.held = Some((scope, token));
+        }
     }
 }
 
@@ -1285,6 +1308,20 @@ fn end_belief(run: &Arc<Run>, index: usize, reason: &str) {
     end_belief_of(run, index, None, reason);
 }
 
+/// The worker's process is gone (killed, replaced, or ended by itself): its
+/// belief ends, and an answer still read from it starts none (`complete`).
+/// Only `incarnation`'s, when given: a successor may hold by then.
+fn end_incarnation(run: &Arc<Run>, index: usize, incarnation: Option<u64>, reason: &str) {
+    {
+        let mut belief = lock(&run.slots[index].belief);
+        if incarnation.is_some_and(|incarnation| incarnation != belief.incarnation) {
+            return;
+        }
+        belief.ended = true;
+    }
+    end_belief_of(run, index, incarnation, reason);
+}
+
 /// Ends the worker's belief, if it has one — of `incarnation` only, when given.
 fn end_belief_of(run: &Arc<Run>, index: usize, incarnation: Option<u64>, reason: &str) {
     let worker = format!("w{index}");
@@ -1308,7 +1345,7 @@ fn end_belief_of(run: &Arc<Run>, index: usize, incarnation: Option<u64>, reason:
 
 /// Kills the worker's current process: its successor is a new incarnation.
 async fn replace(run: &Arc<Run>, index: usize) {
-    end_belief(run, index, "replaced");
+    end_incarnation(run, index, None, "replaced");
     let slot = &run.slots[index];
     if let Some(mut process) = slot.process.lock().await.take() {
         process.kill().await;
@@ -1413,7 +1450,7 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
             if !signal("KILL") {
                 return Err(format!("{what}: no process"));
             }
-            end_belief(run, client, "killed");
+            end_incarnation(run, client, None, "killed");
             if seen_gone(pgid, Duration::from_secs(2)).await {
                 lock(&run.process_effects).processes_killed += 1;
             }

@@ -206,35 +206,47 @@ fn lock_client(kind: &str) -> String {
     format!("{} {kind}", program.display())
 }
 
+/// Whether libfaketime is there for the clock-skew strike (a skip line
+/// without it, a failure under `LEASEPROOF_REQUIRE_CLIENTS=1`).
+pub(super) fn faketime_installed() -> bool {
+    let installed = leaseproof_races::clients::run::libfaketime().is_some();
+    if !installed {
+        skip_or_panic("libfaketime (Debian: faketime) for the clock-skew strike");
+    }
+    installed
+}
+
+/// Runs each `(command, seed)` under `faults`; asserts no violation and that
+/// the client is the `design` expected. Returns how many runs were judged
+/// for real (not vacuous).
+pub(super) async fn clean_runs(
+    runs: impl IntoIterator<Item = (String, u64)>,
+    faults: &[FaultKind],
+    design: &str,
+) -> usize {
+    let mut judged_for_real = 0;
+    for (command, seed) in runs {
+        let outcome = judged(config(command, seed, faults, 6_000, 1_500)).await;
+        assert!(
+            outcome.report.is_ok(),
+            "a false alarm on {design} (seed {seed}):\n{}",
+            describe(&outcome)
+        );
+        assert!(outcome.design.contains(design), "{}", outcome.design);
+        if outcome.vacuity().is_none() {
+            judged_for_real += 1;
+        }
+    }
+    judged_for_real
+}
+
 #[tokio::test]
 async fn leaseproofs_lease_through_the_protocol_stays_clean_under_every_fault() {
     if !servers().await {
         return;
     }
-    let mut judged_for_real = 0;
-    for seed in [3, 11] {
-        let outcome = judged(config(
-            lock_client("lease"),
-            seed,
-            &FaultKind::ALL,
-            6_000,
-            1_500,
-        ))
-        .await;
-        assert!(
-            outcome.report.is_ok(),
-            "a false alarm on the reference lease:\n{}",
-            describe(&outcome)
-        );
-        assert!(
-            outcome.design.contains("PostgresLeases"),
-            "{}",
-            outcome.design
-        );
-        if outcome.vacuity().is_none() {
-            judged_for_real += 1;
-        }
-    }
+    let runs = [3, 11].map(|seed| (lock_client("lease"), seed));
+    let judged_for_real = clean_runs(runs, &FaultKind::ALL, "PostgresLeases").await;
     assert!(judged_for_real >= 1, "every run was vacuous");
 }
 
@@ -284,10 +296,8 @@ async fn every_process_strike_acts_on_its_target_and_the_reference_stays_clean()
         }),
         (FaultKind::RedisRestart, |effects| effects.redis_restarts),
     ];
-    if leaseproof_races::clients::run::libfaketime().is_some() {
+    if faketime_installed() {
         effects.push((FaultKind::ClockSkew, |effects| effects.clients_skewed));
-    } else {
-        skip_or_panic("libfaketime (Debian: faketime) for the clock-skew strike");
     }
     for (kind, effect) in effects {
         let mut acted = 0;
