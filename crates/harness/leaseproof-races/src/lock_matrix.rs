@@ -41,7 +41,9 @@ use leaseproof_history::{
     check, CheckConfig, CheckReport, EventKind, FailReason, History, Invariant, Op, OpResult,
     Outcome, Recorder, Stamp, Violation, WorkRow,
 };
-use leaseproof_locks::{advisory_key, LockError, LockGuard, LockManager, TableName};
+use leaseproof_locks::{
+    advisory_key, LockError, LockGuard, LockManager, RedisLockOptions, TableName,
+};
 use leaseproof_pgcluster::DedicatedCluster;
 use leaseproof_postgres::{CycleError, PostgresLeases};
 use leaseproof_protocol::Scope;
@@ -457,9 +459,18 @@ impl Stage {
                     .fencing_token()
                     .and_then(|token| u64::try_from(token.0).ok());
                 // A session lock lives with its session; the others promise
-                // their TTL from the request (no keep-alive in these scenes).
+                // their TTL from the request (no keep-alive in these scenes),
+                // Redis a millisecond less (it keeps expiry in whole ms).
+                let promised = match self.lock {
+                    LockKind::Redis | LockKind::RedisFenced => RedisLockOptions {
+                        ttl: self.ttl,
+                        keep_alive: false,
+                    }
+                    .promised_lifetime(),
+                    _ => self.ttl,
+                };
                 let lifetime_us = (self.lock != LockKind::Advisory)
-                    .then(|| i64::try_from(self.ttl.as_micros()).unwrap_or(i64::MAX));
+                    .then(|| i64::try_from(promised.as_micros()).unwrap_or(i64::MAX));
                 log.complete(
                     worker,
                     op_id,

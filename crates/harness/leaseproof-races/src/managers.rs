@@ -166,7 +166,7 @@ pub async fn build_manager(spec: ManagerSpec) -> Result<BuiltManager, BuildError
                 RedisDistributedLockManager::connect(&redis_url, spec.prefix, options).await?;
             Ok(BuiltManager {
                 manager: Arc::new(manager),
-                lifetime_min: Some(spec.ttl),
+                lifetime_min: Some(options.promised_lifetime()),
                 leases: None,
             })
         }

@@ -80,6 +80,18 @@ pub struct RedisLockOptions {
     pub keep_alive: bool,
 }
 
+impl RedisLockOptions {
+    /// The least time a key set with this TTL lives after the acquisition
+    /// was sent: the TTL less one millisecond. Redis keeps a key's expiry
+    /// in whole milliseconds of its own clock (`mstime()`, truncated), so a
+    /// key set in the last microseconds of a millisecond is gone up to 1 ms
+    /// before `ttl` has passed since it arrived. The guard's *lost* fires
+    /// then, and a harness judging the lock holds it to this promise.
+    pub fn promised_lifetime(&self) -> Duration {
+        self.ttl.saturating_sub(Duration::from_millis(1))
+    }
+}
+
 impl Default for RedisLockOptions {
     fn default() -> Self {
         RedisLockOptions {
@@ -270,14 +282,14 @@ where
                 self.connection.clone(),
                 key.clone(),
                 value.clone(),
-                self.options.ttl,
+                self.options,
                 sent,
                 lost_tx,
             ))
         } else {
-            // Redis started the PX clock no earlier than `sent`: past
-            // `sent + ttl` the key may be gone.
-            let deadline = sent + self.options.ttl;
+            // Redis started the PX clock no earlier than `sent`, in whole
+            // milliseconds: past `sent + ttl - 1 ms` the key may be gone.
+            let deadline = sent + self.options.promised_lifetime();
             tokio::spawn(async move {
                 tokio::time::sleep_until(deadline).await;
                 lost_tx.send_replace(true);
@@ -316,11 +328,15 @@ async fn keep_alive<C: ConnectionLike + Clone + Send + 'static>(
     connection: C,
     key: String,
     value: String,
-    ttl: Duration,
+    options: RedisLockOptions,
     sent: tokio::time::Instant,
     lost: watch::Sender<bool>,
 ) {
-    keep_alive::run(Schedule::for_ttl(ttl), sent, || {
+    let ttl = options.ttl;
+    // Extended every `ttl / 3`; believed only until the promise of the last
+    // confirmed extension runs out (a millisecond short of the TTL).
+    let schedule = Schedule::every(options.promised_lifetime(), ttl / 3);
+    keep_alive::run(schedule, sent, || {
         let (mut connection, key, value) = (connection.clone(), key.clone(), value.clone());
         async move {
             let extended: Result<i64, _> = EXTEND

@@ -307,9 +307,11 @@ impl Client {
                     *token = guard
                         .fencing_token()
                         .and_then(|token| u64::try_from(token.0).ok());
-                    // Redis promises its TTL from the SET; a session
+                    // Redis promises its TTL from the SET, less the
+                    // millisecond it truncates its expiry to; a session
                     // lock lives with its session.
-                    *lifetime_ms = (self.kind == Kind::Redis).then_some(ttl_ms);
+                    *lifetime_ms =
+                        (self.kind == Kind::Redis).then_some(ttl_ms.saturating_sub(1).max(1));
                 }
                 let mut lost = guard.lost_signal();
                 let (out, lost_table) = (self.out.clone(), table.clone());
