@@ -424,6 +424,55 @@ fn an_interrupted_clients_run_leaves_no_client_and_no_temp_dir() {
     }
 }
 
+/// `clients` starts a throwaway cluster of its own and catches SIGINT and
+/// SIGTERM to stop its clients; a signal while that cluster is still being
+/// created (initdb) or started must remove it all the same. (It once left
+/// the cluster's temp dir behind: the dropped cluster disarmed its watchdog
+/// and removed nothing.)
+#[test]
+fn a_clients_run_interrupted_while_its_cluster_is_created_leaves_no_dir() {
+    if !postgres_binaries_or_skip("the clients cluster interrupt test") {
+        return;
+    }
+    let client = format!("{} lock-client lease", env!("CARGO_BIN_EXE_leaseproof"));
+    for (delay_ms, signal, whole_group) in [
+        (200, "TERM", false),
+        (400, "INT", true),
+        (600, "TERM", false),
+        (1_000, "TERM", false),
+    ] {
+        let temp_dir = child_temp_dir();
+        let mut child = leaseproof(
+            &[
+                "clients",
+                "--client",
+                &client,
+                "--seed",
+                "1",
+                "--duration-ms",
+                "30000",
+            ],
+            temp_dir.path(),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        send(signal, child.id(), whole_group);
+        wait_for_exit(&mut child, Duration::from_secs(30));
+        let moment = format!("clients, SIG{signal} after {delay_ms} ms");
+        let needle = temp_dir.path().to_string_lossy().into_owned();
+        wait_until(
+            &format!("{moment}: processes of the run still running"),
+            Duration::from_secs(20),
+            || processes_with_environment_mentioning(&needle).is_empty(),
+        );
+        assert_nothing_left(temp_dir.path(), &moment);
+    }
+}
+
 /// Whether `pid` descends from `ancestor` (through `/proc/<pid>/stat`).
 fn is_descendant_of(mut pid: u32, ancestor: u32) -> bool {
     for _ in 0..64 {

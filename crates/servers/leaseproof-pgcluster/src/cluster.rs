@@ -372,16 +372,29 @@ impl Cluster {
     }
 
     /// Runs one of the PostgreSQL programs and fails with its output if it fails.
+    ///
+    /// The program runs in a process group of its own, killed whole should
+    /// this future be dropped before it ends (an interrupt): `runuser` does
+    /// not pass a SIGKILL on, and an `initdb` left running would go on
+    /// writing into the directory being removed.
     async fn run(&self, program: &str, args: &[&str]) -> Result<String, Error> {
-        let mut command = tokio::process::Command::from(self.command(program, args));
+        use std::os::unix::process::CommandExt as _;
+        let mut command = self.command(program, args);
+        command.process_group(0);
+        let mut command = tokio::process::Command::from(command);
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let output = command
-            .output()
+        let child = command
+            .spawn()
+            .map_err(|e| Error::io(format!("running {program}"), e))?;
+        let group = child.id().map(KillGroupUnlessDone);
+        let output = child
+            .wait_with_output()
             .await
             .map_err(|e| Error::io(format!("running {program}"), e))?;
+        std::mem::forget(group);
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&output.stdout),
@@ -445,14 +458,38 @@ impl Cluster {
 }
 
 impl Drop for Cluster {
-    /// A cluster that never started hands its watchdog to nobody: after the
-    /// failed start cleaned up (`stop_and_remove_blocking`), the watchdog
-    /// would only wait for our exit — stop it.
+    /// A cluster that never started hands its watchdog to nobody. It was
+    /// dropped after a failed start, or while being created or started (an
+    /// interrupt dropped the future): either way nobody else will stop a
+    /// server or remove the dir — do it here. Then the watchdog would only
+    /// wait for our exit: stop it, unless the dir is still there (a program
+    /// killed a moment ago may still have been writing), when it stays armed
+    /// to retry once we are gone.
     fn drop(&mut self) {
         if let Some(mut watchdog) = self.watchdog.take() {
+            self.stop_and_remove_blocking();
+            if self.root_dir.exists() {
+                return;
+            }
             let _ = watchdog.kill();
             let _ = watchdog.wait();
         }
+    }
+}
+
+/// Kills the process group it names when dropped; forgotten once the
+/// group's leader has ended (a group id whose processes are all gone could
+/// be reused).
+struct KillGroupUnlessDone(u32);
+
+impl Drop for KillGroupUnlessDone {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
