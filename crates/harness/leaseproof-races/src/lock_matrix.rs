@@ -42,7 +42,7 @@ use leaseproof_history::{
     Outcome, Recorder, Stamp, Violation, WorkRow,
 };
 use leaseproof_locks::{
-    advisory_key, LockError, LockGuard, LockManager, RedisLockOptions, TableName,
+    advisory_key, redis_promised_lifetime, LockError, LockGuard, LockManager, TableName,
 };
 use leaseproof_pgcluster::DedicatedCluster;
 use leaseproof_postgres::{CycleError, PostgresLeases};
@@ -462,11 +462,7 @@ impl Stage {
                 // their TTL from the request (no keep-alive in these scenes),
                 // Redis a millisecond less (it keeps expiry in whole ms).
                 let promised = match self.lock {
-                    LockKind::Redis | LockKind::RedisFenced => RedisLockOptions {
-                        ttl: self.ttl,
-                        keep_alive: false,
-                    }
-                    .promised_lifetime(),
+                    LockKind::Redis | LockKind::RedisFenced => redis_promised_lifetime(self.ttl),
                     _ => self.ttl,
                 };
                 let lifetime_us = (self.lock != LockKind::Advisory)

@@ -94,8 +94,8 @@ pub use advisory::{
 };
 pub use lease::{LeaseLockManager, LeaseLockOptions};
 pub use redis_lock::{
-    RedisDistributedLockManager, RedisLockOptions, REDIS_ACQUIRE_SCRIPT, REDIS_EXTEND_SCRIPT,
-    REDIS_RELEASE_SCRIPT,
+    promised_lifetime as redis_promised_lifetime, RedisDistributedLockManager, RedisLockOptions,
+    REDIS_ACQUIRE_SCRIPT, REDIS_EXTEND_SCRIPT, REDIS_RELEASE_SCRIPT,
 };
 
 /// A table to maintain: `schema.table`, validated before any IO.

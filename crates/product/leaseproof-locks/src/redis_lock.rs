@@ -81,15 +81,20 @@ pub struct RedisLockOptions {
 }
 
 impl RedisLockOptions {
-    /// The least time a key set with this TTL lives after the acquisition
-    /// was sent: the TTL less one millisecond. Redis keeps a key's expiry
-    /// in whole milliseconds of its own clock (`mstime()`, truncated), so a
-    /// key set in the last microseconds of a millisecond is gone up to 1 ms
-    /// before `ttl` has passed since it arrived. The guard's *lost* fires
-    /// then, and a harness judging the lock holds it to this promise.
+    /// [`promised_lifetime`] of this TTL.
     pub fn promised_lifetime(&self) -> Duration {
-        self.ttl.saturating_sub(Duration::from_millis(1))
+        promised_lifetime(self.ttl)
     }
+}
+
+/// The least time a key set with `PX ttl` lives after the acquisition was
+/// sent: the TTL less one millisecond. Redis keeps a key's expiry in whole
+/// milliseconds of its own clock (`mstime()`, truncated), so a key set in
+/// the last microseconds of a millisecond is gone up to 1 ms before `ttl`
+/// has passed since it arrived. The guard's *lost* fires then, and a
+/// harness judging the lock holds it to this promise.
+pub fn promised_lifetime(ttl: Duration) -> Duration {
+    ttl.saturating_sub(Duration::from_millis(1))
 }
 
 impl Default for RedisLockOptions {

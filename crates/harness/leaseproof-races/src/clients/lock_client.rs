@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::wire::{FailKind, Message, Request, PROTOCOL};
 use crate::managers::{build_manager, BuildError, ManagerKind, ManagerSpec};
-use leaseproof_locks::{LockError, LockGuard, LockManager, TableName};
+use leaseproof_locks::{redis_promised_lifetime, LockError, LockGuard, LockManager, TableName};
 use leaseproof_postgres::{CycleError, PostgresLeases};
 use leaseproof_protocol::{Lease, LeaseError, Owner, Scope, Ttl};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
@@ -310,8 +310,12 @@ impl Client {
                     // Redis promises its TTL from the SET, less the
                     // millisecond it truncates its expiry to; a session
                     // lock lives with its session.
-                    *lifetime_ms =
-                        (self.kind == Kind::Redis).then_some(ttl_ms.saturating_sub(1).max(1));
+                    *lifetime_ms = (self.kind == Kind::Redis).then(|| {
+                        let promised = redis_promised_lifetime(Duration::from_millis(ttl_ms));
+                        u64::try_from(promised.as_millis())
+                            .unwrap_or(u64::MAX)
+                            .max(1)
+                    });
                 }
                 let mut lost = guard.lost_signal();
                 let (out, lost_table) = (self.out.clone(), table.clone());
