@@ -414,13 +414,7 @@ fn an_interrupted_clients_run_leaves_no_client_and_no_temp_dir() {
         send(signal, parent, whole_group);
         let code = wait_for_exit(&mut child, Duration::from_secs(30));
         assert_eq!(code, exit_expected, "SIG{signal}: exit status");
-        let needle = temp_dir.path().to_string_lossy().into_owned();
-        wait_until(
-            &format!("SIG{signal} mid-run: processes of the run still running"),
-            Duration::from_secs(20),
-            || processes_with_environment_mentioning(&needle).is_empty(),
-        );
-        assert_nothing_left(temp_dir.path(), &format!("SIG{signal} mid-run"));
+        assert_no_process_and_nothing_left(temp_dir.path(), &format!("SIG{signal} mid-run"));
     }
 }
 
@@ -462,15 +456,24 @@ fn a_clients_run_interrupted_while_its_cluster_is_created_leaves_no_dir() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         send(signal, child.id(), whole_group);
         wait_for_exit(&mut child, Duration::from_secs(30));
-        let moment = format!("clients, SIG{signal} after {delay_ms} ms");
-        let needle = temp_dir.path().to_string_lossy().into_owned();
-        wait_until(
-            &format!("{moment}: processes of the run still running"),
-            Duration::from_secs(20),
-            || processes_with_environment_mentioning(&needle).is_empty(),
+        assert_no_process_and_nothing_left(
+            temp_dir.path(),
+            &format!("clients, SIG{signal} after {delay_ms} ms"),
         );
-        assert_nothing_left(temp_dir.path(), &moment);
     }
+}
+
+/// [`assert_nothing_left`], after no process carries `temp_dir` in its
+/// environment (every process a run starts inherits its `TMPDIR`, a paused
+/// or renamed one included).
+fn assert_no_process_and_nothing_left(temp_dir: &Path, moment: &str) {
+    let needle = temp_dir.to_string_lossy().into_owned();
+    wait_until(
+        &format!("{moment}: processes of the run still running"),
+        Duration::from_secs(20),
+        || processes_with_environment_mentioning(&needle).is_empty(),
+    );
+    assert_nothing_left(temp_dir, moment);
 }
 
 /// Whether `pid` descends from `ancestor` (through `/proc/<pid>/stat`).

@@ -9,7 +9,6 @@
 //! the type does not know, or one it knows but the command did not write, fails.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use leaseproof_benches::BenchDocument;
 use leaseproof_history::{CheckDocument, Document, Envelope};
@@ -18,27 +17,20 @@ use leaseproof_races::{LockRaceDocument, RaceDocument};
 use leaseproof_sim::shards::ShardReport;
 use serde::Serialize;
 
-use super::repository;
+use super::{leaseproof, repository};
 
 /// Runs the binary; returns its exit code and the document it wrote.
 fn run_with_json(args: &[&str], json: &Path) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
-        .args(args)
-        .arg("--json")
-        .arg(json)
-        .current_dir(repository())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run leaseproof");
-    let code = output.status.code().unwrap_or(-1);
+    let json_path = json.to_str().expect("a UTF-8 temp path");
+    let ran = leaseproof(&[args, &["--json", json_path]].concat());
     let text = std::fs::read_to_string(json).unwrap_or_else(|error| {
         panic!(
-            "{args:?} wrote no document ({error}); exit {code}:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
+            "{args:?} wrote no document ({error}); exit {}:\n{}",
+            ran.code,
+            ran.text()
         )
     });
-    (code, text)
+    (ran.code, text)
 }
 
 /// [`run_with_json`] from a tokio test: the binary blocks, so it runs off

@@ -28,18 +28,39 @@ pub(crate) fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn check(args: &[&str]) -> (i32, String, String) {
+/// What a run of the binary left: its exit code (-1: killed) and its output.
+pub(crate) struct Ran {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Ran {
+    /// Standard output, then standard error.
+    pub(crate) fn text(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// Runs the built binary in the repository with `args`, standard input
+/// empty, to its end.
+pub(crate) fn leaseproof(args: &[&str]) -> Ran {
     let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
-        .arg("check")
         .args(args)
         .current_dir(repository())
+        .stdin(std::process::Stdio::null())
         .output()
         .expect("run leaseproof");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    Ran {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn check(args: &[&str]) -> (i32, String, String) {
+    let ran = leaseproof(&[&["check"], args].concat());
+    (ran.code, ran.stdout, ran.stderr)
 }
 
 #[test]

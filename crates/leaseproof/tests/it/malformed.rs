@@ -7,9 +7,7 @@
 //! message naming the line and the field. Invariant: no malformed file
 //! reaches the checker (exit 1 would mean it was judged).
 
-use std::process::{Command, Stdio};
-
-use super::repository;
+use super::{leaseproof, repository};
 
 fn check(text: &str) -> (i32, String) {
     check_bytes(text.as_bytes())
@@ -19,17 +17,8 @@ fn check_bytes(bytes: &[u8]) -> (i32, String) {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("history.jsonl");
     std::fs::write(&path, bytes).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
-        .args(["check", path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run leaseproof");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
+    let ran = leaseproof(&["check", path.to_str().unwrap()]);
+    (ran.code, ran.text())
 }
 
 /// The clean example's events and rows (its `design` line left out, so the

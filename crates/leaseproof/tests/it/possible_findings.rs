@@ -11,9 +11,9 @@
 //! under `LEASEPROOF_REQUIRE_CLIENTS=1`). Invariant: a possible finding never
 //! changes the exit status unless asked, and is never silent.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use super::repository;
+use super::{leaseproof, repository};
 
 /// The virtualenv's python (made by `ci/install-python-clients.sh`), or a skip.
 fn clients_python() -> Option<String> {
@@ -37,28 +37,21 @@ fn clients_python() -> Option<String> {
 }
 
 fn clients(extra: &[&str], client: &str) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
-        .args([
-            "clients",
-            "--client",
-            client,
-            "--seed",
-            "0",
-            "--duration-ms",
-            "4000",
-        ])
-        .args(["--ttl-ms", "1500", "--faults", "clock-skew"])
-        .args(extra)
-        .current_dir(repository())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run leaseproof clients");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
+    let arguments = [
+        "clients",
+        "--client",
+        client,
+        "--seed",
+        "0",
+        "--duration-ms",
+        "4000",
+        "--ttl-ms",
+        "1500",
+        "--faults",
+        "clock-skew",
+    ];
+    let ran = leaseproof(&[&arguments[..], extra].concat());
+    (ran.code, ran.text())
 }
 
 #[tokio::test]
