@@ -42,7 +42,7 @@ fn every_variant_counterexample_is_convicted_of_its_invariant_by_the_checker() {
         "read-then-write: 9 steps, I1",
         "unfenced-commit: 7 steps, I3",
         "fence-then-write: 13 steps, I3 I3",
-        "no-owner-check: 11 steps, I1",
+        "no-owner-check: 12 steps, I1",
         "token-not-advanced: 7 steps, I2",
         "fence-owner-only: 11 steps, I3",
         "shortening-extension: 11 steps, I1",

@@ -38,11 +38,6 @@ const LONG_ON_PURPOSE: &[(&str, &str, &str)] = &[
         "I5's bound: the crash, the next grant and the retry allowance read together, as the property is stated",
     ),
     (
-        "crates/harness/leaseproof-history/src/check/mutual_exclusion.rs",
-        "check_grant_intervals",
-        "I1 over grant intervals: certain and possible overlaps decided in one comparison per pair",
-    ),
-    (
         "crates/product/leaseproof-postgres/src/conformance.rs",
         "differential_with",
         "the differential's script: one statement after another against the SQL and the executable spec",

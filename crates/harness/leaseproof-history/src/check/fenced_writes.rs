@@ -46,7 +46,7 @@ impl<'h> Checker<'h> {
             let (outside, events) = cycle.within_its_grant(
                 scope_grants,
                 &unknown,
-                (self.config.grant_stamps, unfenced),
+                (self.grant_stamps(&rows[0].scope), unfenced),
             );
             violations.extend(outside);
             // Bounds in server time: no earlier than the latest grant with a
@@ -55,7 +55,7 @@ impl<'h> Checker<'h> {
                 .get(rows[0].scope.as_str())
                 .map_or((None, None), |bounds| bounds.around(rows[0].token));
             let (certain, maybe) =
-                cycle.between_rival_grants(around, &events, self.config.grant_stamps);
+                cycle.between_rival_grants(around, &events, self.grant_stamps(&rows[0].scope));
             violations.extend(certain);
             possible.extend(maybe);
         }
@@ -94,9 +94,6 @@ impl<'h> Checker<'h> {
         // Who may hold a grant no ok outcome reported: owners with an unknown
         // acquire, from the earliest invoke (true time) of one.
         let mut acquires: BTreeMap<(&'h str, &'h str), i64> = BTreeMap::new();
-        // Each scope's unknown acquires' invoke times, ascending: each may have
-        // granted one more token.
-        let mut acquire_times: BTreeMap<&'h str, Vec<i64>> = BTreeMap::new();
         // Renewals whose outcome is unknown may have extended their grant.
         let mut renewals: BTreeMap<(&'h str, &'h str, u64), i64> = BTreeMap::new();
         for record in self.ops.values().filter(|record| record.is_unknown()) {
@@ -107,10 +104,6 @@ impl<'h> Checker<'h> {
                         .entry((scope.as_str(), owner.as_str()))
                         .or_insert(invoked_true_us);
                     *earliest = (*earliest).min(invoked_true_us);
-                    acquire_times
-                        .entry(scope.as_str())
-                        .or_default()
-                        .push(invoked_true_us);
                 }
                 Op::Renew {
                     scope,
@@ -126,15 +119,7 @@ impl<'h> Checker<'h> {
                 Op::Release { .. } | Op::Commit { .. } | Op::Write { .. } => {}
             }
         }
-        for times in acquire_times.values_mut() {
-            times.sort_unstable();
-        }
-
-        UnknownGrants {
-            acquires,
-            acquire_times,
-            renewals,
-        }
+        UnknownGrants { acquires, renewals }
     }
 
     /// `(scope, owner, token)` of every lock granted with a token and no
@@ -165,9 +150,6 @@ impl<'h> Checker<'h> {
 struct UnknownGrants<'h> {
     /// Owners with an unknown acquire, from the earliest invoke (true time) of one.
     acquires: BTreeMap<(&'h str, &'h str), i64>,
-    /// Each scope's unknown acquires' invoke times, ascending: each may have
-    /// granted one more token.
-    acquire_times: BTreeMap<&'h str, Vec<i64>>,
     /// Renewals whose outcome is unknown may have extended their grant.
     renewals: BTreeMap<(&'h str, &'h str, u64), i64>,
 }
@@ -342,7 +324,9 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 // been decided later, queued behind this very commit: only
                 // a decision stamp ends the grant.
                 let released_at_us = match (grant.released, grant_stamps) {
-                    (Some((released_at_us, _)), GrantStamps::Decision) => Some(released_at_us),
+                    (Some((released_at_us, _)), GrantStamps::Decision) => {
+                        Some(released_at_us.min(grant.expires_at_us_max))
+                    }
                     _ => None,
                 };
                 let end_us = released_at_us
@@ -371,23 +355,12 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 }
             }
             None => {
-                // Tokens grow by one per grant, so a token no ok outcome
-                // reported is at most the known maximum plus one per unknown
-                // acquire of the scope that may have come first.
-                let token_known_max = scope_grants
-                    .and_then(|grants| grants.keys().next_back().copied())
-                    .unwrap_or(0);
-                let unknown_acquires_before =
-                    unknown
-                        .acquire_times
-                        .get(scope.as_str())
-                        .map_or(0, |times| {
-                            times.partition_point(|invoked_true_us| {
-                                may_precede(*invoked_true_us, acknowledged_by_true_us)
-                            })
-                        }) as u64;
-                let maybe_granted = unknown_acquire_before
-                    && token <= token_known_max.saturating_add(unknown_acquires_before);
+                // No ok outcome reported this token: only an unknown
+                // acquisition of this owner's, which may have come first,
+                // could have granted it. (Nothing bounds the token such an
+                // acquisition got: a store's counter need not go up by one,
+                // nor start at one.)
+                let maybe_granted = unknown_acquire_before;
                 if !maybe_granted {
                     violations.push(self.finding(
                         events.clone(),

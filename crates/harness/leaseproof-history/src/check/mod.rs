@@ -54,6 +54,7 @@ mod fenced_writes;
 mod lock_writes;
 mod mutual_exclusion;
 mod nothing_lost;
+mod server_clock;
 mod takeover;
 mod token_order;
 
@@ -413,6 +414,11 @@ struct Grant {
     /// Earliest true time at which an ok outcome reported the grant: it was
     /// made (in server time, `granted_at`) before then.
     reported_by_true_us: i64,
+    /// When `granted_at_us` came from an acquisition's answer (the stamp of
+    /// the statement that made the grant): that answer's acknowledgement,
+    /// by which the stamp was certainly taken. `None` when a renewal
+    /// reported the grant first (it may stamp its own time).
+    stamped_by_true_us: Option<i64>,
     released: Option<(i64, u64)>,
     /// The earliest-invoked release of unknown outcome: (invoke true time, invoke event).
     release_unknown: Option<(i64, u64)>,
@@ -426,8 +432,11 @@ impl Grant {
     /// The end of the effective interval and the event that shows it, as
     /// early as any rival may see it (an unknown release counts).
     fn end(&self) -> (i64, u64) {
-        if let Some(released) = self.released {
-            return released;
+        if let Some((released_at_us, event)) = self.released {
+            // A release after the expiry ends nothing: the grant was over.
+            if released_at_us < self.expires_at_us_max {
+                return (released_at_us, event);
+            }
         }
         if self.release_unknown.is_some() {
             // The release may have taken effect at any server time after the
@@ -470,6 +479,9 @@ struct Checker<'h> {
     config: &'h CheckConfig,
     ops: BTreeMap<u64, OpRecord<'h>>,
     grants: Grants,
+    /// Scopes whose server times contradict real time (`server_clock`):
+    /// judged as `statement-start` whatever the file declares.
+    clock_contradicted: BTreeSet<String>,
     report: CheckReport,
 }
 
@@ -500,10 +512,12 @@ fn check_inner(
         config,
         ops: BTreeMap::new(),
         grants: BTreeMap::new(),
+        clock_contradicted: BTreeSet::new(),
         report: CheckReport::default(),
     };
     checker.pair_operations();
     checker.collect_grants();
+    checker.check_server_clock();
     checker.check_grant_intervals();
     checker.check_certain_holds();
     checker.check_guarded_rows();
@@ -535,7 +549,81 @@ fn sorted(mut values: Vec<u64>) -> Vec<u64> {
     values
 }
 
+/// Per (scope, owner), the earliest invoke of an acquisition whose outcome
+/// is not known (any of them may have made any grant of that owner), and per
+/// (scope, owner, token) the earliest of one answered with that token. One
+/// that failed, or was answered with another token, made it not.
+struct Acquisitions<'h> {
+    unknown_invoked_min: BTreeMap<(&'h str, &'h str), i64>,
+    returned_invoked_min: BTreeMap<(&'h str, &'h str, u64), i64>,
+}
+
+impl Acquisitions<'_> {
+    /// The earliest instant (true time) `grant` can have been decided: no
+    /// grant is decided before the acquisition that made it was invoked
+    /// (`i64::MIN`: no bound, nothing proven).
+    fn decided_after_us(&self, scope: &str, grant: &Grant) -> i64 {
+        let owner = grant.owner.as_str();
+        let unknown = self.unknown_invoked_min.get(&(scope, owner));
+        let returned = self.returned_invoked_min.get(&(scope, owner, grant.token));
+        unknown
+            .into_iter()
+            .chain(returned)
+            .min()
+            .copied()
+            .unwrap_or(i64::MIN)
+    }
+}
+
 impl<'h> Checker<'h> {
+    /// How `scope`'s server times are read: as the file declares, unless
+    /// they contradict real time.
+    fn grant_stamps(&self, scope: &str) -> GrantStamps {
+        if self.clock_contradicted.contains(scope) {
+            GrantStamps::StatementStart
+        } else {
+            self.config.grant_stamps
+        }
+    }
+
+    /// Why a server-time finding in `scope` needs real time's proof.
+    fn unproven_because(&self, scope: &str) -> &'static str {
+        if self.clock_contradicted.contains(scope) {
+            "the scope's server times contradict real time"
+        } else {
+            "stamps are statement starts"
+        }
+    }
+
+    /// Which acquisitions may have made which grants ([`Acquisitions`]).
+    fn acquisitions(&self) -> Acquisitions<'h> {
+        let mut acquisitions = Acquisitions {
+            unknown_invoked_min: BTreeMap::new(),
+            returned_invoked_min: BTreeMap::new(),
+        };
+        for record in self.ops.values() {
+            let Op::Acquire { scope, owner, .. } = record.op else {
+                continue;
+            };
+            let earliest = match record.completion.map(|(_, outcome)| outcome) {
+                Some(Outcome::Fail { .. }) => continue,
+                Some(Outcome::Ok {
+                    result: OpResult::Lease { token, .. },
+                }) => acquisitions
+                    .returned_invoked_min
+                    .entry((scope.as_str(), owner.as_str(), *token))
+                    .or_insert(i64::MAX),
+                // Unknown, never completed, or answered in another form.
+                _ => acquisitions
+                    .unknown_invoked_min
+                    .entry((scope.as_str(), owner.as_str()))
+                    .or_insert(i64::MAX),
+            };
+            *earliest = (*earliest).min(record.invoke_true_us);
+        }
+        acquisitions
+    }
+
     fn violation(
         &mut self,
         invariant: Invariant,

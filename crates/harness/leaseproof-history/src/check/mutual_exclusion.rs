@@ -8,45 +8,9 @@ impl<'h> Checker<'h> {
     pub(super) fn check_grant_intervals(&mut self) {
         let mut violations = Vec::new();
         let mut possible = Vec::new();
-        // No grant was decided before the acquisition that made it was
-        // invoked. Which one made a grant is not always known: per (scope,
-        // owner), the earliest invoke of an acquisition whose outcome is not
-        // known (any of them may have made any grant of that owner), and per
-        // (scope, owner, token) the earliest of one answered with that token.
-        // One that failed, or was answered with another token, made it not.
-        let mut unknown_invoked_min: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-        let mut returned_invoked_min: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
-        for record in self.ops.values() {
-            let Op::Acquire { scope, owner, .. } = record.op else {
-                continue;
-            };
-            let earliest = match record.completion.map(|(_, outcome)| outcome) {
-                Some(Outcome::Fail { .. }) => continue,
-                Some(Outcome::Ok {
-                    result: OpResult::Lease { token, .. },
-                }) => returned_invoked_min
-                    .entry((scope.as_str(), owner.as_str(), *token))
-                    .or_insert(i64::MAX),
-                // Unknown, never completed, or answered in another form.
-                _ => unknown_invoked_min
-                    .entry((scope.as_str(), owner.as_str()))
-                    .or_insert(i64::MAX),
-            };
-            *earliest = (*earliest).min(record.invoke_true_us);
-        }
-        // The earliest instant `grant` can have been decided (`i64::MIN`: no
-        // bound, nothing proven).
-        let decided_after_us = |scope: &str, grant: &Grant| {
-            let owner = grant.owner.as_str();
-            let unknown = unknown_invoked_min.get(&(scope, owner));
-            let returned = returned_invoked_min.get(&(scope, owner, grant.token));
-            unknown
-                .into_iter()
-                .chain(returned)
-                .min()
-                .copied()
-                .unwrap_or(i64::MIN)
-        };
+        let acquisitions = self.acquisitions();
+        let decided_after_us =
+            |scope: &str, grant: &Grant| acquisitions.decided_after_us(scope, grant);
         let mut holders = BTreeSet::new();
         for (scope, scope_grants) in &self.grants {
             let mut ordered: Vec<&Grant> = scope_grants.values().collect();
@@ -79,14 +43,20 @@ impl<'h> Checker<'h> {
                         // first, its statement having queued longer. Real time
                         // proves the order when the larger token was
                         // acknowledged before the other owner asked at all.
-                        let proven = match self.config.grant_stamps {
+                        let proven = match self.grant_stamps(scope) {
                             GrantStamps::Decision => true,
                             GrantStamps::StatementStart => {
                                 previous.reported_by_true_us < decided_after_us(scope, grant)
                             }
                         };
                         let finding = (Invariant::TokenOrder, scope.clone(), events, message);
-                        file(proven, finding, &mut violations, &mut possible);
+                        file(
+                            proven,
+                            finding,
+                            self.unproven_because(scope),
+                            &mut violations,
+                            &mut possible,
+                        );
                     }
                 }
                 // Earlier grants that may still be live for this one: the one
@@ -120,19 +90,29 @@ impl<'h> Checker<'h> {
                         grant.token,
                         grant.granted_at_us
                     );
-                    let proven = match self.config.grant_stamps {
+                    // Real-time proof, whichever the stamps put first: one
+                    // decided (acknowledged) before any acquisition that may
+                    // have made the other was invoked, and the other
+                    // acknowledged before an operation that still found the
+                    // first live.
+                    let in_real_time = |first: &Grant, second: &Grant| {
+                        first.reported_by_true_us < decided_after_us(scope, second)
+                            && second.reported_by_true_us < first.live_after_invoke_true_us
+                    };
+                    let proven = match self.grant_stamps(scope) {
                         GrantStamps::Decision => true,
                         GrantStamps::StatementStart => {
-                            // Real-time proof: earlier decided (acknowledged)
-                            // before any acquisition that may have made the
-                            // later grant was invoked, and the later one acknowledged before
-                            // an operation that still found earlier live.
-                            earlier.reported_by_true_us < decided_after_us(scope, grant)
-                                && grant.reported_by_true_us < earlier.live_after_invoke_true_us
+                            in_real_time(earlier, grant) || in_real_time(grant, earlier)
                         }
                     };
                     let finding = (invariant, scope.clone(), events, message);
-                    file(proven, finding, &mut violations, &mut possible);
+                    file(
+                        proven,
+                        finding,
+                        self.unproven_because(scope),
+                        &mut violations,
+                        &mut possible,
+                    );
                 }
                 if grant.released.is_none() && grant.release_unknown.is_some() {
                     lingering.push(grant);
@@ -163,10 +143,12 @@ impl<'h> Checker<'h> {
 type Finding = (Invariant, String, Vec<u64>, String);
 
 /// Files `finding` as a violation when `proven`; otherwise as possible, saying
-/// why: statement-start stamps order statements, and real time did not.
+/// why: the stamps order statements (or contradict real time), and real time
+/// did not prove it.
 fn file(
     proven: bool,
     finding: Finding,
+    unproven_because: &str,
     violations: &mut Vec<Finding>,
     possible: &mut Vec<Finding>,
 ) {
@@ -175,7 +157,7 @@ fn file(
     } else {
         let (invariant, scope, events, message) = finding;
         let message =
-            format!("{message}; stamps are statement starts and real-time order does not prove it");
+            format!("{message}; {unproven_because} and real-time order does not prove it");
         possible.push((invariant, scope, events, message));
     }
 }

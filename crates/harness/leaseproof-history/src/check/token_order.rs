@@ -78,6 +78,7 @@ impl<'h> Checker<'h> {
                             revived_until_us: i64::MIN,
                             live_at_us_max: expires_at_us - ttl_us,
                             reported_by_true_us: reported_true_us,
+                            stamped_by_true_us: renewed_token.is_none().then_some(reported_true_us),
                             released: None,
                             release_unknown: None,
                             live_after_invoke_true_us: record.invoke_true_us,
@@ -179,9 +180,13 @@ impl<'h> Checker<'h> {
                     if *released_at_us < earliest {
                         grant.released = Some((*released_at_us, complete_event));
                     }
-                    // A release that released found the grant live.
-                    grant.live_after_invoke_true_us =
-                        grant.live_after_invoke_true_us.max(record.invoke_true_us);
+                    // A release that released before the grant's expiry
+                    // found it live (one stamped at or after the expiry
+                    // released a grant already over, which shows nothing).
+                    if *released_at_us < grant.expires_at_us_max {
+                        grant.live_after_invoke_true_us =
+                            grant.live_after_invoke_true_us.max(record.invoke_true_us);
+                    }
                 }
                 None | Some((_, Outcome::Unknown { .. })) if grant.owner == *owner => {
                     let invoked = (record.invoke_true_us, record.invoke_event);

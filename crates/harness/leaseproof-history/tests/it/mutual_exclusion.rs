@@ -1,7 +1,7 @@
 //! I1 mutual exclusion: effective grant intervals of one scope never overlap.
 //! Each test breaks it one way and asserts the exact violation and its events.
 
-use leaseproof_history::{Invariant, Op, Outcome};
+use leaseproof_history::{check, CheckConfig, Invariant, Op, OpResult, Outcome};
 
 use crate::builder::{assert_passes, only_violation, Builder, TTL_US};
 
@@ -75,13 +75,88 @@ fn release_ends_the_grant_early() {
     let report = assert_passes(&builder.build());
     assert_eq!(report.stats.releases, 1);
 
+    // b's acquisition was in flight while a released: its grant stamped
+    // before the release is an overlap.
     let mut builder = Builder::new();
     let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, b_acquire) = builder.invoke("b", acquire("b"));
     let (_, a_released) = builder.release_ok("a", "s", 1, 1_020);
-    let (_, b_granted) = builder.acquire_ok("b", "s", 2, 1_019);
+    let b_granted = builder.complete("b", b_acquire, lease("b", 2, 1_019));
     let violation = only_violation(&builder.build());
     assert_eq!(violation.invariant, Invariant::MutualExclusion);
     assert_eq!(violation.events, vec![a_granted, a_released, b_granted]);
+}
+
+fn acquire(owner: &str) -> Op {
+    Op::Acquire {
+        scope: "s".to_string(),
+        owner: owner.to_string(),
+        ttl_us: TTL_US,
+    }
+}
+
+fn lease(owner: &str, token: u64, granted_at_us: i64) -> Outcome {
+    Outcome::Ok {
+        result: OpResult::Lease {
+            token,
+            owner: owner.to_string(),
+            granted_at_us,
+            expires_at_us: granted_at_us + TTL_US,
+        },
+    }
+}
+
+#[test]
+fn server_times_that_real_time_contradicts_are_h_and_prove_nothing_more() {
+    // The release was acknowledged before b asked, yet b's grant is stamped
+    // before it: no one clock that only advances stamped both. Not an I1
+    // (real time shows the release first), but H.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, a_released) = builder.release_ok("a", "s", 1, 1_020);
+    let (_, b_granted) = builder.acquire_ok("b", "s", 2, 1_019);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::WellFormed);
+    assert_eq!(violation.events, vec![a_released, b_granted]);
+    assert!(
+        violation
+            .message
+            .contains("server times go back against real time"),
+        "{violation}"
+    );
+
+    // a's grant was acknowledged before b asked, yet b's is stamped
+    // earlier: token order holds in real time, so not I2 — H. a's release,
+    // invoked after b's grant was acknowledged, found a's grant live: an
+    // overlap real time proves, whichever grant the stamps put first.
+    let mut builder = Builder::new();
+    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, b_granted) = builder.acquire_ok_until("b", "s", 2, 900, 2_000);
+    builder.release_ok("a", "s", 1, 1_050);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        report.violations_of(Invariant::TokenOrder).is_empty(),
+        "{report}"
+    );
+    let clock = report.violations_of(Invariant::WellFormed);
+    assert_eq!(clock.len(), 1, "{report}");
+    assert_eq!(clock[0].events, vec![a_granted, b_granted]);
+    assert_eq!(
+        report.violations_of(Invariant::MutualExclusion).len(),
+        1,
+        "{report}"
+    );
+}
+
+#[test]
+fn a_release_after_the_expiry_ends_nothing_and_shows_nothing_live() {
+    // a's grant expired at 1100; b took over at 1150; a release stamped
+    // 1200 released a grant already over: no overlap.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_150);
+    builder.release_ok("a", "s", 1, 1_200);
+    assert_passes(&builder.build());
 }
 
 #[test]
