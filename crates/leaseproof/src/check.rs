@@ -44,8 +44,14 @@ pub struct CheckArgs {
     pub fail_on_possible: bool,
 }
 
-/// Runs `leaseproof check`.
-pub fn run(args: CheckArgs) -> ExitCode {
+/// The history `args` names, once the outputs are known to be writable:
+/// nothing is judged before both are settled (exit 2 otherwise).
+fn load(args: &CheckArgs) -> Result<History, ExitCode> {
+    let outputs = [
+        ("--html", args.html.as_deref()),
+        ("--json", args.json.as_deref()),
+    ];
+    crate::evidence::refuse_unwritable_outputs("check", &outputs)?;
     let history = match History::load(&args.file) {
         Ok(history) => history,
         Err(HistoryError::Invalid {
@@ -57,11 +63,11 @@ pub fn run(args: CheckArgs) -> ExitCode {
                 "leaseproof check: {}:{line_number}: field `{field}`: {problem} (not judged)",
                 args.file.display()
             );
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
         Err(error) => {
             eprintln!("leaseproof check: {error}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
     if history.events.is_empty() {
@@ -69,8 +75,17 @@ pub fn run(args: CheckArgs) -> ExitCode {
             "leaseproof check: {}: no events: nothing to judge",
             args.file.display()
         );
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
+    Ok(history)
+}
+
+/// Runs `leaseproof check`.
+pub fn run(args: CheckArgs) -> ExitCode {
+    let history = match load(&args) {
+        Ok(history) => history,
+        Err(code) => return code,
+    };
     let declared = CheckConfig::declared_by(&history);
     let grant_stamps = match (args.grant_stamps, &history.design) {
         (Some(flag), Some(design)) if flag != design.grant_stamps => {
@@ -136,7 +151,9 @@ pub fn run(args: CheckArgs) -> ExitCode {
         eprintln!("timeline written to {}", path.display());
     }
     if let Some(path) = &args.json {
-        let document = leaseproof_history::CheckDocument::new(&history, &report);
+        let mut document = leaseproof_history::CheckDocument::new(&history, &report);
+        // The document's verdict is the exit status's.
+        document.passed &= !args.fail_on_possible || report.possible.is_empty();
         if let Err(error) = std::fs::write(path, document.to_json()) {
             eprintln!("leaseproof check: writing {}: {error}", path.display());
             return ExitCode::from(2);

@@ -122,6 +122,14 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         eprintln!("leaseproof clients: --history and --html need a single --seed");
         return ExitCode::from(2);
     }
+    let outputs = [
+        ("--history", args.history.as_deref()),
+        ("--html", args.html.as_deref()),
+        ("--json", args.json.as_deref()),
+    ];
+    if let Err(code) = crate::evidence::refuse_unwritable_outputs("clients", &outputs) {
+        return code;
+    }
     let (mut failed, mut undecided, mut vacuous, mut runs) = (Vec::new(), Vec::new(), 0_u64, 0_u64);
     for seed in seeds {
         println!("SEED={seed} client={}", args.client);

@@ -27,6 +27,48 @@ impl Announce {
     }
 }
 
+/// Refuses, before any work, output files that could not be written or
+/// would overwrite each other: two options naming one path, or a path whose
+/// directory does not exist. `outputs` pairs each option with its path.
+pub(crate) fn refuse_unwritable_outputs(
+    command: &str,
+    outputs: &[(&str, Option<&Path>)],
+) -> Result<(), ExitCode> {
+    let given: Vec<(&str, &Path)> = outputs
+        .iter()
+        .filter_map(|(option, path)| path.map(|path| (*option, path)))
+        .collect();
+    for (index, (option, path)) in given.iter().enumerate() {
+        if let Some((other, _)) = given[..index].iter().find(|(_, earlier)| earlier == path) {
+            eprintln!(
+                "leaseproof {command}: {other} and {option} both name {}: one would overwrite the other",
+                path.display()
+            );
+            return Err(ExitCode::from(2));
+        }
+        let directory = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        if !directory.is_dir() {
+            eprintln!(
+                "leaseproof {command}: {option} {}: no directory {} to write it in",
+                path.display(),
+                directory.display()
+            );
+            return Err(ExitCode::from(2));
+        }
+        if path.is_dir() {
+            eprintln!(
+                "leaseproof {command}: {option} {}: a directory, not a file",
+                path.display()
+            );
+            return Err(ExitCode::from(2));
+        }
+    }
+    Ok(())
+}
+
 /// A judged history to write: the command that judged it and the page's title.
 pub(crate) struct Evidence<'a> {
     pub(crate) command: &'static str,

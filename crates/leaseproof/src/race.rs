@@ -182,6 +182,14 @@ impl RaceArgs {
 /// Runs the race the arguments describe and prints the summary; success only
 /// for a clean, real race.
 pub async fn run_race(args: RaceArgs) -> ExitCode {
+    let outputs = [
+        ("--history", args.history.as_deref()),
+        ("--html", args.html.as_deref()),
+        ("--json", args.json.as_deref()),
+    ];
+    if let Err(code) = crate::evidence::refuse_unwritable_outputs("race", &outputs) {
+        return code;
+    }
     if let Some(lock) = args.lock {
         let race = LockRace {
             lock,

@@ -624,6 +624,14 @@ fn run_merge(files: &[PathBuf], json: Option<&std::path::Path>) -> ExitCode {
 /// `leaseproof replay`: prints the whole trace and writes it to a file; exit
 /// code 1 when the run fails (the usual reason to replay it).
 pub fn run_replay(args: ReplayArgs) -> ExitCode {
+    let outputs = [
+        ("--history", args.history.as_deref()),
+        ("--html", args.html.as_deref()),
+        ("--out", args.out.as_deref()),
+    ];
+    if let Err(code) = crate::evidence::refuse_unwritable_outputs("replay", &outputs) {
+        return code;
+    }
     let scenario = match load_scenarios(&args.scenario, args.no_schema_retry) {
         Ok(mut scenarios) => scenarios.remove(0),
         Err(error) => {

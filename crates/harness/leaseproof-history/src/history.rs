@@ -294,6 +294,13 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
             "appears twice in one object: which one counts is a guess".to_string(),
         ));
     }
+    if line.starts_with('\u{feff}') {
+        return Err((
+            ".".to_string(),
+            "starts with a byte-order mark (U+FEFF): save the file as UTF-8 without one"
+                .to_string(),
+        ));
+    }
     let value: serde_json::Value = serde_json::from_str(line)
         .map_err(|error| (".".to_string(), format!("not JSON: {error}")))?;
     let serde_json::Value::Object(mut object) = value else {
@@ -329,14 +336,28 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
     }
 }
 
+/// An invoked op, as the validator remembers it.
+#[derive(Debug)]
+struct Invoked {
+    true_us: i64,
+    /// The op's name.
+    op: &'static str,
+    completed: bool,
+    /// Who invoked it: the one that learns its outcome.
+    worker: String,
+    incarnation: u64,
+}
+
 /// The structural rules a history file must keep, checked line by line
 /// before anything is judged (docs/history-format.md, "Well-formed").
 #[derive(Debug, Default)]
 struct Validator {
     /// Latest true time per worker.
     latest_true_us: BTreeMap<String, i64>,
-    /// Invoked op ids: (true time, the op's name, completed yet).
-    invoked: BTreeMap<u64, (i64, &'static str, bool)>,
+    /// Latest incarnation per worker.
+    latest_incarnation: BTreeMap<String, u64>,
+    /// Invoked op ids.
+    invoked: BTreeMap<u64, Invoked>,
     /// A row has been read: events must come first.
     rows_started: bool,
     /// A record has been read: the design's declaration must be the first.
@@ -427,15 +448,32 @@ impl Validator {
             ));
         }
         *latest = event.true_time_us;
+        let incarnation = self
+            .latest_incarnation
+            .entry(event.worker.clone())
+            .or_insert(event.incarnation);
+        if event.incarnation < *incarnation {
+            return Err((
+                "incarnation",
+                format!(
+                    "{} after {} of an earlier event of worker {:?}: a restart is a new, larger incarnation, never an earlier one",
+                    event.incarnation, *incarnation, event.worker
+                ),
+            ));
+        }
+        *incarnation = event.incarnation;
         match &event.kind {
             EventKind::Invoke { op_id, op } => {
                 Self::op(op)?;
                 self.cycle(op, *op_id)?;
-                if self
-                    .invoked
-                    .insert(*op_id, (event.true_time_us, op.name(), false))
-                    .is_some()
-                {
+                let invoked = Invoked {
+                    true_us: event.true_time_us,
+                    op: op.name(),
+                    completed: false,
+                    worker: event.worker.clone(),
+                    incarnation: event.incarnation,
+                };
+                if self.invoked.insert(*op_id, invoked).is_some() {
                     return Err(("kind.op_id", format!("{op_id} is invoked twice")));
                 }
             }
@@ -448,10 +486,29 @@ impl Validator {
                             format!("{op_id} completes, but no earlier line invoked it"),
                         ))
                     }
-                    Some((_, _, true)) => {
-                        return Err(("kind.op_id", format!("{op_id} completes twice")))
+                    Some(Invoked {
+                        completed: true, ..
+                    }) => return Err(("kind.op_id", format!("{op_id} completes twice"))),
+                    Some(Invoked {
+                        worker,
+                        incarnation,
+                        ..
+                    }) if *worker != event.worker || *incarnation != event.incarnation => {
+                        return Err((
+                            "kind.op_id",
+                            format!(
+                                "{op_id} was invoked by worker {worker:?} incarnation {incarnation}, \
+                                 and completes in worker {:?} incarnation {}: the one that asked learns the outcome",
+                                event.worker, event.incarnation
+                            ),
+                        ))
                     }
-                    Some((invoked_us, op, completed)) => {
+                    Some(Invoked {
+                        true_us: invoked_us,
+                        op,
+                        completed,
+                        ..
+                    }) => {
                         result_answers(outcome, op)?;
                         if event.true_time_us < *invoked_us {
                             return Err((

@@ -64,6 +64,49 @@ fn check(args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
+fn check_refuses_outputs_it_cannot_write_before_judging() {
+    let directory = tempfile::tempdir().unwrap();
+    let page = directory.path().join("out");
+    let page = page.to_str().unwrap();
+    let missing = directory.path().join("missing/verdict.json");
+    let missing = missing.to_str().unwrap();
+    for (outputs, says) in [
+        (
+            vec!["--html", page, "--json", page],
+            "--html and --json both name",
+        ),
+        (vec!["--json", missing], "no directory"),
+        (
+            vec!["--json", directory.path().to_str().unwrap()],
+            "a directory, not a file",
+        ),
+    ] {
+        let args = [&["examples/histories/broken.jsonl"], &outputs[..]].concat();
+        let (code, stdout, stderr) = check(&args);
+        assert_eq!(code, 2, "{outputs:?}: {stdout}{stderr}");
+        assert!(stderr.contains(says), "{outputs:?}: {stderr}");
+        assert!(stdout.is_empty(), "judged before refusing: {stdout}");
+    }
+}
+
+#[test]
+fn check_fail_on_possible_fails_in_the_document_too() {
+    let directory = tempfile::tempdir().unwrap();
+    let json = directory.path().join("verdict.json");
+    let json = json.to_str().unwrap();
+    let file = "examples/histories/queued-rival.jsonl";
+    for (extra, code_expected, passed) in [(None, 0, true), (Some("--fail-on-possible"), 1, false)]
+    {
+        let args: Vec<&str> = [file, "--json", json].into_iter().chain(extra).collect();
+        let (code, stdout, stderr) = check(&args);
+        assert_eq!(code, code_expected, "{extra:?}: {stdout}{stderr}");
+        let document: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        assert_eq!(document["passed"], passed, "{extra:?}");
+    }
+}
+
+#[test]
 fn check_passes_the_clean_example_and_fails_the_broken_one() {
     let (code, stdout, _) = check(&["examples/histories/clean.jsonl"]);
     assert_eq!(code, 0, "{stdout}");

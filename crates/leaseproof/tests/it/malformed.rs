@@ -124,6 +124,26 @@ fn every_malformed_history_is_refused_with_its_line_and_field() {
             ":3: field `kind.op_id`: 0 is invoked twice",
         ),
         (
+            "a completion by another worker",
+            with_line(1, |line| line.replace(r#""worker":"a""#, r#""worker":"b""#)),
+            ":2: field `kind.op_id`: 0 was invoked by worker \"a\" incarnation 0, and completes in worker \"b\" incarnation 0",
+        ),
+        (
+            "a completion by another incarnation",
+            with_line(1, |line| line.replace(r#""incarnation":0"#, r#""incarnation":1"#)),
+            ":2: field `kind.op_id`: 0 was invoked by worker \"a\" incarnation 0, and completes in worker \"a\" incarnation 1",
+        ),
+        (
+            "an incarnation goes back",
+            with_line(0, |line| line.replace(r#""incarnation":0"#, r#""incarnation":1"#)),
+            ":2: field `incarnation`: 0 after 1 of an earlier event of worker \"a\"",
+        ),
+        (
+            "a byte-order mark",
+            with_line(0, |line| format!("\u{feff}{line}")),
+            ":1: field `.`: starts with a byte-order mark (U+FEFF)",
+        ),
+        (
             "a value of the wrong type inside the tagged op",
             with_line(0, |line| {
                 line.replace(r#""ttl_us":1000000"#, r#""ttl_us":"1000000""#)
