@@ -357,4 +357,28 @@ async fn a_clients_run_that_proves_nothing_exits_3() {
         line["vacuous"], "vacuous: 0 distinct winner(s), need 2",
         "{text}"
     );
+
+    // A client whose start-up outlasts the run is told so, not only
+    // "vacuous": the duration counts start-ups.
+    let slow = format!("sleep 2; {}", env!("CARGO_BIN_EXE_leaseproof"));
+    let slow = format!("{slow} lock-client lease");
+    let args = [
+        "clients",
+        "--client",
+        &slow,
+        "--seed",
+        "0",
+        "--duration-ms",
+        "1000",
+        "--faults",
+        "none",
+    ];
+    let (code, text) = run_off_the_runtime(&args, &path).await;
+    let line: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(code, 3, "{text}");
+    let vacuous = line["vacuous"].as_str().unwrap_or_default();
+    assert!(
+        vacuous.contains("said hello only after the run's duration was over"),
+        "{text}"
+    );
 }

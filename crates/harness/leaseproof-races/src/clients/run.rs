@@ -162,6 +162,10 @@ pub struct WorkerTally {
     pub lost_notices: u64,
     /// Processes started (1 + restarts).
     pub incarnations: u64,
+    /// The longest a process took from its start to its hello, ms.
+    pub start_up_ms_max: u64,
+    /// Processes whose hello came only after the run's duration was over.
+    pub greeted_after_end: u64,
 }
 
 impl WorkerTally {
@@ -173,6 +177,8 @@ impl WorkerTally {
         self.unknowns += other.unknowns;
         self.lost_notices += other.lost_notices;
         self.incarnations += other.incarnations;
+        self.start_up_ms_max = self.start_up_ms_max.max(other.start_up_ms_max);
+        self.greeted_after_end += other.greeted_after_end;
     }
 }
 
@@ -216,16 +222,28 @@ pub struct ClientRunReport {
 impl ClientRunReport {
     /// Why the run proved little: no contention, no writes.
     pub fn vacuity(&self) -> Option<String> {
-        if self.distinct_winners < 2 {
-            return Some(format!(
+        let reason = if self.distinct_winners < 2 {
+            format!(
                 "vacuous: {} distinct winner(s), need 2",
                 self.distinct_winners
-            ));
-        }
-        if self.tally.writes == 0 {
-            return Some("vacuous: no write was answered ok".to_string());
-        }
-        None
+            )
+        } else if self.tally.writes == 0 {
+            "vacuous: no write was answered ok".to_string()
+        } else {
+            return None;
+        };
+        // The run's duration counts from its start, start-ups included: a
+        // slow client may have had little or no time to contend.
+        let start_up = match self.tally.greeted_after_end {
+            0 => String::new(),
+            late => format!(
+                " ({late} client process(es) said hello only after the run's duration was over; \
+                 the slowest start-up took {} ms: the duration counts start-ups, give a longer \
+                 --duration-ms)",
+                self.tally.start_up_ms_max
+            ),
+        };
+        Some(format!("{reason}{start_up}"))
     }
 
     /// No violation and not vacuous.
@@ -1132,6 +1150,7 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
             belief.incarnation = worker.incarnation;
             belief.ended = false;
         }
+        let started_us = run.clock.elapsed_us();
         let process = match start_client(&run, index, worker.incarnation, clock_skew).await {
             Ok(process) => process,
             Err(error) => {
@@ -1139,6 +1158,12 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
                 break;
             }
         };
+        let greeted_us = run.clock.elapsed_us();
+        let start_up_ms = u64::try_from((greeted_us - started_us) / 1_000).unwrap_or(0);
+        worker.tally.start_up_ms_max = worker.tally.start_up_ms_max.max(start_up_ms);
+        if greeted_us >= deadline_us {
+            worker.tally.greeted_after_end += 1;
+        }
         worker.tally.incarnations += 1;
         worker.renews = process.hello.renew;
         *slot.process.lock().await = Some(process);
