@@ -44,6 +44,8 @@ struct WriteUnder<'c, 'h> {
 struct GrantOfWrite {
     invoke_event: u64,
     invoked_true_us: i64,
+    /// The answer that granted it: the evidence that it came first.
+    acknowledged_event: u64,
     acknowledged_true_us: i64,
 }
 
@@ -135,15 +137,15 @@ impl<'h> Checker<'h> {
                 })
                 .and_then(
                     |acquire| match (acquire.completion, acquire.complete_true_us) {
-                        (Some((_, Outcome::Ok { .. })), Some(acknowledged_true_us))
-                            if acknowledged_true_us <= record.invoke_true_us =>
-                        {
-                            Some(GrantOfWrite {
-                                invoke_event: acquire.invoke_event,
-                                invoked_true_us: acquire.invoke_true_us,
-                                acknowledged_true_us,
-                            })
-                        }
+                        (
+                            Some((acknowledged_event, Outcome::Ok { .. })),
+                            Some(acknowledged_true_us),
+                        ) if acknowledged_true_us <= record.invoke_true_us => Some(GrantOfWrite {
+                            invoke_event: acquire.invoke_event,
+                            invoked_true_us: acquire.invoke_true_us,
+                            acknowledged_event,
+                            acknowledged_true_us,
+                        }),
                         _ => None,
                     },
                 );
@@ -260,7 +262,7 @@ fn commit_order(
             continue;
         };
         let (_, later_last_us) = spans[later_index].expect("filtered on");
-        let mut events = vec![stale_grant.invoke_event];
+        let mut events = vec![stale_grant.invoke_event, stale_grant.acknowledged_event];
         events.extend(stale.record.events());
         events.extend(later.grant.map(|grant| grant.invoke_event));
         events.extend(later.record.events());

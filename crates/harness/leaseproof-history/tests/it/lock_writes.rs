@@ -114,6 +114,9 @@ fn a_write_committed_after_a_later_grants_write_is_a_stale_write() {
     assert_eq!(violation.invariant, Invariant::FencedWrites);
     assert!(violation.message.contains("a stale write"), "{violation}");
     assert_eq!(violation.rows, vec![1, 2, 3, 4]);
+    // The evidence: a's grant asked and answered (before b asked), b's
+    // grant asked, and both writes.
+    assert_eq!(violation.events, vec![0, 1, 2, 4, 5, 6, 7]);
 }
 
 #[test]
