@@ -44,7 +44,7 @@ fn every_variant_counterexample_is_convicted_of_its_invariant_by_the_checker() {
         "fence-then-write: 13 steps, I3 I3",
         "no-owner-check: 12 steps, I1",
         "token-not-advanced: 7 steps, I2",
-        "fence-owner-only: 11 steps, I3",
+        "fence-owner-only: 12 steps, I3 I3",
         "shortening-extension: 11 steps, I1",
         "session-lock-learns-late: 7 steps, I3",
         "token-fence-at-store: 7 steps, I3",

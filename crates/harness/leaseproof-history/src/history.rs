@@ -362,7 +362,7 @@ struct Validator {
     rows_started: bool,
     /// A record has been read: the design's declaration must be the first.
     records_seen: bool,
-    seqs: BTreeSet<u64>,
+    seqs: BTreeSet<(TableName, u64)>,
     /// Tables named by a `table_read` line.
     tables_read: BTreeSet<TableName>,
     /// The op that named each (op, owner, cycle id) of a commit or write.
@@ -399,20 +399,21 @@ impl Validator {
             Record::GuardedRow(row) => {
                 self.rows_started = true;
                 token_at_least_one("token", row.token)?;
-                self.seq(row.seq)
+                self.seq(TableName::GuardedRow, row.seq)
             }
             Record::WorkRow(row) => {
                 self.rows_started = true;
-                self.seq(row.seq)
+                self.seq(TableName::WorkRow, row.seq)
             }
         }
     }
 
-    fn seq(&mut self, seq: u64) -> Result<(), Problem> {
-        if !self.seqs.insert(seq) {
+    /// Each table draws its own sequence: a seq repeats only within one.
+    fn seq(&mut self, table: TableName, seq: u64) -> Result<(), Problem> {
+        if !self.seqs.insert((table, seq)) {
             return Err((
                 "seq",
-                format!("{seq} appears twice: seq numbers are unique"),
+                format!("{seq} appears twice in one table: seq numbers are unique in a table"),
             ));
         }
         Ok(())

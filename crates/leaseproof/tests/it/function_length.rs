@@ -23,6 +23,11 @@ const LONG_ON_PURPOSE: &[(&str, &str, &str)] = &[
         "the model's transition table: one arm per step, read against the protocol table",
     ),
     (
+        "crates/harness/leaseproof-history/src/check/mutual_exclusion.rs",
+        "check_grant_intervals",
+        "I1 over grant intervals: certain and possible overlaps decided in one comparison per pair",
+    ),
+    (
         "crates/harness/leaseproof-history/src/timeline.rs",
         "new",
         "lays out the page's lanes in one pass over the history; split, the pass's state would travel in a struct of its own",

@@ -38,7 +38,7 @@
 //! # let snapshotter = recorder.snapshotter();
 //! use leaseproof_postgres::Election;
 //!
-//! metrics::set_global_recorder(recorder)?;              // any exporter: leaseproof_acquisitions_total, …
+//! metrics::set_global_recorder(recorder)?;              // your exporter (optional): leaseproof_acquisitions_total, …
 //! let election = Election::new(leases.clone(), Scope::new("scheduler")?, Ttl::from_millis(15_000)?);
 //! let leadership = election.campaign(&Owner::generate(), Duration::from_secs(60)).await?; // waits its turn
 //! let tick = leadership.commit_cycle(|connection| Box::pin(async move { // only a current term's writes land

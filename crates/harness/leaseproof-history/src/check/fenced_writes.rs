@@ -54,8 +54,11 @@ impl<'h> Checker<'h> {
             let around = bounds
                 .get(rows[0].scope.as_str())
                 .map_or((None, None), |bounds| bounds.around(rows[0].token));
-            let (certain, maybe) =
-                cycle.between_rival_grants(around, &events, self.grant_stamps(&rows[0].scope));
+            let (certain, maybe) = cycle.between_rival_grants(
+                around,
+                &events,
+                (self.grant_stamps(&rows[0].scope), unfenced),
+            );
             violations.extend(certain);
             possible.extend(maybe);
         }
@@ -380,7 +383,7 @@ impl<'c, 'h> Cycle<'c, 'h> {
         &self,
         (lower, upper): (Option<&Grant>, Option<&Grant>),
         events: &[u64],
-        grant_stamps: GrantStamps,
+        (grant_stamps, unfenced): (GrantStamps, bool),
     ) -> (Vec<PendingViolation>, Vec<PendingViolation>) {
         let (owner, cycle_id, commit) = (self.owner, self.cycle_id, self.commit);
         let token = self.token();
@@ -402,10 +405,22 @@ impl<'c, 'h> Cycle<'c, 'h> {
             // only real time proves the write came after it — the rival's
             // grant acknowledged before this commit was even sent.
             let commit_invoked_us = commit.map_or(i64::MIN, |record| record.invoke_true_us);
-            let proven = match grant_stamps {
-                GrantStamps::Decision => true,
-                GrantStamps::StatementStart => upper.reported_by_true_us < commit_invoked_us,
+            let after_in_real_time = upper.reported_by_true_us < commit_invoked_us;
+            // Decision stamps place the rival's grant on the store's clock,
+            // and a fence after it cannot have found this grant current.
+            // A row's own stamp may be later than its fence (any instant
+            // of its transaction up to the insert): alone it proves the
+            // write late only for a worker declared unfenced; a fence
+            // stamped before the rival's grant kept the rival out.
+            let (proven_by_stamps, fenced_before) = match (grant_stamps, self.fenced_at_us()) {
+                (GrantStamps::Decision, Some(fenced_at_us)) => (
+                    fenced_at_us > upper.granted_at_us,
+                    fenced_at_us <= upper.granted_at_us,
+                ),
+                (GrantStamps::Decision, None) => (unfenced, false),
+                (GrantStamps::StatementStart, _) => (false, false),
             };
+            let proven = after_in_real_time || proven_by_stamps;
             let stale = self.rows_beyond(
                 events,
                 upper.first_event,
@@ -415,15 +430,22 @@ impl<'c, 'h> Cycle<'c, 'h> {
                     upper.owner, upper.token, upper.granted_at_us
                 ),
             );
-            if let Some(mut finding) = stale {
-                if proven {
-                    violations.push(finding);
-                } else {
-                    finding.4.push_str(
-                        "; stamps are statement starts and real-time order does not prove it",
-                    );
+            match stale {
+                Some(finding) if proven => violations.push(finding),
+                Some(_) if fenced_before => {}
+                Some(mut finding) => {
+                    finding.4.push_str(match grant_stamps {
+                        GrantStamps::StatementStart => {
+                            "; stamps are statement starts and real-time order does not prove it"
+                        }
+                        GrantStamps::Decision => {
+                            "; a row's stamp may be later than its fence, none was reported, \
+                             and real-time order does not prove it"
+                        }
+                    });
                     possible.push(finding);
                 }
+                None => {}
             }
         }
         (violations, possible)

@@ -4,15 +4,22 @@
 //! A stamp was taken inside a window of real time: a grant's `granted_at`
 //! no earlier than the first invoke of an acquisition that may have made it
 //! and, when an acquisition's answer reported it, no later than that
-//! answer; a release's `released_at` between the release's invoke and its
-//! answer. When one window ends strictly before another begins, the first
-//! stamp cannot be the larger. A file where it is was not stamped by one
+//! answer; a live release's `released_at` (before the grant's expiry)
+//! between the release's invoke and its answer. When one window ends
+//! strictly before another begins, the first stamp cannot be the larger —
+//! by more than a millisecond, which rounding to milliseconds allows. A file where it is was not stamped by one
 //! clock that only advances (a store whose clock stepped back, stamps from
 //! the clients' clocks): `H`, and the scope's server times prove nothing
 //! more — it is judged as `statement-start`: what they show must be proven
 //! in real time.
 
 use super::*;
+
+/// How far apart two stamps of one clock may read the wrong way round: a
+/// store keeping milliseconds rounds (PostgreSQL's `timestamptz(3)` rounds
+/// to the nearest one), so readings in and out of such a column disagree
+/// by up to a millisecond.
+const STAMP_ROUNDING_US: i64 = 1_000;
 
 /// One server-time stamp and the real-time window it was taken in.
 struct Stamp {
@@ -60,6 +67,17 @@ impl<'h> Checker<'h> {
             else {
                 continue;
             };
+            // A release stamped at or after its grant's expiry may report
+            // when the grant ended rather than read the clock during the
+            // release: it places nothing.
+            let live = self
+                .grants
+                .get(scope.as_str())
+                .and_then(|grants| grants.get(token))
+                .is_some_and(|grant| *released_at_us < grant.expires_at_us_max);
+            if !live {
+                continue;
+            }
             stamps.entry(scope.as_str()).or_default().push(Stamp {
                 server_us: *released_at_us,
                 taken_after_true_us: record.invoke_true_us,
@@ -113,6 +131,7 @@ fn first_contradiction(stamps: &[Stamp]) -> Option<(&Stamp, &Stamp)> {
         let before =
             by_end.partition_point(|stamp| stamp.taken_by_true_us < later.taken_after_true_us);
         let earlier = *largest_so_far.get(before.checked_sub(1)?)?;
-        (earlier.server_us > later.server_us).then_some((earlier, later))
+        (earlier.server_us > later.server_us.saturating_add(STAMP_ROUNDING_US))
+            .then_some((earlier, later))
     })
 }

@@ -79,6 +79,36 @@ fn crashed_incarnation_belief_ends_at_its_restart() {
 }
 
 #[test]
+fn an_unclosed_belief_seen_last_in_the_microsecond_a_rival_begins_proves_no_overlap() {
+    // a (unfenced) never closes its belief; its last event is at 31.
+    let config = CheckConfig {
+        unfenced_workers: ["a".to_string()].into_iter().collect(),
+        ..CheckConfig::default()
+    };
+    let mut builder = Builder::new();
+    builder.at(10).belief_start("a", "s", 1);
+    builder.at(30).acquire_held("a", "t"); // invoked at 30, refused at 31
+    builder.belief_start("b", "s", 2);
+    let mut history = builder.build();
+    // b's belief in the microsecond a was last seen: a may have died first.
+    history.events.last_mut().unwrap().true_time_us = 31;
+    let report = check(&history, &config);
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.belief_overlaps, 0, "{report}");
+    // b's belief while a was still seen alive after it: proven.
+    let mut builder = Builder::new();
+    builder.at(10).belief_start("a", "s", 1);
+    builder.at(20).belief_start("b", "s", 2);
+    builder.at(30).acquire_held("a", "t");
+    let report = check(&builder.build(), &config);
+    assert_eq!(
+        report.violations_of(Invariant::BeliefOverlap).len(),
+        1,
+        "{report}"
+    );
+}
+
+#[test]
 fn an_unfenced_belief_overlap_needs_both_seen_alive() {
     // a (unfenced) believes, is never heard from again; b believes later:
     // nothing proves a still believed. Once a is seen after b's start, it did.

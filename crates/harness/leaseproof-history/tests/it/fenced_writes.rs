@@ -1,7 +1,7 @@
 //! I3 fenced writes: guarded rows carry a granted (owner, token), lie inside
 //! their grant's window in server time, keep token order and never interleave.
 
-use leaseproof_history::{check, CheckConfig, Invariant};
+use leaseproof_history::{check, CheckConfig, Invariant, Op, OpResult, Outcome};
 
 use crate::builder::{assert_passes, only_violation, Builder, CommitEnd};
 
@@ -450,5 +450,46 @@ fn a_cycle_committed_out_of_order_is_shown_against_the_first_commit_of_the_highe
         violation.message,
         "committed out of token order: cycle 7 of a (token 1) committed at 1140, \
          after cycle 1 of b (token 2) committed at 1130 (server us)"
+    );
+}
+
+#[test]
+fn a_row_stamped_after_the_rivals_grant_under_a_fence_stamped_before_it_is_no_stale_write() {
+    // The reference lease with rows stamped at their insert: a's fence at
+    // 900 holds the lease row; b's takeover, stamped 1000 (its statement's
+    // `now()`, the time it decides with), waits on that lock; a's row is
+    // stamped 1050, inside its still-open transaction.
+    let fenced_at = |fence_us: i64| {
+        let mut builder = Builder::new();
+        builder.acquire_ok("a", "s", 1, 900);
+        let commit = Op::Commit {
+            scope: "s".to_string(),
+            owner: "a".to_string(),
+            token: 1,
+            cycle_id: 1,
+            items: 1,
+        };
+        let (_, a_commit) = builder.invoke("a", commit);
+        builder.acquire_ok("b", "s", 2, 1_000);
+        let committed = Outcome::Ok {
+            result: OpResult::Committed {
+                committed_at_us: Some(fence_us),
+            },
+        };
+        builder.complete("a", a_commit, committed);
+        builder.rows("a", "s", 1, 1, 0..1, 1, 1_050);
+        builder.build()
+    };
+    assert_passes(&fenced_at(950));
+    // A fence stamped after the rival's grant could not have found a's
+    // grant current: the write is stale.
+    let report = check(&fenced_at(1_010), &CheckConfig::default());
+    let stale = report.violations_of(Invariant::FencedWrites);
+    assert_eq!(stale.len(), report.violations.len(), "{report}");
+    assert!(
+        stale
+            .iter()
+            .any(|violation| violation.message.contains("stale write")),
+        "{report}"
     );
 }

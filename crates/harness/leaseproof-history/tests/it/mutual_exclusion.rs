@@ -112,9 +112,9 @@ fn server_times_that_real_time_contradicts_are_h_and_prove_nothing_more() {
     // before it: no one clock that only advances stamped both. Not an I1
     // (real time shows the release first), but H.
     let mut builder = Builder::new();
-    builder.acquire_ok("a", "s", 1, 1_000);
-    let (_, a_released) = builder.release_ok("a", "s", 1, 1_020);
-    let (_, b_granted) = builder.acquire_ok("b", "s", 2, 1_019);
+    builder.acquire_ok_until("a", "s", 1, 10_000, 20_000);
+    let (_, a_released) = builder.release_ok("a", "s", 1, 15_000);
+    let (_, b_granted) = builder.acquire_ok_until("b", "s", 2, 13_000, 23_000);
     let violation = only_violation(&builder.build());
     assert_eq!(violation.invariant, Invariant::WellFormed);
     assert_eq!(violation.events, vec![a_released, b_granted]);
@@ -130,9 +130,9 @@ fn server_times_that_real_time_contradicts_are_h_and_prove_nothing_more() {
     // invoked after b's grant was acknowledged, found a's grant live: an
     // overlap real time proves, whichever grant the stamps put first.
     let mut builder = Builder::new();
-    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
-    let (_, b_granted) = builder.acquire_ok_until("b", "s", 2, 900, 2_000);
-    builder.release_ok("a", "s", 1, 1_050);
+    let (_, a_granted) = builder.acquire_ok_until("a", "s", 1, 10_000, 20_000);
+    let (_, b_granted) = builder.acquire_ok_until("b", "s", 2, 5_000, 30_000);
+    builder.release_ok("a", "s", 1, 12_000);
     let report = check(&builder.build(), &CheckConfig::default());
     assert!(
         report.violations_of(Invariant::TokenOrder).is_empty(),
@@ -146,6 +146,23 @@ fn server_times_that_real_time_contradicts_are_h_and_prove_nothing_more() {
         1,
         "{report}"
     );
+}
+
+#[test]
+fn stamps_a_millisecond_apart_the_wrong_way_are_rounding_not_h() {
+    // A grant kept in milliseconds (rounded up) and a release read in
+    // microseconds, both from one clock: no contradiction.
+    let mut builder = Builder::new();
+    builder.acquire_ok_until("a", "s", 1, 1_001_000, 1_101_000);
+    builder.release_ok("a", "s", 1, 1_000_700);
+    assert_passes(&builder.build());
+    // A release reporting when its grant ended (at its expiry), after a
+    // rival's grant: it read no clock during the release.
+    let mut builder = Builder::new();
+    builder.acquire_ok_until("a", "s", 1, 100_000, 200_000);
+    builder.acquire_ok_until("b", "s", 2, 250_000, 350_000);
+    builder.release_ok("a", "s", 1, 200_000);
+    assert_passes(&builder.build());
 }
 
 #[test]
