@@ -109,7 +109,12 @@ pub(crate) async fn clients_stage(report: &mut Report) {
             3_000,
         ))
         .await
-        .map(|outcome| format!("finding: {}", verdict(&outcome)))
+        .map(|outcome| {
+            format!(
+                "ran; its verdict, reported not judged: {}",
+                verdict(&outcome)
+            )
+        })
         .map_err(|error| error.to_string());
         report.record(
             STAGE,
@@ -140,7 +145,12 @@ pub(crate) async fn clients_stage(report: &mut Report) {
         let started = Instant::now();
         let outcome = run_clients(config(script(file), 0, &FaultKind::ALL, 3_000))
             .await
-            .map(|outcome| format!("finding: {}", verdict(&outcome)))
+            .map(|outcome| {
+                format!(
+                    "ran; its verdict, reported not judged: {}",
+                    verdict(&outcome)
+                )
+            })
             .map_err(|error| error.to_string());
         report.record(STAGE, name, started, outcome);
     }
