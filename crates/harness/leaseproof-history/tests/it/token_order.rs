@@ -80,6 +80,30 @@ fn a_renewal_reporting_its_own_time_as_granted_at_is_no_second_grant() {
     builder.renew_ok("a", "s", 1, 1_200, 1_200 + 1_000_000);
     let report = assert_passes(&builder.build());
     assert_eq!(report.stats.renewals, 1);
+
+    // Such a store answers a later idempotent re-acquisition with the time
+    // its renewal stamped: the same grant, not a second one.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.renew_unknown("a", "s", 1);
+    builder.acquire_ok_until("a", "s", 1, 1_050, 1_150);
+    let report = assert_passes(&builder.build());
+    assert_eq!(report.stats.renewals, 1);
+    // An ok renewal that stamped its own time, then the re-acquisition.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.renew_ok("a", "s", 1, 1_050, 1_150);
+    builder.acquire_ok_until("a", "s", 1, 1_050, 1_150);
+    assert_passes(&builder.build());
+    // A renewal that reported the grant's start stamped nothing new: a new
+    // start on re-acquisition is a second grant under the same token.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.renew_ok("a", "s", 1, 1_000, 1_150);
+    builder.acquire_ok_until("a", "s", 1, 1_050, 1_150);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert!(violation.message.contains("granted twice"), "{violation}");
 }
 
 #[test]
