@@ -43,22 +43,16 @@ impl<'h> Checker<'h> {
                 let worker = &self.history.events[record.invoke_event as usize].worker;
                 self.config.unfenced_workers.contains(worker)
             });
-            let (outside, events) = cycle.within_its_grant(
-                scope_grants,
-                &unknown,
-                (self.grant_stamps(&rows[0].scope), unfenced),
-            );
+            let scope = rows[0].scope.as_str();
+            let judged = (self.grant_stamps(scope), unfenced, self.unproven_because(scope));
+            let (outside, events) = cycle.within_its_grant(scope_grants, &unknown, judged);
             violations.extend(outside);
             // Bounds in server time: no earlier than the latest grant with a
             // token <= T, before the earliest grant with a larger token.
             let around = bounds
                 .get(rows[0].scope.as_str())
                 .map_or((None, None), |bounds| bounds.around(rows[0].token));
-            let (certain, maybe) = cycle.between_rival_grants(
-                around,
-                &events,
-                (self.grant_stamps(&rows[0].scope), unfenced),
-            );
+            let (certain, maybe) = cycle.between_rival_grants(around, &events, judged);
             violations.extend(certain);
             possible.extend(maybe);
         }
@@ -284,7 +278,7 @@ impl<'c, 'h> Cycle<'c, 'h> {
         &self,
         scope_grants: Option<&BTreeMap<u64, Grant>>,
         unknown: &UnknownGrants<'_>,
-        (grant_stamps, unfenced): (GrantStamps, bool),
+        (grant_stamps, unfenced, _): Judged,
     ) -> (Vec<PendingViolation>, Vec<u64>) {
         let (owner, cycle_id, rows) = (self.owner, self.cycle_id, self.rows);
         let (scope, token) = (self.scope(), self.token());
@@ -383,7 +377,7 @@ impl<'c, 'h> Cycle<'c, 'h> {
         &self,
         (lower, upper): (Option<&Grant>, Option<&Grant>),
         events: &[u64],
-        (grant_stamps, unfenced): (GrantStamps, bool),
+        (grant_stamps, unfenced, unproven_because): Judged,
     ) -> (Vec<PendingViolation>, Vec<PendingViolation>) {
         let (owner, cycle_id, commit) = (self.owner, self.cycle_id, self.commit);
         let token = self.token();
@@ -434,15 +428,15 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 Some(finding) if proven => violations.push(finding),
                 Some(_) if fenced_before => {}
                 Some(mut finding) => {
-                    finding.4.push_str(match grant_stamps {
-                        GrantStamps::StatementStart => {
-                            "; stamps are statement starts and real-time order does not prove it"
-                        }
+                    let because = match grant_stamps {
+                        GrantStamps::StatementStart => unproven_because,
                         GrantStamps::Decision => {
-                            "; a row's stamp may be later than its fence, none was reported, \
-                             and real-time order does not prove it"
+                            "a row's stamp may be later than its fence, none was reported,"
                         }
-                    });
+                    };
+                    finding.4.push_str(&format!(
+                        "; {because} and real-time order does not prove it"
+                    ));
                     possible.push(finding);
                 }
                 None => {}
@@ -451,6 +445,10 @@ impl<'c, 'h> Cycle<'c, 'h> {
         (violations, possible)
     }
 }
+
+/// How a cycle's scope is judged: what its grant stamps mean, whether its
+/// worker is declared unfenced, and why stamps alone prove nothing there.
+type Judged = (GrantStamps, bool, &'static str);
 
 /// An I3 finding in `scope` that the rows `seqs` prove by themselves.
 fn rows_finding(scope: &str, seqs: [u64; 2], text: String) -> PendingViolation {

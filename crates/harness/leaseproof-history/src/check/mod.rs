@@ -482,6 +482,8 @@ struct Checker<'h> {
     /// Scopes whose server times contradict real time (`server_clock`):
     /// judged as `statement-start` whatever the file declares.
     clock_contradicted: BTreeSet<String>,
+    /// Which acquisitions may have made which grants, once the operations are paired.
+    acquisitions: Acquisitions<'h>,
     report: CheckReport,
 }
 
@@ -513,9 +515,11 @@ fn check_inner(
         ops: BTreeMap::new(),
         grants: BTreeMap::new(),
         clock_contradicted: BTreeSet::new(),
+        acquisitions: Acquisitions::default(),
         report: CheckReport::default(),
     };
     checker.pair_operations();
+    checker.acquisitions = checker.collect_acquisitions();
     checker.collect_grants();
     checker.check_server_clock();
     checker.check_grant_intervals();
@@ -553,6 +557,7 @@ fn sorted(mut values: Vec<u64>) -> Vec<u64> {
 /// is not known (any of them may have made any grant of that owner), and per
 /// (scope, owner, token) the earliest of one answered with that token. One
 /// that failed, or was answered with another token, made it not.
+#[derive(Default)]
 struct Acquisitions<'h> {
     unknown_invoked_min: BTreeMap<(&'h str, &'h str), i64>,
     returned_invoked_min: BTreeMap<(&'h str, &'h str, u64), i64>,
@@ -596,11 +601,8 @@ impl<'h> Checker<'h> {
     }
 
     /// Which acquisitions may have made which grants ([`Acquisitions`]).
-    fn acquisitions(&self) -> Acquisitions<'h> {
-        let mut acquisitions = Acquisitions {
-            unknown_invoked_min: BTreeMap::new(),
-            returned_invoked_min: BTreeMap::new(),
-        };
+    fn collect_acquisitions(&self) -> Acquisitions<'h> {
+        let mut acquisitions = Acquisitions::default();
         for record in self.ops.values() {
             let Op::Acquire { scope, owner, .. } = record.op else {
                 continue;

@@ -8,10 +8,26 @@ impl<'h> Checker<'h> {
     pub(super) fn check_grant_intervals(&mut self) {
         let mut violations = Vec::new();
         let mut possible = Vec::new();
-        let acquisitions = self.acquisitions();
+        let acquisitions = &self.acquisitions;
         let decided_after_us =
             |scope: &str, grant: &Grant| acquisitions.decided_after_us(scope, grant);
+        // Files a finding as a violation when proven; otherwise as possible,
+        // saying why: the stamps order statements (or contradict real time),
+        // and real time did not prove it.
+        let mut file = |proven: bool, finding: Finding| {
+            if proven {
+                violations.push(finding);
+            } else {
+                let (invariant, scope, events, message) = finding;
+                let message = format!(
+                    "{message}; {} and real-time order does not prove it",
+                    self.unproven_because(&scope)
+                );
+                possible.push((invariant, scope, events, message));
+            }
+        };
         let mut holders = BTreeSet::new();
+        let (mut grants_judged, mut takeovers) = (0, 0);
         for (scope, scope_grants) in &self.grants {
             let mut ordered: Vec<&Grant> = scope_grants.values().collect();
             ordered.sort_by_key(|grant| (grant.granted_at_us, grant.token));
@@ -22,10 +38,10 @@ impl<'h> Checker<'h> {
             let mut previous: Option<&Grant> = None;
             for grant in ordered {
                 holders.insert(grant.owner.clone());
-                self.report.stats.grants += 1;
+                grants_judged += 1;
                 if let Some(previous) = previous {
                     if grant.token > 1 && previous.owner != grant.owner {
-                        self.report.stats.takeovers += 1;
+                        takeovers += 1;
                     }
                     if grant.token < previous.token {
                         let message = format!(
@@ -49,14 +65,7 @@ impl<'h> Checker<'h> {
                                 previous.reported_by_true_us < decided_after_us(scope, grant)
                             }
                         };
-                        let finding = (Invariant::TokenOrder, scope.clone(), events, message);
-                        file(
-                            proven,
-                            finding,
-                            self.unproven_because(scope),
-                            &mut violations,
-                            &mut possible,
-                        );
+                        file(proven, (Invariant::TokenOrder, scope.clone(), events, message));
                     }
                 }
                 // Earlier grants that may still be live for this one: the one
@@ -105,14 +114,7 @@ impl<'h> Checker<'h> {
                             in_real_time(earlier, grant) || in_real_time(grant, earlier)
                         }
                     };
-                    let finding = (invariant, scope.clone(), events, message);
-                    file(
-                        proven,
-                        finding,
-                        self.unproven_because(scope),
-                        &mut violations,
-                        &mut possible,
-                    );
+                    file(proven, (invariant, scope.clone(), events, message));
                 }
                 if grant.released.is_none() && grant.release_unknown.is_some() {
                     lingering.push(grant);
@@ -123,6 +125,9 @@ impl<'h> Checker<'h> {
                 previous = Some(grant);
             }
         }
+        drop(file);
+        self.report.stats.grants += grants_judged;
+        self.report.stats.takeovers += takeovers;
         self.report.stats.distinct_holders = holders.len() as u64;
         for (invariant, scope, events, message) in violations {
             self.violation(invariant, &scope, events, vec![], message);
@@ -142,22 +147,3 @@ impl<'h> Checker<'h> {
 /// One finding of I1 or I2: the invariant, the scope, the events, the sentence.
 type Finding = (Invariant, String, Vec<u64>, String);
 
-/// Files `finding` as a violation when `proven`; otherwise as possible, saying
-/// why: the stamps order statements (or contradict real time), and real time
-/// did not prove it.
-fn file(
-    proven: bool,
-    finding: Finding,
-    unproven_because: &str,
-    violations: &mut Vec<Finding>,
-    possible: &mut Vec<Finding>,
-) {
-    if proven {
-        violations.push(finding);
-    } else {
-        let (invariant, scope, events, message) = finding;
-        let message =
-            format!("{message}; {unproven_because} and real-time order does not prove it");
-        possible.push((invariant, scope, events, message));
-    }
-}

@@ -36,7 +36,7 @@ impl<'h> Checker<'h> {
     /// Files `H` for each scope whose server times contradict real time,
     /// and marks the scope to be judged by real time only.
     pub(super) fn check_server_clock(&mut self) {
-        let acquisitions = self.acquisitions();
+        let acquisitions = &self.acquisitions;
         let mut stamps: BTreeMap<&str, Vec<Stamp>> = BTreeMap::new();
         for (scope, scope_grants) in &self.grants {
             for grant in scope_grants.values() {
