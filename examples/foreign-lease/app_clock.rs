@@ -19,7 +19,7 @@ use leaseproof_postgres::errors::after_send;
 use leaseproof_postgres::GuardedTable;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
-    CommitReceipt, CycleFaults, CyclePoint, FencingToken, GuardedCycle, Lease, LeaseError,
+    CommitReceipt, CycleFaults, CyclePoint, Fencing, FencingToken, GuardedCycle, Lease, LeaseError,
     LeasePort, Owner, Scope, ServerTime, Ttl,
 };
 use leaseproof_races::clock::{ClockSkew, RunClock, SkewedClock};
@@ -198,16 +198,8 @@ impl LeasePort for AppClockLock {
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
-        faults: &dyn CycleFaults,
-    ) -> Result<CommitReceipt, LeaseError> {
-        // No fence: the design has none.
-        self.commit_unfenced(lease, cycle, faults).await
-    }
-
-    async fn commit_unfenced(
-        &self,
-        lease: &Lease,
-        cycle: GuardedCycle,
+        // No fence either way: the design has none.
+        _fencing: Fencing,
         faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
         let rolled_back = |error: sqlx::Error| LeaseError::Database {

@@ -14,7 +14,7 @@ use leaseproof_postgres::errors::{after_send, unavailable};
 use leaseproof_postgres::GuardedTable;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
-    CommitReceipt, CycleFaults, CyclePoint, FencingToken, GuardedCycle, Lease, LeaseError,
+    CommitReceipt, CycleFaults, CyclePoint, Fencing, FencingToken, GuardedCycle, Lease, LeaseError,
     LeasePort, Owner, Scope, ServerTime, Ttl,
 };
 use leaseproof_races::race::RaceSubject;
@@ -191,18 +191,11 @@ impl LeasePort for ForeignLease {
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        fencing: Fencing,
         faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
-        self.cycle(lease, cycle, Some(self.fence), faults).await
-    }
-
-    async fn commit_unfenced(
-        &self,
-        lease: &Lease,
-        cycle: GuardedCycle,
-        faults: &dyn CycleFaults,
-    ) -> Result<CommitReceipt, LeaseError> {
-        self.cycle(lease, cycle, None, faults).await
+        let fence = (fencing == Fencing::Fenced).then_some(self.fence);
+        self.cycle(lease, cycle, fence, faults).await
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 use leaseproof_protocol::client::{self, Broke, SqlStateError};
 use leaseproof_protocol::semantics::Acquisition;
 use leaseproof_protocol::{
-    BackendError, CommitReceipt, CycleFaults, CyclePoint, GuardedCycle, Holder, Lease, LeaseError,
+    BackendError, CommitReceipt, CycleFaults, CyclePoint, Fencing, GuardedCycle, Holder, Lease, LeaseError,
     LeasePort, Owner, Scope, ServerTime, Ttl,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -389,17 +389,9 @@ impl LeasePort for SimPort {
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        fencing: Fencing,
         faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
-        self.transaction(lease, cycle, true, faults).await
-    }
-
-    async fn commit_unfenced(
-        &self,
-        lease: &Lease,
-        cycle: GuardedCycle,
-        faults: &dyn CycleFaults,
-    ) -> Result<CommitReceipt, LeaseError> {
-        self.transaction(lease, cycle, false, faults).await
+        self.transaction(lease, cycle, fencing == Fencing::Fenced, faults).await
     }
 }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use leaseproof_history::{EventKind, FailReason, Op, OpResult, Outcome, Recorder, Stamp};
 use leaseproof_protocol::{
-    CycleFault, CycleFaults, CyclePoint, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
+    CycleFault, CycleFaults, CyclePoint, Fencing, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
     Ttl,
 };
 
@@ -374,11 +374,12 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
             items: cycle.items,
         });
         let faults = CycleHooks(self.hooks);
-        let result = if config.unfenced {
-            self.port.commit_unfenced(&held.lease, cycle, &faults).await
+        let fencing = if config.unfenced {
+            Fencing::Unfenced
         } else {
-            self.port.commit(&held.lease, cycle, &faults).await
+            Fencing::Fenced
         };
+        let result = self.port.commit(&held.lease, cycle, fencing, &faults).await;
         match result {
             Ok(receipt) => {
                 self.summary.commits += 1;

@@ -3,7 +3,7 @@
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
-    client, CommitReceipt, CycleFaults, CyclePoint, FencingToken, GuardedCycle, Lease, LeaseError,
+    client, CommitReceipt, CycleFaults, CyclePoint, Fencing, FencingToken, GuardedCycle, Lease, LeaseError,
     LeasePort, Owner, Scope, ServerTime, Ttl,
 };
 use sqlx::PgConnection;
@@ -184,8 +184,12 @@ impl LeasePort for HarnessPort {
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        fencing: Fencing,
         faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
+        if fencing == Fencing::Unfenced {
+            return self.commit_unfenced(lease, cycle, faults).await;
+        }
         if self.commit_path == CommitPath::SingleStatement {
             return self.commit_single_statement(lease, cycle, faults).await;
         }
@@ -229,7 +233,10 @@ impl LeasePort for HarnessPort {
             )),
         }
     }
+}
 
+impl HarnessPort {
+    /// The cycle's writes without the fence (the `unfenced` configuration).
     async fn commit_unfenced(
         &self,
         lease: &Lease,
@@ -256,9 +263,7 @@ impl LeasePort for HarnessPort {
             fenced_at: None,
         })
     }
-}
 
-impl HarnessPort {
     /// One cycle as one guarded statement: the library's `guarded_insert`.
     async fn commit_single_statement(
         &self,

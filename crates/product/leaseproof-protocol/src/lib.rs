@@ -32,7 +32,8 @@ pub use lease::{FencingToken, Holder, Lease, ServerTime};
 pub use owner::Owner;
 #[cfg(feature = "harness")]
 pub use port::{
-    CommitReceipt, CycleFault, CycleFaults, CyclePoint, GuardedCycle, LeasePort, NoCycleFaults,
+    CommitReceipt, CycleFault, CycleFaults, CyclePoint, Fencing, GuardedCycle, LeasePort,
+    NoCycleFaults,
 };
 pub use scope::Scope;
 pub use ttl::Ttl;

@@ -110,23 +110,26 @@ pub trait LeasePort: Send + Sync {
     /// Whether the lease was current when the server read it.
     fn holds(&self, lease: &Lease) -> impl Future<Output = Result<bool, LeaseError>> + Send;
 
-    /// Writes `cycle` to the guarded table under the fence, in one transaction;
-    /// `Err(LeaseError::Lost)` — and nothing written — when the fence refuses.
-    /// `faults` run at each [`CyclePoint`] of the cycle.
+    /// Writes `cycle` to the guarded table in one transaction. With
+    /// [`Fencing::Fenced`], under the fence: `Err(LeaseError::Lost)` — and
+    /// nothing written — when the fence refuses. `faults` run at each
+    /// [`CyclePoint`] of the cycle (unfenced: `Fenced` right after `BEGIN`).
     fn commit(
         &self,
         lease: &Lease,
         cycle: GuardedCycle,
+        fencing: Fencing,
         faults: &dyn CycleFaults,
     ) -> impl Future<Output = Result<CommitReceipt, LeaseError>> + Send;
+}
 
-    /// The same writes without the fence. Only the harness's `unfenced` worker
-    /// configuration calls it, to prove the checker catches what the fence prevents.
-    /// `faults` run at the same points (`Fenced` right after `BEGIN`).
-    fn commit_unfenced(
-        &self,
-        lease: &Lease,
-        cycle: GuardedCycle,
-        faults: &dyn CycleFaults,
-    ) -> impl Future<Output = Result<CommitReceipt, LeaseError>> + Send;
+/// Whether a guarded cycle takes the fence. Only the harness's `unfenced`
+/// worker configuration skips it, to prove the checker catches what the
+/// fence prevents; a design without a fence writes the same either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fencing {
+    /// The fence is taken in the cycle's transaction before its writes.
+    Fenced,
+    /// The writes go in without the fence.
+    Unfenced,
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use leaseproof_history::{EventKind, FailReason, OpResult, Outcome};
 use leaseproof_postgres::{sql, PostgresLeases};
 use leaseproof_protocol::{
-    GuardedCycle, LeaseError, LeasePort as _, NoCycleFaults, Owner, Scope, Ttl,
+    Fencing, GuardedCycle, LeaseError, LeasePort as _, NoCycleFaults, Owner, Scope, Ttl,
 };
 use leaseproof_races::race::{connect_pool, judge, task_race, unique_scope};
 use leaseproof_races::RaceConfig;
@@ -135,6 +135,7 @@ async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() 
                 cycle_id: 1,
                 items: 2,
             },
+            Fencing::Fenced,
             &NoCycleFaults,
         )
         .await

@@ -6,7 +6,7 @@
 //! with a 150 ms TTL; the holder pauses 450 ms between its belief check
 //! and its commit (the GC pause), the rival starts 100 ms late, waits out the
 //! expiry and commits. Fenced, the stale commit is refused; through the
-//! test-only unfenced path (`commit_unfenced`) the same scene writes the stale
+//! test-only unfenced path (`Fencing::Unfenced`) the same scene writes the stale
 //! rows after the rival's, and the checker must flag it. A hand-driven scene
 //! shows the refused holder's writes, already sent inside its transaction, are
 //! rolled back. Invariant: I3 fenced writes (a write lies inside its grant,
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use leaseproof_history::{FailReason, Invariant, Outcome};
 use leaseproof_postgres::{sql, HarnessPort};
-use leaseproof_protocol::{CyclePoint, GuardedCycle, LeasePort as _, NoCycleFaults};
+use leaseproof_protocol::{CyclePoint, Fencing, GuardedCycle, LeasePort as _, NoCycleFaults};
 use leaseproof_races::hooks::PauseOnce;
 use leaseproof_races::race::{harness_port, judge};
 use leaseproof_races::scenes::{pause_takeover, PauseTakeover};
@@ -312,6 +312,7 @@ async fn refused_holder_writes_inside_its_transaction_are_rolled_back() {
                 cycle_id: 1,
                 items: 2,
             },
+            Fencing::Fenced,
             &NoCycleFaults,
         )
         .await

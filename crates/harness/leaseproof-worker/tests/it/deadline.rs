@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use leaseproof_history::{EventKind, Recorder};
 use leaseproof_protocol::{
-    CommitReceipt, CycleFaults, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner,
+    CommitReceipt, CycleFaults, Fencing, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner,
     Scope, ServerTime, Ttl,
 };
 use leaseproof_worker::{run_worker, NoHooks, WorkerConfig};
@@ -53,6 +53,7 @@ impl LeasePort for StubPort {
         &self,
         _lease: &Lease,
         _cycle: GuardedCycle,
+        _fencing: Fencing,
         _faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
         tokio::time::sleep(Duration::from_millis(LATENCY_MS)).await;
@@ -62,14 +63,6 @@ impl LeasePort for StubPort {
         })
     }
 
-    async fn commit_unfenced(
-        &self,
-        lease: &Lease,
-        cycle: GuardedCycle,
-        faults: &dyn CycleFaults,
-    ) -> Result<CommitReceipt, LeaseError> {
-        self.commit(lease, cycle, faults).await
-    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use leaseproof_history::{EventKind, Op, OpResult, Outcome, Recorder};
 use leaseproof_protocol::{
-    CommitReceipt, CycleFaults, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner,
+    CommitReceipt, CycleFaults, Fencing, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner,
     Scope, ServerTime, Ttl,
 };
 use leaseproof_worker::{run_worker, NoHooks, WorkerConfig, WorkerSummary};
@@ -124,6 +124,7 @@ impl LeasePort for ScriptedPort {
         &self,
         lease: &Lease,
         _cycle: GuardedCycle,
+        _fencing: Fencing,
         _faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
         tokio::time::sleep(STEP).await;
@@ -136,14 +137,6 @@ impl LeasePort for ScriptedPort {
         }
     }
 
-    async fn commit_unfenced(
-        &self,
-        lease: &Lease,
-        cycle: GuardedCycle,
-        faults: &dyn CycleFaults,
-    ) -> Result<CommitReceipt, LeaseError> {
-        self.commit(lease, cycle, faults).await
-    }
 }
 
 fn config(cycles: u32, cycles_per_grant: u32) -> WorkerConfig {
