@@ -70,6 +70,21 @@ impl Stage {
     ];
 }
 
+impl Stage {
+    /// What the stage checks: its doc comment, as `--help` shows it.
+    fn what(self) -> String {
+        use clap::ValueEnum as _;
+        let value = self.to_possible_value().expect("no stage is skipped");
+        let help = value.get_help().map(|help| help.to_string()).unwrap_or_default();
+        // Lower-cased to run on after the stage's name.
+        let mut letters = help.chars();
+        letters
+            .next()
+            .map(|first| first.to_lowercase().chain(letters).collect())
+            .unwrap_or_default()
+    }
+}
+
 impl std::fmt::Display for Stage {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use clap::ValueEnum as _;
@@ -233,26 +248,19 @@ pub fn run(args: VerifyArgs) -> ExitCode {
         .expect("tokio runtime");
     let mut report = Report::default();
     let runs = |stage: Stage| args.stages.contains(&stage);
-    if runs(Stage::Model) {
-        model::model_stage(&mut report);
-    }
-    if runs(Stage::Simulation) {
-        simulation::simulation_stage(&args, &mut report);
-    }
-    if runs(Stage::Teeth) {
-        simulation::simulation_teeth(&mut report);
-    }
-    if runs(Stage::Postgres) {
-        runtime.block_on(postgres::postgres_stage(&args, &mut report));
-    }
-    if runs(Stage::Race) {
-        runtime.block_on(race::race_stage(&mut report));
-    }
-    if runs(Stage::Locks) {
-        runtime.block_on(locks::locks_stage(&mut report));
-    }
-    if runs(Stage::Clients) {
-        runtime.block_on(clients::clients_stage(&mut report));
+    for stage in Stage::ALL.into_iter().filter(|stage| runs(*stage)) {
+        // A line as each stage begins: its checks take seconds to a minute
+        // each, and a reader of a redirected log should see where it is.
+        println!("---- {stage}: {}", stage.what());
+        match stage {
+            Stage::Model => model::model_stage(&mut report),
+            Stage::Simulation => simulation::simulation_stage(&args, &mut report),
+            Stage::Teeth => simulation::simulation_teeth(&mut report),
+            Stage::Postgres => runtime.block_on(postgres::postgres_stage(&args, &mut report)),
+            Stage::Race => runtime.block_on(race::race_stage(&mut report)),
+            Stage::Locks => runtime.block_on(locks::locks_stage(&mut report)),
+            Stage::Clients => runtime.block_on(clients::clients_stage(&mut report)),
+        }
     }
     report.stages_skipped = Stage::ALL
         .into_iter()

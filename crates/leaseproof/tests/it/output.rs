@@ -118,3 +118,18 @@ fn a_failing_sweep_and_replay_write_their_evidence_to_the_temp_dir_not_the_cwd()
     );
     assert_eq!(printed, std::fs::read_to_string(&trace).unwrap());
 }
+
+#[test]
+fn verify_announces_each_stage_before_its_checks() {
+    // Its checks take seconds to a minute each: a log read while it runs
+    // must say which stage it is in.
+    let ran = crate::leaseproof(&["verify", "--stages", "model"]);
+    assert_eq!(ran.code, 0, "{}", ran.text());
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "---- model: the stateright models, and the checker judging their paths"
+    );
+    assert_eq!(lines.iter().filter(|line| line.starts_with("---- ")).count(), 1);
+    assert!(lines[1].starts_with("PASS model "), "{}", ran.stdout);
+}
