@@ -59,7 +59,8 @@ impl SeededCell {
     pub fn replay(&self) -> Option<String> {
         self.first_seed.map(|seed| {
             format!(
-                "replay {} --seed {seed}{}",
+                "{} replay {} --seed {seed}{}",
+                crate::invocation(),
                 self.scenario,
                 self.options.flag_arguments()
             )

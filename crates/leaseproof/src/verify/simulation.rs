@@ -30,9 +30,10 @@ pub(super) fn simulation_stage(args: &VerifyArgs, report: &mut Report) {
         } else {
             let first = &summary.failures[0];
             Err(format!(
-                "{} of {} seeds failed; replay the first: cargo run --release -- replay {} --seed {}",
+                "{} of {} seeds failed; replay the first: {} replay {} --seed {}",
                 summary.failures.len(),
                 summary.counts.seeds_run,
+                leaseproof_sim::invocation(),
                 summary.scenario,
                 first.seed
             ))
@@ -78,10 +79,11 @@ pub(super) fn simulation_teeth(report: &mut Report) {
             ));
         }
         Ok(format!(
-            "unfenced workers caught in {} of {} gc-pause seeds ({} violations, kinds {codes:?}); first: cargo run --release -- replay gc-pause --seed {} --unfenced",
+            "unfenced workers caught in {} of {} gc-pause seeds ({} violations, kinds {codes:?}); first: {} replay gc-pause --seed {} --unfenced",
             summary.failures.len(),
             summary.counts.seeds_run,
             summary.counts.violations,
+            leaseproof_sim::invocation(),
             summary.failures[0].seed
         ))
     })();

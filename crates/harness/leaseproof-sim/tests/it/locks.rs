@@ -302,7 +302,8 @@ fn the_seeded_cells_show_what_they_are_pinned_to() {
     assert_eq!(
         fenced_paused.replay().unwrap(),
         format!(
-            "replay redis-pause --seed {}",
+            "{} replay redis-pause --seed {}",
+            leaseproof_sim::invocation(),
             fenced_paused.first_seed.unwrap()
         )
     );
