@@ -48,11 +48,14 @@ enum Command {
     /// Drive lock clients in any language under seeded faults and judge them
     /// (docs/client-protocol.md).
     Clients(clients::ClientsArgs),
-    /// leaseproof's own lease or lock manager as a client of the client
-    /// protocol (`lease`, `redis` or `advisory`), for `clients` and `verify`.
-    #[command(name = "lock-client", hide = true)]
+    /// Serve leaseproof's own lease or lock manager over the client protocol
+    /// on stdin/stdout: the client `clients --client "leaseproof lock-client lease"` drives.
+    #[command(name = "lock-client")]
     LockClient {
-        /// lease, redis or advisory.
+        /// Which one: the lease, the Redis manager or the advisory-lock manager.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(
+            leaseproof_races::clients::lock_client::KINDS
+        ))]
         lock: String,
     },
     /// One worker process of `race --processes` (internal).
