@@ -42,6 +42,10 @@ pub struct CheckArgs {
     /// (by default those are printed and do not fail).
     #[arg(long)]
     pub fail_on_possible: bool,
+    /// List at most this many findings of each kind (violations, possible,
+    /// not judged); a line counts the rest. `--json` has them all.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub show: usize,
 }
 
 /// The history `args` names, once the outputs are known to be writable:
@@ -140,7 +144,11 @@ pub fn run(args: CheckArgs) -> ExitCode {
         );
     }
     let report = check(&history, &config);
-    print!("{report}");
+    print!("{}", report.shown(args.show));
+    let findings_most = [report.violations.len(), report.possible.len(), report.not_judged.len()];
+    if findings_most.into_iter().any(|count| count > args.show) {
+        println!("  (--show N lists more; --json FILE holds every finding)");
+    }
     if let Some(path) = &args.html {
         let title = args.file.display().to_string();
         let html = leaseproof_history::timeline_html(&title, &history, &report, &[]);

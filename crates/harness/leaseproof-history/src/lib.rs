@@ -55,7 +55,7 @@ mod timeline;
 
 pub use check::{
     check, check_with_takeover_bound, invariant_codes, CheckConfig, CheckReport, GrantStamps,
-    Invariant, Stats, TakeoverBound, Violation,
+    Invariant, ShownReport, Stats, TakeoverBound, Violation,
 };
 pub use document::{CheckDocument, Document, Envelope};
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome, WorkRow};

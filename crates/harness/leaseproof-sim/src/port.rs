@@ -22,8 +22,8 @@ use std::time::Duration;
 use leaseproof_protocol::client::{self, Broke, SqlStateError};
 use leaseproof_protocol::semantics::Acquisition;
 use leaseproof_protocol::{
-    BackendError, CommitReceipt, CycleFaults, CyclePoint, Fencing, GuardedCycle, Holder, Lease, LeaseError,
-    LeasePort, Owner, Scope, ServerTime, Ttl,
+    BackendError, CommitReceipt, CycleFaults, CyclePoint, Fencing, GuardedCycle, Holder, Lease,
+    LeaseError, LeasePort, Owner, Scope, ServerTime, Ttl,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -392,6 +392,7 @@ impl LeasePort for SimPort {
         fencing: Fencing,
         faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
-        self.transaction(lease, cycle, fencing == Fencing::Fenced, faults).await
+        self.transaction(lease, cycle, fencing == Fencing::Fenced, faults)
+            .await
     }
 }

@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use leaseproof_history::{EventKind, FailReason, Op, OpResult, Outcome, Recorder, Stamp};
 use leaseproof_protocol::{
-    CycleFault, CycleFaults, CyclePoint, Fencing, GuardedCycle, Lease, LeaseError, LeasePort, Owner, Scope,
-    Ttl,
+    CycleFault, CycleFaults, CyclePoint, Fencing, GuardedCycle, Lease, LeaseError, LeasePort,
+    Owner, Scope, Ttl,
 };
 
 /// Where a worker reads time.

@@ -75,7 +75,10 @@ impl Stage {
     fn what(self) -> String {
         use clap::ValueEnum as _;
         let value = self.to_possible_value().expect("no stage is skipped");
-        let help = value.get_help().map(|help| help.to_string()).unwrap_or_default();
+        let help = value
+            .get_help()
+            .map(|help| help.to_string())
+            .unwrap_or_default();
         // Lower-cased to run on after the stage's name.
         let mut letters = help.chars();
         letters

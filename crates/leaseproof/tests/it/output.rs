@@ -130,6 +130,54 @@ fn verify_announces_each_stage_before_its_checks() {
         lines[0],
         "---- model: the stateright models, and the checker judging their paths"
     );
-    assert_eq!(lines.iter().filter(|line| line.starts_with("---- ")).count(), 1);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|line| line.starts_with("---- "))
+            .count(),
+        1
+    );
     assert!(lines[1].starts_with("PASS model "), "{}", ran.stdout);
+}
+
+#[test]
+fn check_lists_twenty_findings_and_counts_the_rest() {
+    // Thirty grants of one scope, each overlapping the next: 29 proven I1.
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("overlaps.jsonl");
+    let mut lines = vec![r#"{"record":"design","grant_stamps":"decision"}"#.to_string()];
+    for worker in 0..30u64 {
+        let (at_us, index) = (1_000 + worker * 10, worker * 2);
+        lines.push(format!(
+            r#"{{"record":"event","index":{index},"worker":"w{worker}","incarnation":0,"true_time_us":{at_us},"local_time_us":{at_us},"kind":{{"type":"invoke","op_id":{worker},"op":{{"op":"acquire","scope":"s","owner":"w{worker}","ttl_us":1000000}}}}}}"#
+        ));
+        lines.push(format!(
+            r#"{{"record":"event","index":{},"worker":"w{worker}","incarnation":0,"true_time_us":{},"local_time_us":{},"kind":{{"type":"complete","op_id":{worker},"outcome":{{"outcome":"ok","result":{{"result":"lease","token":{},"owner":"w{worker}","granted_at_us":{at_us},"expires_at_us":{}}}}}}}}}"#,
+            index + 1,
+            at_us + 5,
+            at_us + 5,
+            worker + 1,
+            at_us + 1_000_000
+        ));
+    }
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let file = path.to_str().unwrap();
+    let listed = |ran: &crate::Ran| {
+        ran.stdout
+            .lines()
+            .filter(|line| line.starts_with("  I1 "))
+            .count()
+    };
+
+    let ran = crate::leaseproof(&["check", file]);
+    assert_eq!(ran.code, 1, "{}", ran.text());
+    assert!(ran.stdout.starts_with("29 violation(s);"), "{}", ran.stdout);
+    assert_eq!(listed(&ran), 20, "{}", ran.stdout);
+    assert!(ran.stdout.contains("  … and 9 more violation(s) not listed\n"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("--json FILE holds every finding"), "{}", ran.stdout);
+    assert!(ran.stdout.ends_with("FAIL: 29 violation(s)\n"), "{}", ran.stdout);
+
+    let ran = crate::leaseproof(&["check", "--show", "100", file]);
+    assert_eq!(listed(&ran), 29, "{}", ran.stdout);
+    assert!(!ran.stdout.contains("not listed"), "{}", ran.stdout);
 }

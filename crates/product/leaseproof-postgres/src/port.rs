@@ -3,8 +3,8 @@
 use futures_core::future::BoxFuture;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
-    client, CommitReceipt, CycleFaults, CyclePoint, Fencing, FencingToken, GuardedCycle, Lease, LeaseError,
-    LeasePort, Owner, Scope, ServerTime, Ttl,
+    client, CommitReceipt, CycleFaults, CyclePoint, Fencing, FencingToken, GuardedCycle, Lease,
+    LeaseError, LeasePort, Owner, Scope, ServerTime, Ttl,
 };
 use sqlx::PgConnection;
 

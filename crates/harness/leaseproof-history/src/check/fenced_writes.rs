@@ -44,7 +44,11 @@ impl<'h> Checker<'h> {
                 self.config.unfenced_workers.contains(worker)
             });
             let scope = rows[0].scope.as_str();
-            let judged = (self.grant_stamps(scope), unfenced, self.unproven_because(scope));
+            let judged = (
+                self.grant_stamps(scope),
+                unfenced,
+                self.unproven_because(scope),
+            );
             let (outside, events) = cycle.within_its_grant(scope_grants, &unknown, judged);
             violations.extend(outside);
             // Bounds in server time: no earlier than the latest grant with a

@@ -316,15 +316,40 @@ impl CheckReport {
     }
 }
 
+impl CheckReport {
+    /// The report as its `Display` writes it, with at most `limit` findings
+    /// of each kind (violations, possible, not judged); a line counts the rest.
+    pub fn shown(&self, limit: usize) -> ShownReport<'_> {
+        ShownReport {
+            report: self,
+            limit,
+        }
+    }
+}
+
+/// [`CheckReport::shown`]: the report with a limit on the findings listed.
+#[derive(Debug)]
+pub struct ShownReport<'r> {
+    report: &'r CheckReport,
+    limit: usize,
+}
+
 impl fmt::Display for CheckReport {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let stats = &self.stats;
+        self.shown(usize::MAX).fmt(formatter)
+    }
+}
+
+impl fmt::Display for ShownReport<'_> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let report = self.report;
+        let stats = &report.stats;
         writeln!(
             formatter,
             "{} violation(s); grants={} renewals={} releases={} takeovers={} commits={} \
              refused_stale_commits={} unknown_ops={} belief_overlaps={} distinct_holders={} \
              dead_holder_takeovers={} dead_holder_takeover_delay_us_max={}",
-            self.violations.len(),
+            report.violations.len(),
             stats.grants,
             stats.renewals,
             stats.releases,
@@ -339,16 +364,35 @@ impl fmt::Display for CheckReport {
                 .dead_holder_takeover_delay_us_max()
                 .map_or("-".to_string(), |delay_us| delay_us.to_string())
         )?;
-        for violation in &self.violations {
-            writeln!(formatter, "  {violation}")?;
-        }
-        for possible in &self.possible {
-            writeln!(formatter, "  possible (could not judge): {possible}")?;
-        }
-        for not_judged in &self.not_judged {
-            writeln!(formatter, "  not judged: {not_judged}")?;
-        }
-        Ok(())
+        let listed =
+            |formatter: &mut fmt::Formatter<'_>, findings: &[String], prefix: &str, what: &str| {
+                for finding in findings.iter().take(self.limit) {
+                    writeln!(formatter, "  {prefix}{finding}")?;
+                }
+                match findings.len().saturating_sub(self.limit) {
+                    0 => Ok(()),
+                    more => writeln!(formatter, "  … and {more} more {what} not listed"),
+                }
+            };
+        let text = |findings: &[Violation]| {
+            findings
+                .iter()
+                .map(|finding| finding.to_string())
+                .collect::<Vec<_>>()
+        };
+        listed(formatter, &text(&report.violations), "", "violation(s)")?;
+        listed(
+            formatter,
+            &text(&report.possible),
+            "possible (could not judge): ",
+            "possible violation(s)",
+        )?;
+        listed(
+            formatter,
+            &report.not_judged,
+            "not judged: ",
+            "findings not judged",
+        )
     }
 }
 

@@ -65,7 +65,10 @@ impl<'h> Checker<'h> {
                                 previous.reported_by_true_us < decided_after_us(scope, grant)
                             }
                         };
-                        file(proven, (Invariant::TokenOrder, scope.clone(), events, message));
+                        file(
+                            proven,
+                            (Invariant::TokenOrder, scope.clone(), events, message),
+                        );
                     }
                 }
                 // Earlier grants that may still be live for this one: the one
@@ -146,4 +149,3 @@ impl<'h> Checker<'h> {
 
 /// One finding of I1 or I2: the invariant, the scope, the events, the sentence.
 type Finding = (Invariant, String, Vec<u64>, String);
-

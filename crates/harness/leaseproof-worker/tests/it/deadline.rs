@@ -2,8 +2,8 @@ use std::time::Duration;
 
 use leaseproof_history::{EventKind, Recorder};
 use leaseproof_protocol::{
-    CommitReceipt, CycleFaults, Fencing, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner,
-    Scope, ServerTime, Ttl,
+    CommitReceipt, CycleFaults, Fencing, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort,
+    Owner, Scope, ServerTime, Ttl,
 };
 use leaseproof_worker::{run_worker, NoHooks, WorkerConfig};
 
@@ -62,7 +62,6 @@ impl LeasePort for StubPort {
             fenced_at: Some(ServerTime::from_micros(0)),
         })
     }
-
 }
 
 #[tokio::test(start_paused = true)]

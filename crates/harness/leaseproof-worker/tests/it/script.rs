@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use leaseproof_history::{EventKind, Op, OpResult, Outcome, Recorder};
 use leaseproof_protocol::{
-    CommitReceipt, CycleFaults, Fencing, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort, Owner,
-    Scope, ServerTime, Ttl,
+    CommitReceipt, CycleFaults, Fencing, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort,
+    Owner, Scope, ServerTime, Ttl,
 };
 use leaseproof_worker::{run_worker, NoHooks, WorkerConfig, WorkerSummary};
 
@@ -136,7 +136,6 @@ impl LeasePort for ScriptedPort {
             reply => Err(error(reply, lease.scope(), lease.token())),
         }
     }
-
 }
 
 fn config(cycles: u32, cycles_per_grant: u32) -> WorkerConfig {
