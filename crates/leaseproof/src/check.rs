@@ -145,7 +145,11 @@ pub fn run(args: CheckArgs) -> ExitCode {
     }
     let report = check(&history, &config);
     print!("{}", report.shown(args.show));
-    let findings_most = [report.violations.len(), report.possible.len(), report.not_judged.len()];
+    let findings_most = [
+        report.violations.len(),
+        report.possible.len(),
+        report.not_judged.len(),
+    ];
     if findings_most.into_iter().any(|count| count > args.show) {
         println!("  (--show N lists more; --json FILE holds every finding)");
     }

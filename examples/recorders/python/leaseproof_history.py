@@ -35,13 +35,27 @@ class Recorder:
         self._rows = []
         self._tables_read = []
         self._next_op_id = 0
+        # What `check` refuses, refused here as it is recorded, where the
+        # mistake can still be found: each open op's invoker, and each
+        # worker's latest incarnation.
+        self._open_ops = {}
+        self._incarnations = {}
 
     # -- events ---------------------------------------------------------
 
-    def _event(self, worker, kind, incarnation):
+    def _event(self, worker, kind, incarnation, check=None):
         # Clock read and append under one lock: each worker's events stay in
         # time order even when threads record at once.
         with self._mutex:
+            latest = self._incarnations.get(worker, incarnation)
+            if incarnation < latest:
+                raise ValueError(
+                    f"worker {worker!r}: incarnation {incarnation} after {latest} "
+                    "(a restarted process is a new, higher incarnation)"
+                )
+            if check is not None:
+                check()
+            self._incarnations[worker] = incarnation
             now = self._clock_us()
             self._events.append(
                 {
@@ -60,7 +74,12 @@ class Recorder:
         with self._mutex:
             op_id = self._next_op_id
             self._next_op_id += 1
-        self._event(worker, {"type": "invoke", "op_id": op_id, "op": op}, incarnation)
+        self._event(
+            worker,
+            {"type": "invoke", "op_id": op_id, "op": op},
+            incarnation,
+            check=lambda: self._open_ops.setdefault(op_id, (worker, incarnation)),
+        )
         return op_id
 
     def ok(self, worker, op_id, result, incarnation=0):
@@ -81,8 +100,24 @@ class Recorder:
         )
 
     def _complete(self, worker, op_id, outcome, incarnation):
+        def close():
+            # Called under the lock: one completion per invoke, by its invoker.
+            invoker = self._open_ops.get(op_id)
+            if invoker is None:
+                raise ValueError(f"op {op_id}: not invoked, or completed already")
+            if invoker != (worker, incarnation):
+                raise ValueError(
+                    f"op {op_id}: invoked by {invoker[0]!r} incarnation {invoker[1]}, "
+                    f"completed by {worker!r} incarnation {incarnation} "
+                    "(an operation completes in the process that sent it)"
+                )
+            del self._open_ops[op_id]
+
         self._event(
-            worker, {"type": "complete", "op_id": op_id, "outcome": outcome}, incarnation
+            worker,
+            {"type": "complete", "op_id": op_id, "outcome": outcome},
+            incarnation,
+            check=close,
         )
 
     def belief_start(self, worker, scope, token=0, incarnation=0):

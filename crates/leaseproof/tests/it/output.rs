@@ -173,9 +173,22 @@ fn check_lists_twenty_findings_and_counts_the_rest() {
     assert_eq!(ran.code, 1, "{}", ran.text());
     assert!(ran.stdout.starts_with("29 violation(s);"), "{}", ran.stdout);
     assert_eq!(listed(&ran), 20, "{}", ran.stdout);
-    assert!(ran.stdout.contains("  … and 9 more violation(s) not listed\n"), "{}", ran.stdout);
-    assert!(ran.stdout.contains("--json FILE holds every finding"), "{}", ran.stdout);
-    assert!(ran.stdout.ends_with("FAIL: 29 violation(s)\n"), "{}", ran.stdout);
+    assert!(
+        ran.stdout
+            .contains("  … and 9 more violation(s) not listed\n"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("--json FILE holds every finding"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.ends_with("FAIL: 29 violation(s)\n"),
+        "{}",
+        ran.stdout
+    );
 
     let ran = crate::leaseproof(&["check", "--show", "100", file]);
     assert_eq!(listed(&ran), 29, "{}", ran.stdout);

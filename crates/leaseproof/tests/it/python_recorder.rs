@@ -171,3 +171,63 @@ fn a_lease_history_recorded_in_python_with_guarded_rows_is_judged() {
         }
     }
 }
+
+/// The recorder refuses, as it is recorded, what `check` would refuse in the
+/// file: a completion by another process than the invoker's, a second
+/// completion, an incarnation going back.
+#[test]
+fn the_python_recorder_refuses_what_check_refuses_as_it_happens() {
+    let Some(python) = python3() else {
+        return;
+    };
+    let script = r#"
+from leaseproof_history import Recorder
+r = Recorder()
+op = r.invoke("w1", r.acquire("s", "w1", 1000), incarnation=1)
+for name, attempt in [
+    ("another worker", lambda: r.ok("w2", op, r.lock())),
+    ("a later incarnation", lambda: r.ok("w1", op, r.lock(), incarnation=2)),
+    ("an earlier incarnation", lambda: r.invoke("w1", r.acquire("s", "w1", 1000), incarnation=0)),
+]:
+    try:
+        attempt()
+        print(name, "accepted")
+    except ValueError as error:
+        print(name, "refused:", error)
+r.ok("w1", op, r.lock(), incarnation=1)
+try:
+    r.ok("w1", op, r.lock(), incarnation=1)
+    print("a second completion accepted")
+except ValueError as error:
+    print("a second completion refused:", error)
+"#;
+    let output = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .current_dir(repository().join("examples/recorders/python"))
+        .output()
+        .expect("run python");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        text.lines()
+            .map(|line| line.split(':').next().unwrap())
+            .collect::<Vec<_>>(),
+        [
+            "another worker refused",
+            "a later incarnation refused",
+            "an earlier incarnation refused",
+            "a second completion refused"
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains("invoked by 'w1' incarnation 1, completed by 'w2' incarnation 0"),
+        "{text}"
+    );
+    assert!(text.contains("incarnation 0 after 1"), "{text}");
+}
