@@ -344,7 +344,33 @@ impl<'c, 'h> Cycle<'c, 'h> {
                     None if unfenced => Some(", unfenced,".to_owned()),
                     _ => None,
                 };
-                if let (false, Some(late_fence)) = (extendable, late_fence) {
+                // Real time ends the grant whatever the stamps mean: a
+                // release acknowledged before the commit was even sent was
+                // decided before the commit's transaction began — unless an
+                // acquisition or renewal that may have been decided after
+                // the release made the grant live again.
+                let commit_invoked_true_us = self.commit.map(|record| record.invoke_true_us);
+                let released_before_sent = grant.release_acknowledged.filter(
+                    |(release_invoked_true_us, acknowledged_true_us, _)| {
+                        commit_invoked_true_us
+                            .is_some_and(|invoked_us| *acknowledged_true_us < invoked_us)
+                            && grant.reported_live_by_true_us_max < *release_invoked_true_us
+                    },
+                );
+                if let (false, Some((_, acknowledged_true_us, release_event))) =
+                    (extendable, released_before_sent)
+                {
+                    let mut events = events.clone();
+                    events.push(release_event);
+                    violations.push(self.finding(
+                        events,
+                        rows,
+                        format!(
+                            "{owner} wrote cycle {cycle_id} under token {token} after releasing it: the release was acknowledged at {acknowledged_true_us} and the commit sent at {} (true us), and nothing renewed the grant since",
+                            commit_invoked_true_us.unwrap_or_default()
+                        ),
+                    ));
+                } else if let (false, Some(late_fence)) = (extendable, late_fence) {
                     violations.extend(self.rows_beyond(
                         &events,
                         grant.expires_event,

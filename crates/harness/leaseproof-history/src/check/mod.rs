@@ -464,6 +464,14 @@ struct Grant {
     /// reported the grant first (it may stamp its own time).
     stamped_by_true_us: Option<i64>,
     released: Option<(i64, u64)>,
+    /// The ok release by the grant's owner acknowledged first, in true
+    /// time: (its invoke, its acknowledgement, its completion event). After
+    /// it the grant was over in real time, whatever its stamps mean.
+    release_acknowledged: Option<(i64, i64, u64)>,
+    /// The latest acknowledgement (true time) of an ok acquisition or
+    /// renewal that reported this grant: one acknowledged after a release
+    /// was sent may have been decided after it and made the grant live again.
+    reported_live_by_true_us_max: i64,
     /// The earliest-invoked release of unknown outcome: (invoke true time, invoke event).
     release_unknown: Option<(i64, u64)>,
     /// The latest invoke (true time) of an operation that then found this

@@ -138,6 +138,8 @@ impl<'h> Checker<'h> {
                             reported_by_true_us: reported_true_us,
                             stamped_by_true_us: renewed_token.is_none().then_some(reported_true_us),
                             released: None,
+                            release_acknowledged: None,
+                            reported_live_by_true_us_max: reported_true_us,
                             release_unknown: None,
                             live_after_invoke_true_us: record.invoke_true_us,
                         },
@@ -156,6 +158,8 @@ impl<'h> Checker<'h> {
                         // owner's grant inside the gap would read as an overlap.
                         continue;
                     }
+                    grant.reported_live_by_true_us_max =
+                        grant.reported_live_by_true_us_max.max(reported_true_us);
                     // A renewal extends its grant: whether it reports the
                     // grant's start or its own time as `granted_at` is the
                     // design's choice (both are seen), never a second grant.
@@ -258,6 +262,15 @@ impl<'h> Checker<'h> {
                     let earliest = grant.released.map_or(i64::MAX, |(at_us, _)| at_us);
                     if *released_at_us < earliest {
                         grant.released = Some((*released_at_us, complete_event));
+                    }
+                    let acknowledged_true_us = record.acknowledged_by_true_us();
+                    if grant.owner == *owner
+                        && grant
+                            .release_acknowledged
+                            .is_none_or(|(_, first_us, _)| acknowledged_true_us < first_us)
+                    {
+                        grant.release_acknowledged =
+                            Some((record.invoke_true_us, acknowledged_true_us, complete_event));
                     }
                     // A release that released before the grant's expiry
                     // found it live (one stamped at or after the expiry

@@ -493,3 +493,121 @@ fn a_row_stamped_after_the_rivals_grant_under_a_fence_stamped_before_it_is_no_st
         "{report}"
     );
 }
+
+fn commit_op(worker: &str, token: u64, cycle_id: u64) -> Op {
+    Op::Commit {
+        scope: "s".to_string(),
+        owner: worker.to_string(),
+        token,
+        cycle_id,
+        items: 1,
+    }
+}
+
+/// The report under statement-start stamps: a release's own stamp proves
+/// nothing there, only real time does.
+fn judged_statement_start(builder: &Builder) -> leaseproof_history::CheckReport {
+    let config = CheckConfig {
+        grant_stamps: leaseproof_history::GrantStamps::StatementStart,
+        ..CheckConfig::default()
+    };
+    check(&builder.build(), &config)
+}
+
+fn committed(committed_at_us: i64) -> Outcome {
+    Outcome::Ok {
+        result: OpResult::Committed {
+            committed_at_us: Some(committed_at_us),
+        },
+    }
+}
+
+/// Real time ends a grant whatever its stamps mean: a release acknowledged
+/// before the commit was even sent was decided before the commit's fence, so
+/// the commit's rows are stale — under statement-start stamps too, where the
+/// release's own stamp (it may have queued behind a commit) proves nothing.
+#[test]
+fn a_commit_sent_after_its_own_release_was_acknowledged_is_stale_whatever_the_stamps_mean() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, released) = builder.release_ok("a", "s", 1, 1_030);
+    let (commit_invoked, commit_completed) =
+        builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_040);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_040);
+    let report = judged_statement_start(&builder);
+    assert_eq!(report.violations.len(), 1, "{report}");
+    let violation = &report.violations[0];
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(
+        violation
+            .message
+            .contains("a wrote cycle 7 under token 1 after releasing it"),
+        "{violation}"
+    );
+    assert_eq!(
+        violation.events,
+        [released, commit_invoked, commit_completed]
+    );
+    assert_eq!(violation.rows, [1]);
+}
+
+#[test]
+fn a_commit_sent_before_its_release_was_acknowledged_may_have_come_first() {
+    // The release may have queued behind the commit's fence.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, commit) = builder.invoke("a", commit_op("a", 1, 7));
+    let (_, release) = builder.invoke(
+        "a",
+        Op::Release {
+            scope: "s".to_string(),
+            owner: "a".to_string(),
+            token: 1,
+        },
+    );
+    builder.complete(
+        "a",
+        release,
+        Outcome::Ok {
+            result: OpResult::Released {
+                released_at_us: 1_030,
+            },
+        },
+    );
+    builder.complete("a", commit, committed(1_040));
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_040);
+    let report = judged_statement_start(&builder);
+    assert!(report.is_ok(), "{report}");
+}
+
+#[test]
+fn a_renewal_answered_after_the_release_was_sent_may_have_made_the_grant_live_again() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, renewal) = builder.invoke(
+        "a",
+        Op::Renew {
+            scope: "s".to_string(),
+            owner: "a".to_string(),
+            token: 1,
+            ttl_us: 100,
+        },
+    );
+    builder.release_ok("a", "s", 1, 1_030);
+    builder.complete(
+        "a",
+        renewal,
+        Outcome::Ok {
+            result: OpResult::Lease {
+                token: 1,
+                owner: "a".to_string(),
+                granted_at_us: 1_000,
+                expires_at_us: 1_135,
+            },
+        },
+    );
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_040);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_040);
+    let report = judged_statement_start(&builder);
+    assert!(report.is_ok(), "{report}");
+}
