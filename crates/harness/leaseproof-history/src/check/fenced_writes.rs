@@ -337,11 +337,13 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 // after it, or no fence at all. (Not a release alone: a
                 // fence whose row lock blocks takeovers but not its own
                 // holder's release lets the release through mid-commit.)
+                // A worker declared unfenced took no fence, whatever time its
+                // commit reported as one.
                 let late_fence = match self.fenced_at_us() {
+                    _ if unfenced => Some(", unfenced,".to_owned()),
                     Some(fenced_at_us) if fenced_at_us > end_us => {
                         Some(format!(", fenced at {fenced_at_us},"))
                     }
-                    None if unfenced => Some(", unfenced,".to_owned()),
                     _ => None,
                 };
                 // Real time ends the grant whatever the stamps mean: a
@@ -437,6 +439,8 @@ impl<'c, 'h> Cycle<'c, 'h> {
             // write late only for a worker declared unfenced; a fence
             // stamped before the rival's grant kept the rival out.
             let (proven_by_stamps, fenced_before) = match (grant_stamps, self.fenced_at_us()) {
+                // No fence was taken: the time reported as one keeps nobody out.
+                (GrantStamps::Decision, _) if unfenced => (true, false),
                 (GrantStamps::Decision, Some(fenced_at_us)) => (
                     fenced_at_us > upper.granted_at_us,
                     fenced_at_us <= upper.granted_at_us,
@@ -445,13 +449,16 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 (GrantStamps::StatementStart, _) => (false, false),
             };
             let proven = after_in_real_time || proven_by_stamps;
+            // Proven in real time, every row of the commit is stale: they
+            // were written after it was sent, whatever their stamps say.
             let stale = self.rows_beyond(
                 events,
                 upper.first_event,
-                |written_at_us| written_at_us > upper.granted_at_us,
+                |written_at_us| after_in_real_time || written_at_us > upper.granted_at_us,
                 |written_at_us| format!(
-                    "stale write: {owner} wrote cycle {cycle_id} under token {token} at {written_at_us}, after {} got token {} at {} (server us)",
-                    upper.owner, upper.token, upper.granted_at_us
+                    "stale write: {owner} wrote cycle {cycle_id} under token {token} at {written_at_us}, after {} got token {} at {} (server us){}",
+                    upper.owner, upper.token, upper.granted_at_us,
+                    if after_in_real_time { "; its commit was sent after that grant was answered" } else { "" }
                 ),
             );
             match stale {

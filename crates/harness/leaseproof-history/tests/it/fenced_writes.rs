@@ -611,3 +611,68 @@ fn a_renewal_answered_after_the_release_was_sent_may_have_made_the_grant_live_ag
     let report = judged_statement_start(&builder);
     assert!(report.is_ok(), "{report}");
 }
+
+/// A worker declared unfenced took no fence, whatever time its commit
+/// reported as one: its rows' own stamps are the evidence.
+#[test]
+fn an_unfenced_workers_rows_are_judged_by_their_stamps_even_when_its_commit_reports_a_fence_time() {
+    let unfenced = CheckConfig {
+        unfenced_workers: ["a".to_string()].into(),
+        ..CheckConfig::default()
+    };
+    // After its own grant's expiry (1100), no rival.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_090);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_120);
+    let report = check(&builder.build(), &unfenced);
+    assert_eq!(report.violations.len(), 1, "{report}");
+    assert!(
+        report.violations[0]
+            .message
+            .contains("at 1120, unfenced, after the grant ended at 1100"),
+        "{report}"
+    );
+    // Declared fenced, the fence at 1090 kept the grant current: clean.
+    assert_passes(&builder.build());
+
+    // After a rival's grant (1150), the fence time before it.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_150);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_090);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_160);
+    let report = check(&builder.build(), &unfenced);
+    assert!(
+        report.violations.iter().any(|violation| violation
+            .message
+            .starts_with("stale write: a wrote cycle 7")),
+        "{report}"
+    );
+}
+
+/// The rival's grant was answered before the commit was sent: every row of
+/// the commit is stale, even one stamped no later than that grant (a row may
+/// carry its transaction's start).
+#[test]
+fn rows_of_a_commit_sent_after_a_rivals_grant_was_answered_are_stale_whatever_their_stamps() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_050);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 1_050);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 1_050);
+    let report = judged_statement_start(&builder);
+    let stale: Vec<_> = report
+        .violations
+        .iter()
+        .filter(|violation| violation.message.starts_with("stale write"))
+        .collect();
+    assert_eq!(stale.len(), 1, "{report}");
+    assert!(
+        stale[0]
+            .message
+            .ends_with("its commit was sent after that grant was answered"),
+        "{report}"
+    );
+    assert_eq!(stale[0].rows, [1]);
+}
