@@ -2,6 +2,7 @@
 //! token, in token order (by `seq`, and by commit time where rows carry it),
 //! and cycles never interleave.
 
+use super::server_clock::STAMP_ROUNDING_US;
 use super::*;
 
 impl<'h> Checker<'h> {
@@ -44,11 +45,12 @@ impl<'h> Checker<'h> {
                 self.config.unfenced_workers.contains(worker)
             });
             let scope = rows[0].scope.as_str();
-            let judged = (
-                self.grant_stamps(scope),
+            let judged = Judged {
+                grant_stamps: self.grant_stamps(scope),
                 unfenced,
-                self.unproven_because(scope),
-            );
+                unproven_because: self.unproven_because(scope),
+                clock_contradicted: self.clock_contradicted.contains(scope),
+            };
             let (outside, events) = cycle.within_its_grant(scope_grants, &unknown, judged);
             violations.extend(outside);
             // Bounds in server time: no earlier than the latest grant with a
@@ -282,7 +284,11 @@ impl<'c, 'h> Cycle<'c, 'h> {
         &self,
         scope_grants: Option<&BTreeMap<u64, Grant>>,
         unknown: &UnknownGrants<'_>,
-        (grant_stamps, unfenced, _): Judged,
+        Judged {
+            grant_stamps,
+            unfenced,
+            ..
+        }: Judged,
     ) -> (Vec<PendingViolation>, Vec<u64>) {
         let (owner, cycle_id, rows) = (self.owner, self.cycle_id, self.rows);
         let (scope, token) = (self.scope(), self.token());
@@ -409,21 +415,54 @@ impl<'c, 'h> Cycle<'c, 'h> {
         &self,
         (lower, upper): (Option<&Grant>, Option<&Grant>),
         events: &[u64],
-        (grant_stamps, unfenced, unproven_because): Judged,
+        Judged {
+            grant_stamps,
+            unfenced,
+            unproven_because,
+            clock_contradicted,
+        }: Judged,
     ) -> (Vec<PendingViolation>, Vec<PendingViolation>) {
         let (owner, cycle_id, commit) = (self.owner, self.cycle_id, self.commit);
         let token = self.token();
         let (mut violations, mut possible) = (Vec::new(), Vec::new());
-        if let Some(lower) = lower {
-            violations.extend(self.rows_beyond(
-                events,
-                lower.first_event,
-                |written_at_us| written_at_us < lower.granted_at_us,
-                |written_at_us| format!(
-                    "{owner} wrote cycle {cycle_id} (token {token}) at {written_at_us} before token {} was granted at {} (server us)",
-                    lower.token, lower.granted_at_us
-                ),
-            ));
+        // A row's own stamp may precede its grant (it may carry the start
+        // of a transaction opened before the grant), and a renewal may stamp
+        // a grant later than it began. A fence or a commit stamped more than
+        // the stamps' rounding before the statement that made the grant
+        // began may not: the fence ran, or the row was there, before the
+        // grant existed.
+        let stamped_by_its_acquisition = |lower: &&Grant| lower.stamped_by_true_us.is_some();
+        if let (false, Some(lower)) = (clock_contradicted, lower.filter(stamped_by_its_acquisition))
+        {
+            let before = |at_us: i64| at_us.saturating_add(STAMP_ROUNDING_US) < lower.granted_at_us;
+            let fenced_before = self
+                .fenced_at_us()
+                .filter(|fenced_at_us| !unfenced && before(*fenced_at_us));
+            let rows: Vec<&GuardedRow> = self
+                .rows
+                .iter()
+                .copied()
+                .filter(|row| fenced_before.is_some() || row.committed_at_us.is_some_and(before))
+                .collect();
+            let what = match (fenced_before, rows.first()) {
+                (Some(fenced_at_us), _) => Some(format!("was fenced at {fenced_at_us}")),
+                (None, Some(first)) => Some(format!(
+                    "committed at {}",
+                    first.committed_at_us.unwrap_or_default()
+                )),
+                (None, None) => None,
+            };
+            if let Some(what) = what {
+                let events = events.iter().copied().chain([lower.first_event]).collect();
+                violations.push(self.finding(
+                    events,
+                    &rows,
+                    format!(
+                        "{owner}'s cycle {cycle_id} (token {token}) {what} before token {} was granted at {} (server us)",
+                        lower.token, lower.granted_at_us
+                    ),
+                ));
+            }
         }
         if let Some(upper) = upper {
             // A grant stamped with its statement's start may have been
@@ -485,7 +524,14 @@ impl<'c, 'h> Cycle<'c, 'h> {
 
 /// How a cycle's scope is judged: what its grant stamps mean, whether its
 /// worker is declared unfenced, and why stamps alone prove nothing there.
-type Judged = (GrantStamps, bool, &'static str);
+#[derive(Clone, Copy)]
+struct Judged {
+    grant_stamps: GrantStamps,
+    unfenced: bool,
+    unproven_because: &'static str,
+    /// The scope's server times contradict real time: no stamp proves anything.
+    clock_contradicted: bool,
+}
 
 /// An I3 finding in `scope` that the rows `seqs` prove by themselves.
 fn rows_finding(scope: &str, seqs: [u64; 2], text: String) -> PendingViolation {

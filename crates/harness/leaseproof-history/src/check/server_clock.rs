@@ -19,7 +19,7 @@ use super::*;
 /// store keeping milliseconds rounds (PostgreSQL's `timestamptz(3)` rounds
 /// to the nearest one), so readings in and out of such a column disagree
 /// by up to a millisecond.
-const STAMP_ROUNDING_US: i64 = 1_000;
+pub(super) const STAMP_ROUNDING_US: i64 = 1_000;
 
 /// One server-time stamp and the real-time window it was taken in.
 struct Stamp {

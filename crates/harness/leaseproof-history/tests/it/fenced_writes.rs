@@ -81,17 +81,59 @@ fn write_after_expiry_is_allowed_when_an_unknown_renewal_may_have_extended_it() 
 
 #[test]
 fn write_before_its_grant_is_a_violation() {
+    // A fence run more than the stamps' rounding (1 ms) before the grant's
+    // own acquisition stamped it: it cannot have found the token current.
     let mut builder = Builder::new();
-    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 1_000);
-    let (commit_invoked, commit_completed) = builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 990);
-    builder.rows("a", "s", 1, 7, 0..1, 1, 990);
+    let (_, a_granted) = builder.acquire_ok("a", "s", 1, 10_000);
+    let (commit_invoked, commit_completed) =
+        builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 8_990);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 8_990);
     let violation = only_violation(&builder.build());
     assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(
+        violation.message.contains(
+            "a's cycle 7 (token 1) was fenced at 8990 before token 1 was granted at 10000"
+        ),
+        "{violation}"
+    );
     assert_eq!(
         violation.events,
         vec![a_granted, commit_invoked, commit_completed]
     );
     assert_eq!(violation.rows, vec![1]);
+
+    // A row committed that early, whatever its fence said.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 10_000);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 10_010);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 8_990);
+    builder.committed_at(1..2, 8_990);
+    let violation = only_violation(&builder.build());
+    assert!(
+        violation
+            .message
+            .contains("committed at 8990 before token 1"),
+        "{violation}"
+    );
+}
+
+/// A row may carry the start of a transaction opened before its grant, and
+/// stamps of one clock may be rounded to a millisecond: neither proves a
+/// write came before its grant.
+#[test]
+fn a_row_stamped_before_its_grant_or_within_a_millisecond_proves_nothing() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 10_000);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 10_010);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 8_000);
+    assert_passes(&builder.build());
+
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 10_000);
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 9_000);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 9_000);
+    builder.committed_at(1..2, 9_000);
+    assert_passes(&builder.build());
 }
 
 #[test]
