@@ -280,7 +280,18 @@ impl<'h> Checker<'h> {
                             grant.live_after_invoke_true_us.max(record.invoke_true_us);
                     }
                 }
-                None | Some((_, Outcome::Unknown { .. })) if grant.owner == *owner => {
+                // A lease's release answered without a server time (as a
+                // lock's is: `unlocked`) took effect at a time unknown: like
+                // one whose outcome is unknown, it may have ended the grant
+                // at any server time after it was last seen live.
+                None
+                | Some((_, Outcome::Unknown { .. }))
+                | Some((
+                    _,
+                    Outcome::Ok {
+                        result: OpResult::Unlocked,
+                    },
+                )) if grant.owner == *owner => {
                     let invoked = (record.invoke_true_us, record.invoke_event);
                     if grant
                         .release_unknown

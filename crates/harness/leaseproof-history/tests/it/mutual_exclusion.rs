@@ -408,3 +408,32 @@ fn an_acquisition_answered_with_another_token_made_not_the_later_grant() {
     assert_eq!(report.violations.len(), 1, "{report}");
     assert_eq!(report.violations[0].invariant, Invariant::MutualExclusion);
 }
+
+/// A lease's release answered without a server time (`unlocked`, as a lock's
+/// is) took effect at a time unknown: it may have made room for a rival
+/// granted after it was sent, not for one granted before.
+#[test]
+fn a_lease_release_answered_without_a_time_ends_the_grant_at_a_time_unknown() {
+    let unlocked = Outcome::Ok {
+        result: OpResult::Unlocked,
+    };
+    let release = Op::Release {
+        scope: "s".to_string(),
+        owner: "a".to_string(),
+        token: 1,
+    };
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    let (_, op_id) = builder.invoke("a", release.clone());
+    builder.complete("a", op_id, unlocked.clone());
+    builder.acquire_ok("b", "s", 2, 1_050);
+    assert_passes(&builder.build());
+
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok("b", "s", 2, 1_050);
+    let (_, op_id) = builder.invoke("a", release);
+    builder.complete("a", op_id, unlocked);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+}
