@@ -358,18 +358,15 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 // acquisition or renewal that may have been decided after
                 // the release made the grant live again.
                 let commit_invoked_true_us = self.commit.map(|record| record.invoke_true_us);
-                let released_before_sent = grant.release_acknowledged.filter(
-                    |(release_invoked_true_us, acknowledged_true_us, _)| {
-                        commit_invoked_true_us
-                            .is_some_and(|invoked_us| *acknowledged_true_us < invoked_us)
-                            && grant.reported_live_by_true_us_max < *release_invoked_true_us
-                    },
-                );
-                if let (false, Some((_, acknowledged_true_us, release_event))) =
-                    (extendable, released_before_sent)
-                {
+                let released_before_sent = grant.release_acknowledged.filter(|release| {
+                    commit_invoked_true_us
+                        .is_some_and(|invoked_us| release.acknowledged_true_us < invoked_us)
+                        && grant.reported_live_by_true_us_max < release.invoked_true_us
+                });
+                if let (false, Some(release)) = (extendable, released_before_sent) {
+                    let acknowledged_true_us = release.acknowledged_true_us;
                     let mut events = events.clone();
-                    events.push(release_event);
+                    events.push(release.event);
                     violations.push(self.finding(
                         events,
                         rows,

@@ -467,7 +467,7 @@ struct Grant {
     /// The ok release by the grant's owner acknowledged first, in true
     /// time: (its invoke, its acknowledgement, its completion event). After
     /// it the grant was over in real time, whatever its stamps mean.
-    release_acknowledged: Option<(i64, i64, u64)>,
+    release_acknowledged: Option<ReleaseAcknowledged>,
     /// The latest acknowledgement (true time) of an ok acquisition or
     /// renewal that reported this grant: one acknowledged after a release
     /// was sent may have been decided after it and made the grant live again.
@@ -519,6 +519,17 @@ impl Grant {
             }
         }
     }
+}
+
+/// An ok release of a grant by its owner, in true and server time.
+#[derive(Clone, Copy, Debug)]
+struct ReleaseAcknowledged {
+    invoked_true_us: i64,
+    acknowledged_true_us: i64,
+    /// Its completion event.
+    event: u64,
+    /// The server time it reported.
+    released_at_us: i64,
 }
 
 /// A violation before it is stamped: invariant, scope, events, rows, message.

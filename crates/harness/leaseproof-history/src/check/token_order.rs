@@ -267,10 +267,14 @@ impl<'h> Checker<'h> {
                     if grant.owner == *owner
                         && grant
                             .release_acknowledged
-                            .is_none_or(|(_, first_us, _)| acknowledged_true_us < first_us)
+                            .is_none_or(|first| acknowledged_true_us < first.acknowledged_true_us)
                     {
-                        grant.release_acknowledged =
-                            Some((record.invoke_true_us, acknowledged_true_us, complete_event));
+                        grant.release_acknowledged = Some(ReleaseAcknowledged {
+                            invoked_true_us: record.invoke_true_us,
+                            acknowledged_true_us,
+                            event: complete_event,
+                            released_at_us: *released_at_us,
+                        });
                     }
                     // A release that released before the grant's expiry
                     // found it live (one stamped at or after the expiry

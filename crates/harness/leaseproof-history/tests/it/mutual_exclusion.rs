@@ -437,3 +437,60 @@ fn a_lease_release_answered_without_a_time_ends_the_grant_at_a_time_unknown() {
     let violation = only_violation(&builder.build());
     assert_eq!(violation.invariant, Invariant::MutualExclusion);
 }
+
+/// Decision stamps of one clock rounded to a millisecond may put a rival's
+/// grant up to 1 ms before a release real time shows came first (or a
+/// smaller token's grant after a larger one's): that is the rounding, not an
+/// overlap nor a token going back; more than a millisecond apart it is H.
+#[test]
+fn decision_stamps_within_a_millisecond_that_real_time_reverses_are_rounding() {
+    // The release answered before the rival asked, stamped 0.5 ms after the
+    // rival's grant.
+    let released_then_taken = |rival_granted_at_us: i64| {
+        let mut builder = Builder::new();
+        builder.acquire_ok_until("a", "s", 1, 10_000, 1_000_000);
+        builder.release_ok("a", "s", 1, 20_000);
+        builder.acquire_ok_until("b", "s", 2, rival_granted_at_us, 1_000_000);
+        check(&builder.build(), &CheckConfig::default())
+    };
+    assert!(
+        released_then_taken(19_500).is_ok(),
+        "{}",
+        released_then_taken(19_500)
+    );
+    assert!(
+        released_then_taken(19_000).is_ok(),
+        "{}",
+        released_then_taken(19_000)
+    );
+    let report = released_then_taken(18_999);
+    assert!(
+        report
+            .violations
+            .iter()
+            .all(|v| v.invariant == Invariant::WellFormed),
+        "{report}"
+    );
+    assert!(!report.violations.is_empty(), "{report}");
+
+    // Real time shows a's grant (token 1) and release first; the stamps put
+    // b's token 2 half a millisecond before both.
+    let mut builder = Builder::new();
+    builder.acquire_ok_until("a", "s", 1, 10_500, 1_000_000);
+    builder.release_ok("a", "s", 1, 10_600);
+    builder.acquire_ok_until("b", "s", 2, 10_000, 1_000_000);
+    assert_passes(&builder.build());
+
+    // Without the release, the grants overlap on any clock: I1 stands.
+    let mut builder = Builder::new();
+    builder.acquire_ok_until("a", "s", 1, 10_500, 1_000_000);
+    builder.acquire_ok_until("b", "s", 2, 10_000, 1_000_000);
+    let report = check(&builder.build(), &CheckConfig::default());
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.invariant == Invariant::MutualExclusion),
+        "{report}"
+    );
+}
