@@ -303,6 +303,9 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
     }
     let value: serde_json::Value = serde_json::from_str(line)
         .map_err(|error| (".".to_string(), format!("not JSON: {error}")))?;
+    if let Some((path, problem)) = number_out_of_range(&value, "") {
+        return Err((path, problem));
+    }
     let serde_json::Value::Object(mut object) = value else {
         return Err((".".to_string(), "expected a JSON object".to_string()));
     };
@@ -334,6 +337,44 @@ fn parse_record(line: &str) -> Result<Record, (String, String)> {
         "work_row" => fields(object).map(Record::WorkRow),
         other => Err(("record".to_string(), format!("{other:?}: {expected}"))),
     }
+}
+
+/// The first number in `value` beyond what the checker's arithmetic takes,
+/// with its path below `prefix` and why: a time or duration (`…_us`) beyond
+/// ±2^62 µs, a token beyond 2^63 − 1 (a signed 64-bit integer's, as
+/// PostgreSQL's `bigint` and Redis's `INCR` give).
+fn number_out_of_range(value: &serde_json::Value, prefix: &str) -> Option<(String, String)> {
+    const TIME_LIMIT: i64 = 1 << 62;
+    let serde_json::Value::Object(object) = value else {
+        return None;
+    };
+    object.iter().find_map(|(key, field)| {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        let problem = match field {
+            serde_json::Value::Number(number)
+                if key.ends_with("_us")
+                    && number
+                        .as_i64()
+                        .is_none_or(|value| !(-TIME_LIMIT..=TIME_LIMIT).contains(&value)) =>
+            {
+                "times and durations (`…_us`) lie within ±2^62 µs (±146,000 years); larger \
+                 ones would overflow the arithmetic that judges them"
+            }
+            serde_json::Value::Number(number)
+                if key == "token"
+                    && number.as_u64().is_some_and(|token| token > i64::MAX as u64) =>
+            {
+                "a token is at most 2^63 − 1 (a signed 64-bit integer, as PostgreSQL's bigint \
+                 and Redis's INCR give)"
+            }
+            _ => return number_out_of_range(field, &path),
+        };
+        Some((path, format!("{field}: {problem}")))
+    })
 }
 
 /// An invoked op, as the validator remembers it.

@@ -209,7 +209,8 @@ impl<'h> Picture<'h> {
                             } => {
                                 if matches!(bar.op, Op::Acquire { .. }) {
                                     midpoint_minus_granted.push(
-                                        (bar.invoke_us + event.true_time_us) / 2 - granted_at_us,
+                                        bar.invoke_us + (event.true_time_us - bar.invoke_us) / 2
+                                            - granted_at_us,
                                     );
                                 }
                                 let grant =
@@ -237,7 +238,7 @@ impl<'h> Picture<'h> {
                                 {
                                     write_span.insert(
                                         (owner.as_str(), *cycle_id),
-                                        (bar.invoke_us + event.true_time_us) / 2,
+                                        bar.invoke_us + (event.true_time_us - bar.invoke_us) / 2,
                                     );
                                 }
                             }
@@ -309,7 +310,12 @@ impl<'h> Picture<'h> {
                 .then(a.incarnation.cmp(&b.incarnation))
         });
         let start_us = times.iter().copied().min().unwrap_or(0);
-        let end_us = times.iter().copied().max().unwrap_or(0).max(start_us + 1);
+        let end_us = times
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(start_us.saturating_add(1));
         let flagged = |violations: &[Violation]| {
             let events: BTreeSet<u64> = violations
                 .iter()
@@ -337,7 +343,7 @@ impl<'h> Picture<'h> {
     /// The x of `true_us`, clamped to the axis (a grant reaching beyond the
     /// activity is cut at its edge).
     fn x(&self, true_us: i64) -> f64 {
-        let span = (self.end_us - self.start_us).max(1) as f64;
+        let span = self.end_us.saturating_sub(self.start_us).max(1) as f64;
         let at = true_us.clamp(self.start_us, self.end_us);
         LABEL_WIDTH + (at - self.start_us) as f64 / span * AXIS_WIDTH
     }
@@ -359,7 +365,7 @@ impl<'h> Picture<'h> {
              <line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#6a1b9a\" stroke-width=\"3\"/>\
              </pattern><clipPath id=\"plot-clip\"><rect x=\"{LABEL_WIDTH:.0}\" y=\"0\" \
              width=\"{clip_width:.0}\" height=\"{height:.0}\"/></clipPath></defs>",
-            span_us = (self.end_us - self.start_us).max(1),
+            span_us = self.end_us.saturating_sub(self.start_us).max(1),
             // The bars' minimum widths may reach a little past the axis.
             clip_width = AXIS_WIDTH + 20.0,
         );
@@ -378,7 +384,7 @@ impl<'h> Picture<'h> {
     }
 
     fn axis(&self, svg: &mut String, height: f64) {
-        let span_us = (self.end_us - self.start_us).max(1);
+        let span_us = self.end_us.saturating_sub(self.start_us).max(1);
         // About ten ticks at a round step.
         let step_us = [
             1,
@@ -411,7 +417,15 @@ impl<'h> Picture<'h> {
         ]
         .into_iter()
         .find(|step| span_us / step <= 12)
-        .unwrap_or(3_600_000_000_i64);
+        // Longer than half a day: a power of ten of hours, still about ten
+        // ticks (a file's times may span centuries; its ticks may not).
+        .unwrap_or_else(|| {
+            let mut step_us: i64 = 3_600_000_000;
+            while span_us / step_us > 12 {
+                step_us = step_us.saturating_mul(10);
+            }
+            step_us
+        });
         // Round steps from the first event: the labels read +0.5 s, +1 s, …
         // The page's script redraws them in this group when zoomed.
         svg.push_str("<g id=\"ticks\">");
@@ -428,7 +442,10 @@ impl<'h> Picture<'h> {
                 // from anywhere (a process's monotonic clock).
                 text = escape(&format_signed_us(tick - self.start_us)),
             );
-            tick += step_us;
+            let Some(next) = tick.checked_add(step_us) else {
+                break;
+            };
+            tick = next;
         }
         svg.push_str("</g>\n");
     }

@@ -37,6 +37,13 @@ impl<'h> Checker<'h> {
             // Grants with an unknown release, until their latest possible end.
             let mut lingering: Vec<&Grant> = Vec::new();
             let mut previous: Option<&Grant> = None;
+            // The largest token granted so far in stamp order: every grant
+            // stamped after it must carry a larger one (I2 against every
+            // earlier grant, not only the one before).
+            let mut highest: Option<&Grant> = None;
+            // The highest tokens already reported against, proven or possible
+            // (one finding each, not one per grant after it).
+            let mut backwards_reported = (BTreeSet::new(), BTreeSet::new());
             for grant in ordered {
                 holders.insert(grant.owner.clone());
                 grants_judged += 1;
@@ -44,44 +51,52 @@ impl<'h> Checker<'h> {
                     if grant.token > 1 && previous.owner != grant.owner {
                         takeovers += 1;
                     }
-                    if grant.token < previous.token {
-                        let message = format!(
-                            "token went backwards: {} got token {} at {}, then {} got token {} at {} (server us)",
-                            previous.owner,
-                            previous.token,
-                            previous.granted_at_us,
-                            grant.owner,
-                            grant.token,
-                            grant.granted_at_us
-                        );
-                        let events = vec![previous.first_event, grant.first_event];
-                        // Statement-start stamps order the statements, not the
-                        // decisions: the smaller token may have been decided
-                        // first, its statement having queued longer. Real time
-                        // proves the order when the larger token was
-                        // acknowledged before the other owner asked at all.
-                        // Decision stamps within the rounding of one clock
-                        // (STAMP_ROUNDING_US) whose order real time reverses
-                        // (the smaller token acknowledged before the larger
-                        // could be decided) are that rounding, not a
-                        // backwards token; further apart they are H.
-                        let reversed_by_real_time =
-                            grant.reported_by_true_us < decided_after_us(scope, previous);
-                        let within_rounding =
-                            grant.granted_at_us - previous.granted_at_us <= STAMP_ROUNDING_US;
-                        let proven = match self.grant_stamps(scope) {
-                            GrantStamps::Decision => !(reversed_by_real_time && within_rounding),
-                            GrantStamps::StatementStart => {
-                                previous.reported_by_true_us < decided_after_us(scope, grant)
-                            }
-                        };
-                        if proven || !reversed_by_real_time {
-                            file(
-                                proven,
-                                (Invariant::TokenOrder, scope.clone(), events, message),
-                            );
+                }
+                if let Some(highest) = highest.filter(|highest| grant.token < highest.token) {
+                    let message = format!(
+                        "token went backwards: {} got token {} at {}, then {} got token {} at {} (server us)",
+                        highest.owner,
+                        highest.token,
+                        highest.granted_at_us,
+                        grant.owner,
+                        grant.token,
+                        grant.granted_at_us
+                    );
+                    let events = vec![highest.first_event, grant.first_event];
+                    // Statement-start stamps order the statements, not the
+                    // decisions: the smaller token may have been decided
+                    // first, its statement having queued longer. Real time
+                    // proves the order when the larger token was
+                    // acknowledged before the other owner asked at all.
+                    // Decision stamps within the rounding of one clock
+                    // (STAMP_ROUNDING_US) whose order real time reverses
+                    // (the smaller token acknowledged before the larger
+                    // could be decided) are that rounding, not a backwards
+                    // token; further apart they are H.
+                    let reversed_by_real_time =
+                        grant.reported_by_true_us < decided_after_us(scope, highest);
+                    let within_rounding =
+                        grant.granted_at_us - highest.granted_at_us <= STAMP_ROUNDING_US;
+                    let proven = match self.grant_stamps(scope) {
+                        GrantStamps::Decision => !(reversed_by_real_time && within_rounding),
+                        GrantStamps::StatementStart => {
+                            highest.reported_by_true_us < decided_after_us(scope, grant)
                         }
+                    };
+                    let first_of_its_kind = if proven {
+                        backwards_reported.0.insert(highest.token)
+                    } else {
+                        !reversed_by_real_time && backwards_reported.1.insert(highest.token)
+                    };
+                    if first_of_its_kind {
+                        file(
+                            proven,
+                            (Invariant::TokenOrder, scope.clone(), events, message),
+                        );
                     }
+                }
+                if highest.is_none_or(|highest| grant.token > highest.token) {
+                    highest = Some(grant);
                 }
                 // Earlier grants that may still be live for this one: the one
                 // reaching furthest by its earliest end, then those whose unknown

@@ -296,3 +296,26 @@ fn a_key_twice_in_one_object_is_refused_at_its_path() {
         None
     );
 }
+
+#[test]
+fn times_beyond_two_to_the_62_and_tokens_beyond_a_bigint_are_refused() {
+    const LIMIT: i64 = 1 << 62;
+    accepted(&acquired(&lease(1, -LIMIT, LIMIT), 20));
+    refused(
+        &acquired(&lease(1, -LIMIT - 1, 5), 20),
+        2,
+        "kind.outcome.result.granted_at_us",
+    );
+    refused(
+        &acquired(&lease(1, 5, LIMIT + 1), 20),
+        2,
+        "kind.outcome.result.expires_at_us",
+    );
+    accepted(&acquired(&lease(i64::MAX as u64, 5, 9), 20));
+    refused(
+        &acquired(&lease(i64::MAX as u64 + 1, 5, 9), 20),
+        2,
+        "kind.outcome.result.token",
+    );
+    refused(&acquired(&lease(1, 5, 9), LIMIT + 1), 2, "local_time_us");
+}

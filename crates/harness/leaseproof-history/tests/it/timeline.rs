@@ -85,3 +85,19 @@ fn names_from_the_history_cannot_inject_markup() {
     );
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
 }
+
+#[test]
+fn a_history_spanning_millennia_draws_about_ten_ticks() {
+    // Times that span 2^62 µs: the axis steps by powers of ten of hours,
+    // not by the hour (a billion ticks).
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.at((1 << 62) - 10);
+    builder.acquire_ok("b", "s", 2, (1 << 62) - 10);
+    let history = builder.build();
+    let report = check(&history, &CheckConfig::default());
+    let html = timeline_html("long", &history, &report, &[]);
+    let ticks = html.matches("class=\"tick\"").count();
+    assert!((1..=13).contains(&ticks), "{ticks} ticks");
+    assert!(html.len() < 100_000, "{} bytes", html.len());
+}

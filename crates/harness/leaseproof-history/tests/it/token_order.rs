@@ -166,3 +166,25 @@ fn acquire_answered_with_another_owners_row_is_a_violation() {
     assert_eq!(violation.invariant, Invariant::TokenOrder);
     assert_eq!(violation.events, vec![invoked, completed]);
 }
+
+/// A token is judged against every earlier grant, not only the one stamped
+/// just before it: here b's token 4 is stamped half a millisecond before a's
+/// token 1 (the rounding of one clock, which real time reverses: a was
+/// answered before b asked) and 1.5 ms before c's token 3, which real time
+/// does not order against it — a token that went backwards on one clock.
+#[test]
+fn a_token_is_judged_against_every_earlier_grant_not_only_its_neighbour() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 999_500);
+    builder.acquire_unknown("b", "s");
+    builder.acquire_ok("c", "s", 3, 1_000_500);
+    builder.acquire_ok("b", "s", 4, 999_000);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert!(
+        violation.message.starts_with(
+            "token went backwards: b got token 4 at 999000, then c got token 3 at 1000500"
+        ),
+        "{violation}"
+    );
+}
