@@ -336,9 +336,14 @@ impl<'c, 'h> Cycle<'c, 'h> {
                     }
                     _ => None,
                 };
-                let end_us = released_at_us
-                    .unwrap_or(grant.expires_at_us_max)
-                    .max(grant.revived_until_us);
+                let end_us = released_at_us.unwrap_or(grant.expires_at_us_max);
+                // Not current after its end — except while a revival made
+                // its row live again: from the revival's decision (no
+                // earlier than its stamp) to the revival's own end.
+                let not_current = |at_us: i64| {
+                    at_us > end_us
+                        && (at_us < grant.revived_from_us || at_us > grant.revived_until_us)
+                };
                 // What proves a row after the end stale: a fence decided
                 // after it, or no fence at all. (Not a release alone: a
                 // fence whose row lock blocks takeovers but not its own
@@ -347,7 +352,7 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 // commit reported as one.
                 let late_fence = match self.fenced_at_us() {
                     _ if unfenced => Some(", unfenced,".to_owned()),
-                    Some(fenced_at_us) if fenced_at_us > end_us => {
+                    Some(fenced_at_us) if not_current(fenced_at_us) => {
                         Some(format!(", fenced at {fenced_at_us},"))
                     }
                     _ => None,
@@ -379,9 +384,22 @@ impl<'c, 'h> Cycle<'c, 'h> {
                     violations.extend(self.rows_beyond(
                         &events,
                         grant.expires_event,
-                        |written_at_us| written_at_us > end_us,
+                        // A fence out of the grant stales every row after the
+                        // end; without a fence a row is judged by its own stamp.
+                        |written_at_us| {
+                            if unfenced {
+                                not_current(written_at_us)
+                            } else {
+                                written_at_us > end_us
+                            }
+                        },
                         |written_at_us| format!(
-                            "{owner} wrote cycle {cycle_id} under token {token} at {written_at_us}{late_fence} after the grant ended at {end_us} (server us)"
+                            "{owner} wrote cycle {cycle_id} under token {token} at {written_at_us}{late_fence} after the grant ended at {end_us}{} (server us)",
+                            if grant.revived_from_us < i64::MAX {
+                                format!(" (a renewal revived it from {} to {})", grant.revived_from_us, grant.revived_until_us)
+                            } else {
+                                String::new()
+                            }
                         ),
                     ));
                 }

@@ -453,6 +453,11 @@ struct Grant {
     /// `token_order`): the grant's own row may have been live again until
     /// then, `i64::MIN` when nothing revived it.
     revived_until_us: i64,
+    /// The earliest server time a reviving renewal was decided (its
+    /// `expires_at - ttl`, a lower bound of it): between the grant's own end
+    /// and this instant the grant was certainly not current. `i64::MAX`
+    /// when nothing revived it.
+    revived_from_us: i64,
     /// Largest server `now()` at which the grant was seen live (acquire/renew).
     live_at_us_max: i64,
     /// Earliest true time at which an ok outcome reported the grant: it was

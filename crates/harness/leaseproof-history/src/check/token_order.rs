@@ -134,6 +134,7 @@ impl<'h> Checker<'h> {
                             expires_at_us_max: *expires_at_us,
                             expires_event: complete_event,
                             revived_until_us: i64::MIN,
+                            revived_from_us: i64::MAX,
                             live_at_us_max: expires_at_us - ttl_us,
                             reported_by_true_us: reported_true_us,
                             stamped_by_true_us: renewed_token.is_none().then_some(reported_true_us),
@@ -209,6 +210,7 @@ impl<'h> Checker<'h> {
                     // is the design's to say, not the evidence's).
                     if extends && expires_at_us - ttl_us > grant.expires_at_us_max {
                         grant.revived_until_us = grant.revived_until_us.max(*expires_at_us);
+                        grant.revived_from_us = grant.revived_from_us.min(expires_at_us - ttl_us);
                         continue;
                     }
                     if *expires_at_us > grant.expires_at_us_max {

@@ -718,3 +718,31 @@ fn rows_of_a_commit_sent_after_a_rivals_grant_was_answered_are_stale_whatever_th
     );
     assert_eq!(stale[0].rows, [1]);
 }
+
+/// A renewal decided after its grant expired revives the grant from its own
+/// decision on: a fence in the gap before it found the grant expired, and a
+/// correct fence refuses there. Inside the revival it is current.
+#[test]
+fn a_fence_in_the_gap_before_a_reviving_renewal_is_outside_the_grant() {
+    let story = |fenced_at_us: i64| {
+        let mut builder = Builder::new();
+        builder.acquire_ok("a", "s", 1, 1_000);
+        builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, fenced_at_us);
+        builder.rows("a", "s", 1, 7, 0..1, 1, fenced_at_us);
+        // Expired at 1100; renewed at 1200 (its expiry minus its TTL) to 1300.
+        builder.renew_ok("a", "s", 1, 1_000, 1_300);
+        builder
+    };
+    let violation = only_violation(&story(1_150).build());
+    assert_eq!(violation.invariant, Invariant::FencedWrites);
+    assert!(
+        violation.message.contains(
+            "at 1150, fenced at 1150, after the grant ended at 1100 (a renewal revived it from 1200 to 1300)"
+        ),
+        "{violation}"
+    );
+    assert_passes(&story(1_250).build());
+    assert_passes(&story(1_200).build());
+    let violation = only_violation(&story(1_301).build());
+    assert!(violation.message.contains("fenced at 1301"), "{violation}");
+}
