@@ -20,15 +20,57 @@ pub fn field_in_error<T: serde::de::DeserializeOwned>(
     path: &str,
     problem: &str,
 ) -> String {
-    if problem.contains("field `") || problem.contains("variant `") {
-        return path.to_string(); // the message names it already
-    }
     let judge = |record: serde_json::Value| {
         serde_json::from_value::<T>(record)
             .err()
             .map(|error| error.to_string())
     };
     let original = judge(record.clone());
+    // The message names a key or a tag: find where it is (or, missing,
+    // which object lacks it) below `path`, deepest first.
+    let named = |prefix: &str| {
+        problem
+            .split_once(prefix)
+            .and_then(|(_, rest)| rest.split('`').next())
+            .map(str::to_string)
+    };
+    let objects = objects_below(record, path);
+    if let Some(key) = named("unknown field `") {
+        if let Some(object) = objects.iter().find(|(_, object)| object.contains_key(&key)) {
+            return joined(&object.0, &key);
+        }
+        return path.to_string();
+    }
+    if let Some(tag) = named("unknown variant `") {
+        // The key holding it: a tag, or a field of an enum's value (`kind`).
+        let is_tag = |(key, value): (&String, &serde_json::Value)| {
+            (value.as_str() == Some(tag.as_str())).then(|| key.clone())
+        };
+        if let Some((at, key)) = objects
+            .iter()
+            .find_map(|(at, object)| object.iter().find_map(is_tag).map(|key| (at, key)))
+        {
+            return joined(at, &key);
+        }
+        return path.to_string();
+    }
+    if let Some(field) = named("missing field `") {
+        // The object that lacks it: given the field (any value), the
+        // error is no longer this one.
+        for (at, _) in &objects {
+            let mut with = record.clone();
+            if let Some(serde_json::Value::Object(object)) = pointer_mut(&mut with, at) {
+                object.insert(field.clone(), serde_json::Value::Null);
+            }
+            if judge(with) != original {
+                return joined(at, &field);
+            }
+        }
+        return path.to_string();
+    }
+    if problem.contains("field `") || problem.contains("variant `") {
+        return path.to_string(); // the message names it already
+    }
     // `.` is the object itself (serde_path_to_error's name for the root).
     let mut segments: Vec<String> = path
         .split('.')
@@ -64,6 +106,55 @@ pub fn field_in_error<T: serde::de::DeserializeOwned>(
         return ".".to_string();
     }
     segments.join(".")
+}
+
+/// Every object at or below `path` in `record` with its path, deepest first.
+fn objects_below<'v>(
+    record: &'v serde_json::Value,
+    path: &str,
+) -> Vec<(String, &'v serde_json::Map<String, serde_json::Value>)> {
+    fn walk<'v>(
+        at: String,
+        value: &'v serde_json::Value,
+        found: &mut Vec<(String, &'v serde_json::Map<String, serde_json::Value>)>,
+    ) {
+        if let serde_json::Value::Object(object) = value {
+            for (key, child) in object {
+                walk(joined(&at, key), child, found);
+            }
+            found.push((at, object));
+        }
+    }
+    let mut found = Vec::new();
+    let start = path
+        .split('.')
+        .filter(|segment| !segment.is_empty())
+        .try_fold(record, |value, segment| value.get(segment));
+    if let Some(start) = start {
+        walk(path.to_string(), start, &mut found);
+    }
+    found
+        .sort_by_key(|(at, _)| std::cmp::Reverse(at.matches('.').count() + usize::from(at != ".")));
+    found
+}
+
+/// `key` below the object at `at` (`.` the root).
+fn joined(at: &str, key: &str) -> String {
+    if at == "." || at.is_empty() {
+        key.to_string()
+    } else {
+        format!("{at}.{key}")
+    }
+}
+
+/// The value at the dotted path `at` (`.` the root), mutably.
+fn pointer_mut<'v>(
+    record: &'v mut serde_json::Value,
+    at: &str,
+) -> Option<&'v mut serde_json::Value> {
+    at.split('.')
+        .filter(|segment| !segment.is_empty())
+        .try_fold(record, |value, segment| value.get_mut(segment))
 }
 
 /// The first key that appears twice in one object of the JSON text `line`,

@@ -264,8 +264,8 @@ fn the_field_finder_starts_from_the_whole_object_and_stops_at_a_leaf() {
         "result.token"
     );
     assert_eq!(find(r#"{"outcome":"unknown","reason":5}"#), "reason");
-    // Named by serde already (an unknown variant): the path stays.
-    assert_eq!(find(r#"{"outcome":"maybe"}"#), ".");
+    // An unknown variant: the key that holds it.
+    assert_eq!(find(r#"{"outcome":"maybe"}"#), "outcome");
 }
 
 #[test]
@@ -318,4 +318,31 @@ fn times_beyond_two_to_the_62_and_tokens_beyond_a_bigint_are_refused() {
         "kind.outcome.result.token",
     );
     refused(&acquired(&lease(1, 5, 9), LIMIT + 1), 2, "local_time_us");
+}
+
+#[test]
+fn an_unknown_or_missing_field_and_an_unknown_tag_are_named_by_their_path() {
+    // Unknown field: where it stands.
+    refused(
+        &acquired(r#"{"result":"lock","tokn":7}"#, 20),
+        2,
+        "kind.outcome.result.tokn",
+    );
+    // Missing field: the object that lacks it.
+    let op = r#"{"op":"acquire","scope":"s","ttl_us":100}"#;
+    refused(&event(0, "a", 10, &invoke(0, op)), 1, "kind.op.owner");
+    // Unknown tag: the key that holds it.
+    refused(
+        &acquired(r#"{"result":"leased"}"#, 20),
+        2,
+        "kind.outcome.result.result",
+    );
+    let failed =
+        r#"{"type":"complete","op_id":0,"outcome":{"outcome":"fail","reason":{"kind":"lost"}}}"#;
+    let text = [
+        event(0, "a", 10, &invoke(0, ACQUIRE)),
+        event(1, "a", 20, failed),
+    ]
+    .join("\n");
+    refused(&text, 2, "kind.outcome.reason.kind");
 }
