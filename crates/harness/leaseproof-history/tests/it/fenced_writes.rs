@@ -743,6 +743,124 @@ fn a_fence_in_the_gap_before_a_reviving_renewal_is_outside_the_grant() {
     );
     assert_passes(&story(1_250).build());
     assert_passes(&story(1_200).build());
+    // The boundaries: at the end and at the revival's end, still current.
+    assert_passes(&story(1_100).build());
+    assert_passes(&story(1_300).build());
     let violation = only_violation(&story(1_301).build());
     assert!(violation.message.contains("fenced at 1301"), "{violation}");
+}
+
+/// The boundaries of "answered before it was sent": the same microsecond
+/// orders nothing (true times are stamped before sending and after
+/// receiving), for the release against the commit and for a renewal
+/// against the release.
+#[test]
+fn a_release_answered_the_instant_the_commit_was_sent_proves_no_order() {
+    use leaseproof_history::{EventKind, GuardedRow, History};
+    let story = |renewal_answered_us: i64, commit_invoked_us: i64| {
+        let mut history = History::default();
+        let mut push = |at_us: i64, kind: EventKind| {
+            history.push("a", 0, at_us, at_us, kind);
+        };
+        let lease = |expires_at_us: i64| Outcome::Ok {
+            result: OpResult::Lease {
+                token: 1,
+                owner: "a".to_string(),
+                granted_at_us: 1_000,
+                expires_at_us,
+            },
+        };
+        let scope = "s".to_string();
+        let owner = "a".to_string();
+        let op = Op::Acquire {
+            scope: scope.clone(),
+            owner: owner.clone(),
+            ttl_us: 100,
+        };
+        push(1, EventKind::Invoke { op_id: 0, op });
+        push(
+            2,
+            EventKind::Complete {
+                op_id: 0,
+                outcome: lease(1_100),
+            },
+        );
+        let op = Op::Renew {
+            scope: scope.clone(),
+            owner: owner.clone(),
+            token: 1,
+            ttl_us: 100,
+        };
+        push(3, EventKind::Invoke { op_id: 1, op });
+        push(
+            renewal_answered_us,
+            EventKind::Complete {
+                op_id: 1,
+                outcome: lease(1_110),
+            },
+        );
+        let op = Op::Release {
+            scope: scope.clone(),
+            owner: owner.clone(),
+            token: 1,
+        };
+        push(5, EventKind::Invoke { op_id: 2, op });
+        let released = Outcome::Ok {
+            result: OpResult::Released {
+                released_at_us: 1_030,
+            },
+        };
+        push(
+            6,
+            EventKind::Complete {
+                op_id: 2,
+                outcome: released,
+            },
+        );
+        push(
+            commit_invoked_us,
+            EventKind::Invoke {
+                op_id: 3,
+                op: commit_op("a", 1, 7),
+            },
+        );
+        push(
+            commit_invoked_us + 1,
+            EventKind::Complete {
+                op_id: 3,
+                outcome: committed(1_040),
+            },
+        );
+        history.guarded_rows.push(GuardedRow {
+            seq: 1,
+            scope,
+            owner,
+            token: 1,
+            cycle_id: 7,
+            item: 0,
+            written_at_us: 1_040,
+            committed_at_us: None,
+        });
+        let config = CheckConfig {
+            grant_stamps: leaseproof_history::GrantStamps::StatementStart,
+            ..CheckConfig::default()
+        };
+        check(&history, &config)
+    };
+    let report = story(4, 7);
+    assert_eq!(report.violations.len(), 1, "{report}");
+    assert!(
+        report.violations[0].message.contains("after releasing it"),
+        "{report}"
+    );
+    let report = story(4, 6);
+    assert!(
+        report.is_ok(),
+        "the commit sent as the release was answered: {report}"
+    );
+    let report = story(5, 7);
+    assert!(
+        report.is_ok(),
+        "the renewal answered as the release was sent: {report}"
+    );
 }
