@@ -533,8 +533,6 @@ struct ReleaseAcknowledged {
     acknowledged_true_us: i64,
     /// Its completion event.
     event: u64,
-    /// The server time it reported.
-    released_at_us: i64,
 }
 
 /// A violation before it is stamped: invariant, scope, events, rows, message.

@@ -1,7 +1,6 @@
 //! I1 mutual exclusion: grant intervals of one scope never overlap in server
 //! time (or, for statement-start stamps, where real-time order proves it).
 
-use super::server_clock::STAMP_ROUNDING_US;
 use super::*;
 
 impl<'h> Checker<'h> {
@@ -68,17 +67,20 @@ impl<'h> Checker<'h> {
                     // first, its statement having queued longer. Real time
                     // proves the order when the larger token was
                     // acknowledged before the other owner asked at all.
-                    // Decision stamps within the rounding of one clock
-                    // (STAMP_ROUNDING_US) whose order real time reverses
-                    // (the smaller token acknowledged before the larger
-                    // could be decided) are that rounding, not a backwards
-                    // token; further apart they are H.
+                    // Decision stamps whose order real time reverses (the
+                    // smaller token acknowledged before the larger could be
+                    // decided) are wrong, not the tokens: within a
+                    // millisecond that is one clock's rounding; further
+                    // apart it is H, where the clock rule can see it. Nor
+                    // does a start a renewal reported prove the order: it may
+                    // be the renewal's own time, later than the grant.
                     let reversed_by_real_time =
                         grant.reported_by_true_us < decided_after_us(scope, highest);
-                    let within_rounding =
-                        grant.granted_at_us - highest.granted_at_us <= STAMP_ROUNDING_US;
+                    let stamped_by_its_acquisition = grant.stamped_by_true_us.is_some();
                     let proven = match self.grant_stamps(scope) {
-                        GrantStamps::Decision => !(reversed_by_real_time && within_rounding),
+                        GrantStamps::Decision => {
+                            stamped_by_its_acquisition && !reversed_by_real_time
+                        }
                         GrantStamps::StatementStart => {
                             highest.reported_by_true_us < decided_after_us(scope, grant)
                         }
@@ -86,7 +88,9 @@ impl<'h> Checker<'h> {
                     let first_of_its_kind = if proven {
                         backwards_reported.0.insert(highest.token)
                     } else {
-                        !reversed_by_real_time && backwards_reported.1.insert(highest.token)
+                        !reversed_by_real_time
+                            && stamped_by_its_acquisition
+                            && backwards_reported.1.insert(highest.token)
                     };
                     if first_of_its_kind {
                         file(
@@ -138,18 +142,16 @@ impl<'h> Checker<'h> {
                         first.reported_by_true_us < decided_after_us(scope, second)
                             && second.reported_by_true_us < first.live_after_invoke_true_us
                     };
-                    // Decision stamps within the rounding of one clock whose
-                    // overlap real time disproves (the earlier owner's
-                    // release acknowledged before the rival asked) are that
-                    // rounding, not an overlap; further apart they are H.
-                    // Either way round: the stamps may put second the one
-                    // real time shows first.
+                    // Decision stamps whose overlap real time disproves (one
+                    // owner's release acknowledged before the other asked)
+                    // are wrong, not the grants: within a millisecond that
+                    // is one clock's rounding; further apart it is H, where
+                    // the clock rule can see it. Either way round: the
+                    // stamps may put second the one real time shows first.
                     let ended_before = |first: &Grant, second: &Grant| {
                         first.owner != second.owner
                             && first.release_acknowledged.is_some_and(|release| {
                                 release.acknowledged_true_us < decided_after_us(scope, second)
-                                    && release.released_at_us - second.granted_at_us
-                                        <= STAMP_ROUNDING_US
                             })
                     };
                     let ended_first_in_real_time =

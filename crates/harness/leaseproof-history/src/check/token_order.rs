@@ -275,7 +275,6 @@ impl<'h> Checker<'h> {
                             invoked_true_us: record.invoke_true_us,
                             acknowledged_true_us,
                             event: complete_event,
-                            released_at_us: *released_at_us,
                         });
                     }
                     // A release that released before the grant's expiry

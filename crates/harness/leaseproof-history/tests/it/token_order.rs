@@ -188,3 +188,38 @@ fn a_token_is_judged_against_every_earlier_grant_not_only_its_neighbour() {
         "{violation}"
     );
 }
+
+/// Under statement-start stamps a token going backwards is proven by real
+/// time: the larger token was answered before the smaller one was asked for.
+#[test]
+fn a_larger_token_answered_before_a_smaller_was_asked_for_is_proven_under_statement_start() {
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 2, 2_000);
+    builder.acquire_ok("b", "s", 1, 3_000);
+    let config = CheckConfig {
+        grant_stamps: leaseproof_history::GrantStamps::StatementStart,
+        ..CheckConfig::default()
+    };
+    let report = check(&builder.build(), &config);
+    assert_eq!(report.violations.len(), 1, "{report}");
+    assert_eq!(report.violations[0].invariant, Invariant::TokenOrder);
+    assert!(
+        report.violations[0]
+            .message
+            .starts_with("token went backwards"),
+        "{report}"
+    );
+}
+
+/// A grant first reported by a renewal may carry the renewal's own time as
+/// its start, later than the grant: stamped after a larger token, it proves
+/// no token went backwards.
+#[test]
+fn a_start_a_renewal_reported_proves_no_token_went_backwards() {
+    let mut builder = Builder::new();
+    builder.acquire_unknown("a", "s");
+    builder.acquire_ok("b", "s", 2, 3_000);
+    builder.release_ok("b", "s", 2, 3_050);
+    builder.renew_ok("a", "s", 1, 5_000, 5_100);
+    assert_passes(&builder.build());
+}
