@@ -223,3 +223,136 @@ fn a_start_a_renewal_reported_proves_no_token_went_backwards() {
     builder.renew_ok("a", "s", 1, 5_000, 5_100);
     assert_passes(&builder.build());
 }
+
+/// Under statement-start stamps: the larger token answered the very
+/// microsecond the smaller was asked for proves no order (possible only),
+/// and real time showing the smaller first leaves nothing to report.
+#[test]
+fn a_backwards_token_under_statement_start_needs_real_time_strictly_before() {
+    use leaseproof_history::{EventKind, History, Op, OpResult, Outcome};
+    let story = |b_invoked_us: i64| {
+        let mut history = History::default();
+        let acquire = |worker: &str| Op::Acquire {
+            scope: "s".to_string(),
+            owner: worker.to_string(),
+            ttl_us: 100,
+        };
+        let granted = |worker: &str, token: u64, granted_at_us: i64| Outcome::Ok {
+            result: OpResult::Lease {
+                token,
+                owner: worker.to_string(),
+                granted_at_us,
+                expires_at_us: granted_at_us + 100,
+            },
+        };
+        // a: token 2 stamped 2000, answered at 10; b: token 1 stamped 3000,
+        // answered at 30.
+        history.push(
+            "a",
+            0,
+            1,
+            1,
+            EventKind::Invoke {
+                op_id: 0,
+                op: acquire("a"),
+            },
+        );
+        history.push(
+            "b",
+            0,
+            b_invoked_us,
+            b_invoked_us,
+            EventKind::Invoke {
+                op_id: 1,
+                op: acquire("b"),
+            },
+        );
+        for (worker, op_id, token, granted_at_us, at_us) in
+            [("a", 0, 2, 2_000, 10), ("b", 1, 1, 3_000, 30)]
+        {
+            history.push(
+                worker,
+                0,
+                at_us,
+                at_us,
+                EventKind::Complete {
+                    op_id,
+                    outcome: granted(worker, token, granted_at_us),
+                },
+            );
+        }
+        let config = CheckConfig {
+            grant_stamps: leaseproof_history::GrantStamps::StatementStart,
+            ..CheckConfig::default()
+        };
+        check(&history, &config)
+    };
+    let report = story(11);
+    assert_eq!(report.violations.len(), 1, "{report}");
+    let report = story(10);
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.possible.len(), 1, "{report}");
+    // Real time shows the smaller token first (b answered before a asked),
+    // the stamps within the millisecond of rounding: nothing to report.
+    let mut history = History::default();
+    let acquire = |worker: &str| Op::Acquire {
+        scope: "s".to_string(),
+        owner: worker.to_string(),
+        ttl_us: 100,
+    };
+    let granted = |worker: &str, token: u64, granted_at_us: i64| Outcome::Ok {
+        result: OpResult::Lease {
+            token,
+            owner: worker.to_string(),
+            granted_at_us,
+            expires_at_us: granted_at_us + 100,
+        },
+    };
+    history.push(
+        "b",
+        0,
+        1,
+        1,
+        EventKind::Invoke {
+            op_id: 0,
+            op: acquire("b"),
+        },
+    );
+    history.push(
+        "b",
+        0,
+        5,
+        5,
+        EventKind::Complete {
+            op_id: 0,
+            outcome: granted("b", 1, 3_000),
+        },
+    );
+    history.push(
+        "a",
+        0,
+        10,
+        10,
+        EventKind::Invoke {
+            op_id: 1,
+            op: acquire("a"),
+        },
+    );
+    history.push(
+        "a",
+        0,
+        20,
+        20,
+        EventKind::Complete {
+            op_id: 1,
+            outcome: granted("a", 2, 2_000),
+        },
+    );
+    let config = CheckConfig {
+        grant_stamps: leaseproof_history::GrantStamps::StatementStart,
+        ..CheckConfig::default()
+    };
+    let report = check(&history, &config);
+    assert!(report.is_ok(), "{report}");
+    assert!(report.possible.is_empty(), "{report}");
+}
