@@ -175,7 +175,6 @@ impl<'h> Checker<'h> {
                 previous = Some(grant);
             }
         }
-        drop(file);
         self.report.stats.grants += grants_judged;
         self.report.stats.takeovers += takeovers;
         self.report.stats.distinct_holders = holders.len() as u64;
