@@ -864,3 +864,17 @@ fn a_release_answered_the_instant_the_commit_was_sent_proves_no_order() {
         "the renewal answered as the release was sent: {report}"
     );
 }
+
+/// A grant first reported by a renewal may carry the renewal's own time as
+/// its start, later than the grant began: a fence or commit before that
+/// start proves no write came before the grant.
+#[test]
+fn a_write_before_a_start_a_renewal_reported_proves_nothing() {
+    let mut builder = Builder::new();
+    builder.acquire_unknown("a", "s");
+    builder.commit("a", "s", 1, 7, 1, CommitEnd::Ok, 3_000);
+    builder.rows("a", "s", 1, 7, 0..1, 1, 3_000);
+    builder.committed_at(1..2, 3_000);
+    builder.renew_ok("a", "s", 1, 5_000, 5_100);
+    assert_passes(&builder.build());
+}
