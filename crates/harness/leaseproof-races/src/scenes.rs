@@ -5,8 +5,9 @@
 //! for the reference lease and for a foreign design alike, so a foreign
 //! design is its adapter and nothing else. Method: two racers run THE
 //! worker loop ([`run_racers`]): the holder pauses once at a chosen step
-//! (before its commit by default: the GC pause), the rival starts late,
-//! waits out the expiry and commits; the guarded table is read back and the
+//! (before its commit by default: the GC pause), the rival starts as that
+//! pause begins (so it finds the holder's grant, however long either took to
+//! connect), waits out the expiry and commits; the guarded table is read back and the
 //! one checker judges the history ([`judge`]). Each racer's clock may be
 //! skewed on its own, for designs that take time from their client.
 //! Invariant: a fenced design refuses the stale commit (I3 holds); an
@@ -21,7 +22,7 @@ use leaseproof_protocol::{LeaseError, Owner, Scope};
 use leaseproof_worker::{Step, WorkerSummary};
 
 use crate::clock::{ClockSkew, RunClock};
-use crate::hooks::PauseOnce;
+use crate::hooks::{PauseOnce, Signal};
 use crate::race::{judge, run_racers, unique_scope, RaceError, RaceSubject, Racer};
 use crate::RaceConfig;
 
@@ -31,10 +32,8 @@ pub struct PauseTakeover {
     /// TTL of every grant.
     pub ttl_ms: i64,
     /// Where the holder stalls, and for how long (longer than the TTL is the
-    /// point).
+    /// point). The rival starts as this pause begins.
     pub holder_pause: PauseOnce,
-    /// How late the rival starts (it must find the holder's grant first).
-    pub rival_delay_ms: u64,
     /// The holder commits without the fence (the configuration the checker
     /// must convict: its rows may land after the rival's).
     pub holder_unfenced: bool,
@@ -43,13 +42,12 @@ pub struct PauseTakeover {
 }
 
 impl Default for PauseTakeover {
-    /// A 150 ms TTL, the holder paused 450 ms before its commit, the rival
-    /// 100 ms late: takeover and stale commit on every run, loaded or not.
+    /// A 150 ms TTL, the holder paused 450 ms before its commit: takeover
+    /// and stale commit on every run, loaded or not.
     fn default() -> PauseTakeover {
         PauseTakeover {
             ttl_ms: 150,
             holder_pause: PauseOnce::at(Step::Commit, Duration::from_millis(450)),
-            rival_delay_ms: 100,
             holder_unfenced: false,
             skews: [ClockSkew::default(); 2],
         }
@@ -100,7 +98,8 @@ pub async fn pause_takeover<S: RaceSubject>(
     let mut rival =
         race.worker_config("rival".into(), Owner::generate(), scope, stop_at_true_us)?;
     rival.cycles = 2;
-    let holder_pause = Arc::new(plot.holder_pause);
+    let holder_paused = Signal::new();
+    let holder_pause = Arc::new(plot.holder_pause.giving(&holder_paused));
     let racers = vec![
         Racer {
             config: holder,
@@ -109,9 +108,11 @@ pub async fn pause_takeover<S: RaceSubject>(
         },
         Racer {
             config: rival,
-            hooks: Arc::new(PauseOnce::at(
+            // Bounded: a holder that never pauses lets the rival go at last.
+            hooks: Arc::new(PauseOnce::until(
                 Step::Acquire,
-                Duration::from_millis(plot.rival_delay_ms),
+                &holder_paused,
+                Duration::from_secs(2),
             )),
             skew: plot.skews[1],
         },

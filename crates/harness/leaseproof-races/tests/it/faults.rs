@@ -25,16 +25,23 @@ use leaseproof_races::RaceConfig;
 
 use crate::support::{commit_op, HeldScene, SceneWorker};
 
-const TTL_MS: i64 = 200;
+/// Long enough that the holder's whole mid-cycle (begin, fence, insert,
+/// the kill, the failed commit) fits inside its grant on a loaded machine:
+/// the rival must find it live before it expires.
+const TTL_MS: i64 = 1_000;
 const RETRY_INTERVAL_MS: u64 = 10;
 const DOWNTIME_MS: u64 = 600;
-const SCHEDULING_MARGIN_MS: i64 = 200;
+/// Half the TTL: a grant that outlived its expiry by a TTL is still caught.
+const SCHEDULING_MARGIN_MS: i64 = TTL_MS / 2;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() {
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
+    // Connected before the grant: a connection's start-up is not spent
+    // inside the holder's TTL.
+    let mut killer = database.connect().await.unwrap();
     let HeldScene {
         port,
         scope_name,
@@ -70,7 +77,6 @@ async fn killed_holder_backend_rolls_back_and_a_rival_takes_over_after_expiry() 
         .fetch_one(transaction.connection())
         .await
         .unwrap();
-    let mut killer = database.connect().await.unwrap();
     let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
         .bind(backend_pid)
         .fetch_one(&mut killer)

@@ -3,8 +3,8 @@
 //!
 //! Goal: the harness judges any lock behind `LeasePort` + `RaceSubject`, not
 //! only the reference. Method: eight tasks race the foreign lease; worker 0
-//! starts a TTL ahead and pauses after its first writes, before `COMMIT`,
-//! for three TTLs; every worker's clock is offset and drifting. Invariant: the
+//! starts alone and pauses after its first writes, before `COMMIT`, for
+//! three TTLs, the others starting as that pause begins; every worker's clock is offset and drifting. Invariant: the
 //! correct fence (`FOR UPDATE`) leaves a clean history; a fence that only
 //! checks (no row lock) lets the paused rows commit under a rival's grant,
 //! and the checker convicts it from the rows' commit times (I3).
@@ -22,7 +22,7 @@ use design::{Fence, ForeignLease};
 use leaseproof_history::Invariant;
 use leaseproof_protocol::CyclePoint;
 use leaseproof_races::clock::ClockSkew;
-use leaseproof_races::hooks::PauseOnce;
+use leaseproof_races::hooks::{PauseOnce, Signal};
 use leaseproof_races::race::{connect_pool, task_race_on, RaceOutcome};
 use leaseproof_races::scenes::{pause_takeover, PauseTakeover};
 use leaseproof_races::RaceConfig;
@@ -49,14 +49,14 @@ async fn race(url: &str, fence: Fence) -> RaceOutcome {
     };
     let pool = pool_for(url, &config).await;
     let subject = ForeignLease::new(pool, fence);
-    // Worker 0 acquires alone: the others join a TTL later. Left to the
-    // race, worker 0 may win its first grant after the others have spent
-    // their rounds, and then nobody takes over while it is paused.
+    // Worker 0 acquires alone: the others start as its pause begins. Left
+    // to the race, worker 0 may win its first grant after the others have
+    // spent their rounds, and then nobody takes over while it is paused.
     let pause = Duration::from_millis(3 * config.ttl_ms as u64);
-    let head_start = Duration::from_millis(config.ttl_ms as u64);
+    let worker_0_paused = Signal::new();
     task_race_on(&subject, &config, |worker| match worker {
-        0 => PauseOnce::inside_cycle(CyclePoint::Written, pause),
-        _ => PauseOnce::at(Step::Acquire, head_start),
+        0 => PauseOnce::inside_cycle(CyclePoint::Written, pause).giving(&worker_0_paused),
+        _ => PauseOnce::until(Step::Acquire, &worker_0_paused, Duration::from_secs(5)),
     })
     .await
     .unwrap()
