@@ -61,17 +61,29 @@ impl SceneWorker<'_> {
             Ok(lease) => Outcome::Ok {
                 result: lease_result(lease),
             },
-            Err(LeaseError::Held { .. }) => Outcome::Fail {
-                reason: FailReason::Held,
-            },
-            Err(error) if error.is_outcome_unknown() => Outcome::Unknown {
-                reason: error.to_string(),
-            },
-            Err(error) => Outcome::Fail {
-                reason: FailReason::Error(error.to_string()),
-            },
+            Err(error) => refusal(error),
         };
         self.complete(op_id, outcome);
+    }
+
+    /// Completes an acquisition that ended in `error`.
+    pub fn complete_refused(&self, op_id: u64, error: &LeaseError) {
+        self.complete(op_id, refusal(error));
+    }
+}
+
+/// How an acquisition that ended in `error` is recorded.
+fn refusal(error: &LeaseError) -> Outcome {
+    match error {
+        LeaseError::Held { .. } => Outcome::Fail {
+            reason: FailReason::Held,
+        },
+        error if error.is_outcome_unknown() => Outcome::Unknown {
+            reason: error.to_string(),
+        },
+        error => Outcome::Fail {
+            reason: FailReason::Error(error.to_string()),
+        },
     }
 }
 

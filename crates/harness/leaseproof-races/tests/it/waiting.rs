@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use leaseproof_history::{check, CheckConfig, GrantStamps, Recorder};
 use leaseproof_postgres::{GuardedTable, LeaseGuard, PostgresLeases};
-use leaseproof_protocol::{GuardedCycle, Lease, LeaseError, Owner, Scope, Ttl};
+use leaseproof_protocol::{GuardedCycle, LeaseError, Owner, Scope, Ttl};
 use leaseproof_races::clock::RunClock;
 use leaseproof_races::race::history_rows;
 
@@ -46,9 +46,8 @@ async fn recorded_wait(
             Ok(guard)
         }
         Err(error) => {
-            let refused: Result<Lease, LeaseError> = Err(error);
-            worker.complete_acquire(wait, &refused);
-            Err(refused.unwrap_err())
+            worker.complete_refused(wait, &error);
+            Err(error)
         }
     }
 }
