@@ -144,13 +144,9 @@ pub fn run(args: CheckArgs) -> ExitCode {
         );
     }
     let report = check(&history, &config);
-    print!("{}", report.shown(args.show));
-    let findings_most = [
-        report.violations.len(),
-        report.possible.len(),
-        report.not_judged.len(),
-    ];
-    if findings_most.into_iter().any(|count| count > args.show) {
+    let shown = report.shown(args.show);
+    print!("{shown}");
+    if shown.cut() {
         println!("  (--show N lists more; --json FILE holds every finding)");
     }
     if let Some(path) = &args.html {

@@ -48,7 +48,6 @@ impl<'h> Checker<'h> {
             let judged = Judged {
                 grant_stamps: self.grant_stamps(scope),
                 unfenced,
-                unproven_because: self.unproven_because(scope),
                 clock_contradicted: self.clock_contradicted.contains(scope),
             };
             let (outside, events) = cycle.within_its_grant(scope_grants, &unknown, judged);
@@ -433,7 +432,6 @@ impl<'c, 'h> Cycle<'c, 'h> {
         Judged {
             grant_stamps,
             unfenced,
-            unproven_because,
             clock_contradicted,
         }: Judged,
     ) -> (Vec<PendingViolation>, Vec<PendingViolation>) {
@@ -520,7 +518,7 @@ impl<'c, 'h> Cycle<'c, 'h> {
                 Some(_) if fenced_before => {}
                 Some(mut finding) => {
                     let because = match grant_stamps {
-                        GrantStamps::StatementStart => unproven_because,
+                        GrantStamps::StatementStart => super::unproven_because(clock_contradicted),
                         GrantStamps::Decision => {
                             "a row's stamp may be later than its fence, none was reported,"
                         }
@@ -538,12 +536,11 @@ impl<'c, 'h> Cycle<'c, 'h> {
 }
 
 /// How a cycle's scope is judged: what its grant stamps mean, whether its
-/// worker is declared unfenced, and why stamps alone prove nothing there.
+/// worker is declared unfenced.
 #[derive(Clone, Copy)]
 struct Judged {
     grant_stamps: GrantStamps,
     unfenced: bool,
-    unproven_because: &'static str,
     /// The scope's server times contradict real time: no stamp proves anything.
     clock_contradicted: bool,
 }

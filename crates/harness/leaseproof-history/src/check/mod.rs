@@ -364,35 +364,59 @@ impl fmt::Display for ShownReport<'_> {
                 .dead_holder_takeover_delay_us_max()
                 .map_or("-".to_string(), |delay_us| delay_us.to_string())
         )?;
-        let listed =
-            |formatter: &mut fmt::Formatter<'_>, findings: &[String], prefix: &str, what: &str| {
-                for finding in findings.iter().take(self.limit) {
-                    writeln!(formatter, "  {prefix}{finding}")?;
-                }
-                match findings.len().saturating_sub(self.limit) {
-                    0 => Ok(()),
-                    more => writeln!(formatter, "  … and {more} more {what} not listed"),
-                }
-            };
-        let text = |findings: &[Violation]| {
-            findings
-                .iter()
-                .map(|finding| finding.to_string())
-                .collect::<Vec<_>>()
-        };
-        listed(formatter, &text(&report.violations), "", "violation(s)")?;
         listed(
             formatter,
-            &text(&report.possible),
+            &report.violations,
+            self.limit,
+            "",
+            "violation(s)",
+        )?;
+        listed(
+            formatter,
+            &report.possible,
+            self.limit,
             "possible (could not judge): ",
             "possible violation(s)",
         )?;
         listed(
             formatter,
             &report.not_judged,
+            self.limit,
             "not judged: ",
             "findings not judged",
         )
+    }
+}
+
+impl ShownReport<'_> {
+    /// Whether the limit left some finding out.
+    pub fn cut(&self) -> bool {
+        let report = self.report;
+        [
+            report.violations.len(),
+            report.possible.len(),
+            report.not_judged.len(),
+        ]
+        .into_iter()
+        .any(|count| count > self.limit)
+    }
+}
+
+/// The first `limit` of `findings`, a line each after `prefix`, then a line
+/// counting the rest; only what is shown is formatted.
+fn listed(
+    formatter: &mut fmt::Formatter<'_>,
+    findings: &[impl fmt::Display],
+    limit: usize,
+    prefix: &str,
+    what: &str,
+) -> fmt::Result {
+    for finding in findings.iter().take(limit) {
+        writeln!(formatter, "  {prefix}{finding}")?;
+    }
+    match findings.len().saturating_sub(limit) {
+        0 => Ok(()),
+        more => writeln!(formatter, "  … and {more} more {what} not listed"),
     }
 }
 
@@ -470,7 +494,7 @@ struct Grant {
     stamped_by_true_us: Option<i64>,
     released: Option<(i64, u64)>,
     /// The ok release by the grant's owner acknowledged first, in true
-    /// time: (its invoke, its acknowledgement, its completion event). After
+    /// time (its invoke, its acknowledgement, its completion event). After
     /// it the grant was over in real time, whatever its stamps mean.
     release_acknowledged: Option<ReleaseAcknowledged>,
     /// The latest acknowledgement (true time) of an ok acquisition or
@@ -646,6 +670,16 @@ impl Acquisitions<'_> {
     }
 }
 
+/// Why a server-time finding needs real time's proof: its scope's server
+/// times contradict real time, or else stamps are statement starts.
+fn unproven_because(clock_contradicted: bool) -> &'static str {
+    if clock_contradicted {
+        "the scope's server times contradict real time"
+    } else {
+        "stamps are statement starts"
+    }
+}
+
 impl<'h> Checker<'h> {
     /// How `scope`'s server times are read: as the file declares, unless
     /// they contradict real time.
@@ -659,11 +693,7 @@ impl<'h> Checker<'h> {
 
     /// Why a server-time finding in `scope` needs real time's proof.
     fn unproven_because(&self, scope: &str) -> &'static str {
-        if self.clock_contradicted.contains(scope) {
-            "the scope's server times contradict real time"
-        } else {
-            "stamps are statement starts"
-        }
+        unproven_because(self.clock_contradicted.contains(scope))
     }
 
     /// Which acquisitions may have made which grants ([`Acquisitions`]).

@@ -1,7 +1,7 @@
 //! I2 token order: tokens strictly increase with granted_at, one token has one
 //! owner and one granted_at, renewals and idempotent re-acquires keep it.
 
-use leaseproof_history::{check, CheckConfig, Invariant};
+use leaseproof_history::{check, CheckConfig, Invariant, Op, OpResult, Outcome};
 
 use crate::builder::{assert_passes, only_violation, Builder};
 
@@ -224,27 +224,35 @@ fn a_start_a_renewal_reported_proves_no_token_went_backwards() {
     assert_passes(&builder.build());
 }
 
+/// `worker`'s acquisition of scope `s` for 100 µs.
+fn acquire(worker: &str) -> Op {
+    Op::Acquire {
+        scope: "s".to_string(),
+        owner: worker.to_string(),
+        ttl_us: 100,
+    }
+}
+
+/// `worker` granted `token` at `granted_at_us` for 100 µs.
+fn granted(worker: &str, token: u64, granted_at_us: i64) -> Outcome {
+    Outcome::Ok {
+        result: OpResult::Lease {
+            token,
+            owner: worker.to_string(),
+            granted_at_us,
+            expires_at_us: granted_at_us + 100,
+        },
+    }
+}
+
 /// Under statement-start stamps: the larger token answered the very
 /// microsecond the smaller was asked for proves no order (possible only),
 /// and real time showing the smaller first leaves nothing to report.
 #[test]
 fn a_backwards_token_under_statement_start_needs_real_time_strictly_before() {
-    use leaseproof_history::{EventKind, History, Op, OpResult, Outcome};
+    use leaseproof_history::{EventKind, History};
     let story = |b_invoked_us: i64| {
         let mut history = History::default();
-        let acquire = |worker: &str| Op::Acquire {
-            scope: "s".to_string(),
-            owner: worker.to_string(),
-            ttl_us: 100,
-        };
-        let granted = |worker: &str, token: u64, granted_at_us: i64| Outcome::Ok {
-            result: OpResult::Lease {
-                token,
-                owner: worker.to_string(),
-                granted_at_us,
-                expires_at_us: granted_at_us + 100,
-            },
-        };
         // a: token 2 stamped 2000, answered at 10; b: token 1 stamped 3000,
         // answered at 30.
         history.push(
@@ -295,19 +303,6 @@ fn a_backwards_token_under_statement_start_needs_real_time_strictly_before() {
     // Real time shows the smaller token first (b answered before a asked),
     // the stamps within the millisecond of rounding: nothing to report.
     let mut history = History::default();
-    let acquire = |worker: &str| Op::Acquire {
-        scope: "s".to_string(),
-        owner: worker.to_string(),
-        ttl_us: 100,
-    };
-    let granted = |worker: &str, token: u64, granted_at_us: i64| Outcome::Ok {
-        result: OpResult::Lease {
-            token,
-            owner: worker.to_string(),
-            granted_at_us,
-            expires_at_us: granted_at_us + 100,
-        },
-    };
     history.push(
         "b",
         0,
