@@ -93,29 +93,9 @@ pub(super) fn simulation_teeth(report: &mut Report) {
         started,
         outcome,
     );
-    planted_defect(
-        report,
-        "teeth: a fence whose row lock ends before COMMIT is caught",
-        "cycle-pause",
-        leaseproof_sim::RunOptions {
-            fence_without_lock: true,
-            ..leaseproof_sim::RunOptions::default()
-        },
-        leaseproof_history::Invariant::FencedWrites,
-        Seen::InTrueTime,
-    );
-    lock_defects(report);
-    planted_defect(
-        report,
-        "teeth: a server clock that follows its client is caught",
-        "skewed-clocks",
-        leaseproof_sim::RunOptions {
-            clock_follows_client: true,
-            ..leaseproof_sim::RunOptions::default()
-        },
-        leaseproof_history::Invariant::MutualExclusion,
-        Seen::InTrueTime,
-    );
+    for planted in &PLANTED {
+        planted_defect(report, planted);
+    }
 }
 
 /// Who must see a planted defect: the simulation's true-time monitor (a
@@ -126,16 +106,68 @@ enum Seen {
     ByTheChecker,
 }
 
-/// A simulated store with a planted defect (`options`) must show `expected`
-/// in some of 20 seeds of `scenario`, seen where `seen` says.
-fn planted_defect(
-    report: &mut Report,
-    name: &str,
-    scenario: &str,
-    options: leaseproof_sim::RunOptions,
+/// A defect planted in a simulated store or manager, and who must see it.
+struct Planted {
+    /// The check's name in `verify`'s report.
+    name: &'static str,
+    /// The scenario whose seeds must show it.
+    scenario: &'static str,
+    /// Plants the defect.
+    plant: fn(&mut leaseproof_sim::RunOptions),
+    /// The invariant it breaks.
     expected: leaseproof_history::Invariant,
+    /// Where it must be seen.
     seen: Seen,
-) {
+}
+
+/// The planted defects: a fence whose row lock ends early and a server
+/// clock that follows its client (seen only in true time: no history shows
+/// them), the Redis manager's scripts without their compare (release and
+/// keep-alive act on a rival's key), a database granting advisory locks
+/// shared (each seen by the checker as two holders).
+const PLANTED: [Planted; 4] = [
+    Planted {
+        name: "teeth: a fence whose row lock ends before COMMIT is caught",
+        scenario: "cycle-pause",
+        plant: |options| options.fence_without_lock = true,
+        expected: leaseproof_history::Invariant::FencedWrites,
+        seen: Seen::InTrueTime,
+    },
+    Planted {
+        name: "teeth: the Redis manager's scripts without their compare are caught",
+        scenario: "redis-pause",
+        plant: |options| options.compare_skipped = true,
+        expected: leaseproof_history::Invariant::MutualExclusion,
+        seen: Seen::ByTheChecker,
+    },
+    Planted {
+        name: "teeth: advisory locks granted shared are caught",
+        scenario: "advisory-pause",
+        plant: |options| options.shared_advisory_locks = true,
+        expected: leaseproof_history::Invariant::MutualExclusion,
+        seen: Seen::ByTheChecker,
+    },
+    Planted {
+        name: "teeth: a server clock that follows its client is caught",
+        scenario: "skewed-clocks",
+        plant: |options| options.clock_follows_client = true,
+        expected: leaseproof_history::Invariant::MutualExclusion,
+        seen: Seen::InTrueTime,
+    },
+];
+
+/// A simulated store with `planted`'s defect must show its invariant in
+/// some of 20 seeds of its scenario, seen where it says.
+fn planted_defect(report: &mut Report, planted: &Planted) {
+    let Planted {
+        name,
+        scenario,
+        plant,
+        expected,
+        seen,
+    } = *planted;
+    let mut options = leaseproof_sim::RunOptions::default();
+    plant(&mut options);
     const STAGE: &str = "simulation";
     let started = Instant::now();
     let shows = |outcome: &leaseproof_sim::RunOutcome| match seen {
@@ -170,32 +202,4 @@ fn planted_defect(
         }
     })();
     report.record(STAGE, name.to_string(), started, outcome);
-}
-
-/// The lock managers' planted defects: the Redis manager's scripts without
-/// their compare (release and keep-alive act on a rival's key), a database
-/// granting advisory locks shared; each must be caught as two holders (I1).
-fn lock_defects(report: &mut Report) {
-    planted_defect(
-        report,
-        "teeth: the Redis manager's scripts without their compare are caught",
-        "redis-pause",
-        leaseproof_sim::RunOptions {
-            compare_skipped: true,
-            ..leaseproof_sim::RunOptions::default()
-        },
-        leaseproof_history::Invariant::MutualExclusion,
-        Seen::ByTheChecker,
-    );
-    planted_defect(
-        report,
-        "teeth: advisory locks granted shared are caught",
-        "advisory-pause",
-        leaseproof_sim::RunOptions {
-            shared_advisory_locks: true,
-            ..leaseproof_sim::RunOptions::default()
-        },
-        leaseproof_history::Invariant::MutualExclusion,
-        Seen::ByTheChecker,
-    );
 }
