@@ -19,8 +19,8 @@ use leaseproof_postgres::errors::after_send;
 use leaseproof_postgres::GuardedTable;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
-    CommitReceipt, CycleFaults, CyclePoint, Fencing, FencingToken, GuardedCycle, Lease, LeaseError,
-    LeasePort, Owner, Scope, ServerTime, Ttl,
+    CommitReceipt, CycleFaults, Fencing, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort,
+    Owner, Scope, ServerTime, Ttl,
 };
 use leaseproof_races::clock::{ClockSkew, RunClock, SkewedClock};
 use leaseproof_races::race::RaceSubject;
@@ -202,19 +202,14 @@ impl LeasePort for AppClockLock {
         _fencing: Fencing,
         faults: &dyn CycleFaults,
     ) -> Result<CommitReceipt, LeaseError> {
-        let rolled_back = |error: sqlx::Error| LeaseError::Database {
-            source: Box::new(error),
-        };
-        let mut transaction = self.pool.begin().await.map_err(rolled_back)?;
-        faults.at(CyclePoint::Fenced).await;
-        let seq_first = GuardedTable::insert(&mut transaction, lease, cycle)
+        let transaction = self
+            .pool
+            .begin()
             .await
-            .map_err(rolled_back)?;
-        faults.at(CyclePoint::Written).await;
-        transaction
-            .commit()
-            .await
-            .map_err(|error| after_send("commit", error))?;
+            .map_err(|error| LeaseError::Database {
+                source: Box::new(error),
+            })?;
+        let seq_first = super::common::write_and_commit(transaction, lease, cycle, faults).await?;
         Ok(CommitReceipt {
             seq_first,
             // Its only clock is the application's: no server fence time.

@@ -1,9 +1,11 @@
 //! What both foreign designs share: creating their lock table and the
-//! guarded table the harness reads back, and reading a renewal's reply.
+//! guarded table the harness reads back, the guarded writes and their
+//! commit, and reading a renewal's reply.
 
+use leaseproof_postgres::errors::after_send;
 use leaseproof_postgres::GuardedTable;
-use leaseproof_protocol::{Lease, LeaseError};
-use sqlx::PgPool;
+use leaseproof_protocol::{CycleFaults, CyclePoint, GuardedCycle, Lease, LeaseError};
+use sqlx::{PgPool, Postgres, Transaction};
 
 /// Runs `create` (a `CREATE TABLE IF NOT EXISTS`), retrying once: workers
 /// start together, and two sessions creating one table at the same instant
@@ -31,4 +33,27 @@ pub fn renewed(lease: &Lease, reply: Lease) -> Lease {
         lease.granted_at(),
         reply.expires_at(),
     )
+}
+
+/// The cycle's rows written in `transaction` (already fenced, or not: the
+/// design decides), then `COMMIT`; the first row's `seq`. An error before
+/// `COMMIT` was sent rolls back; one after it leaves the outcome unknown.
+pub async fn write_and_commit(
+    mut transaction: Transaction<'_, Postgres>,
+    lease: &Lease,
+    cycle: GuardedCycle,
+    faults: &dyn CycleFaults,
+) -> Result<i64, LeaseError> {
+    faults.at(CyclePoint::Fenced).await;
+    let seq_first = GuardedTable::insert(&mut transaction, lease, cycle)
+        .await
+        .map_err(|error| LeaseError::Database {
+            source: Box::new(error),
+        })?;
+    faults.at(CyclePoint::Written).await;
+    transaction
+        .commit()
+        .await
+        .map_err(|error| after_send("commit", error))?;
+    Ok(seq_first)
 }

@@ -14,8 +14,8 @@ use leaseproof_postgres::errors::{after_send, unavailable};
 use leaseproof_postgres::GuardedTable;
 use leaseproof_protocol::semantics::GuardedRow;
 use leaseproof_protocol::{
-    CommitReceipt, CycleFaults, CyclePoint, Fencing, FencingToken, GuardedCycle, Lease, LeaseError,
-    LeasePort, Owner, Scope, ServerTime, Ttl,
+    CommitReceipt, CycleFaults, Fencing, FencingToken, GuardedCycle, Lease, LeaseError, LeasePort,
+    Owner, Scope, ServerTime, Ttl,
 };
 use leaseproof_races::race::RaceSubject;
 use sqlx::{PgPool, Row as _};
@@ -236,15 +236,7 @@ impl ForeignLease {
             };
             fenced_at = ServerTime::from_micros(at_us);
         }
-        faults.at(CyclePoint::Fenced).await;
-        let seq_first = GuardedTable::insert(&mut transaction, lease, cycle)
-            .await
-            .map_err(rolled_back)?;
-        faults.at(CyclePoint::Written).await;
-        transaction
-            .commit()
-            .await
-            .map_err(|error| after_send("commit", error))?;
+        let seq_first = super::common::write_and_commit(transaction, lease, cycle, faults).await?;
         Ok(CommitReceipt {
             seq_first,
             fenced_at: Some(fenced_at),

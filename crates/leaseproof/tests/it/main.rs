@@ -45,12 +45,21 @@ impl Ran {
 /// Runs the built binary in the repository with `args`, standard input
 /// empty, to its end.
 pub(crate) fn leaseproof(args: &[&str]) -> Ran {
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
+    leaseproof_in(args, &repository(), None)
+}
+
+/// Runs the built binary in `cwd` with `args` (and `TMPDIR` set to
+/// `temp`, when given), standard input empty, to its end.
+pub(crate) fn leaseproof_in(args: &[&str], cwd: &Path, temp: Option<&Path>) -> Ran {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_leaseproof"));
+    command
         .args(args)
-        .current_dir(repository())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run leaseproof");
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null());
+    if let Some(temp) = temp {
+        command.env("TMPDIR", temp);
+    }
+    let output = command.output().expect("run leaseproof");
     Ran {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -8,20 +8,10 @@
 //! gc-pause), and look at both directories and at what was printed.
 
 use std::path::Path;
-use std::process::Command;
 
 fn leaseproof(args: &[&str], cwd: &Path, temp: &Path) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseproof"))
-        .args(args)
-        .current_dir(cwd)
-        .env("TMPDIR", temp)
-        .output()
-        .expect("run leaseproof");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let ran = crate::leaseproof_in(args, cwd, Some(temp));
+    (ran.code, ran.stdout, ran.stderr)
 }
 
 fn names(dir: &Path) -> Vec<String> {
