@@ -29,6 +29,12 @@ class Recorder:
         # `design`: what the design says about itself (grant_stamps,
         # unfenced_workers); written as the file's first line.
         self._design = design
+        # Nanoseconds rounded down to microseconds, completions too: rounding
+        # one way never reverses two events (events of one microsecond share
+        # a stamp, which proves no order), and a promise of whole
+        # microseconds from a rounded invoke still ends no later than the
+        # rounded moment it really ended. (A clock coarser than the
+        # lifetimes' unit must round completions up instead.)
         self._clock_us = clock_us or (lambda: time.monotonic_ns() // 1_000)
         self._mutex = threading.Lock()
         self._events = []
@@ -87,7 +93,12 @@ class Recorder:
         self._complete(worker, op_id, {"outcome": "ok", "result": result}, incarnation)
 
     def fail(self, worker, op_id, kind, detail=None, incarnation=0):
-        """It certainly did not take effect: kind `held`, `stale` or `error`."""
+        """It certainly did not take effect: kind `held`, `stale` or `error`
+        (an `error` says what failed in `detail`)."""
+        if kind not in ("held", "stale", "error"):
+            raise ValueError(f"fail kind {kind!r}: one of 'held', 'stale', 'error'")
+        if kind == "error" and not detail:
+            raise ValueError("fail kind 'error' needs a detail: say what failed")
         reason = {"kind": kind}
         if detail is not None:
             reason["detail"] = detail

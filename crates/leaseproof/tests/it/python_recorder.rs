@@ -174,7 +174,8 @@ fn a_lease_history_recorded_in_python_with_guarded_rows_is_judged() {
 
 /// The recorder refuses, as it is recorded, what `check` would refuse in the
 /// file: a completion by another process than the invoker's, a second
-/// completion, an incarnation going back.
+/// completion, an incarnation going back, a failure of an unknown kind or
+/// an error that does not say what failed.
 #[test]
 fn the_python_recorder_refuses_what_check_refuses_as_it_happens() {
     let Some(python) = python3() else {
@@ -188,6 +189,8 @@ for name, attempt in [
     ("another worker", lambda: r.ok("w2", op, r.lock())),
     ("a later incarnation", lambda: r.ok("w1", op, r.lock(), incarnation=2)),
     ("an earlier incarnation", lambda: r.invoke("w1", r.acquire("s", "w1", 1000), incarnation=0)),
+    ("an error without its detail", lambda: r.fail("w1", op, "error", incarnation=1)),
+    ("a kind of failure check does not know", lambda: r.fail("w1", op, "timeout", "t", incarnation=1)),
 ]:
     try:
         attempt()
@@ -221,6 +224,8 @@ except ValueError as error:
             "another worker refused",
             "a later incarnation refused",
             "an earlier incarnation refused",
+            "an error without its detail refused",
+            "a kind of failure check does not know refused",
             "a second completion refused"
         ],
         "{text}"

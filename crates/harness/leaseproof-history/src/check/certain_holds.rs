@@ -46,6 +46,9 @@ pub(super) struct Hold<'h> {
     pub(super) until_true_us: i64,
     /// The acquisition's events, and the one that ends the hold.
     pub(super) events: Vec<u64>,
+    /// A renewal invoked after the promise had run out began it, not an
+    /// acquisition: counted as neither a grant nor a takeover.
+    renewed: bool,
 }
 
 impl Hold<'_> {
@@ -60,7 +63,8 @@ impl Hold<'_> {
 type Incarnation<'h> = (&'h str, u64);
 
 /// What a run's certain holds exercised: distinct holders, and takeovers (a
-/// hold of a scope whose previous hold, by start, was another owner's).
+/// hold an acquisition began whose previous hold of the scope, by start, was
+/// another owner's; a lapsed renewal's hold is no grant, so no takeover).
 pub(super) fn exercised<'h>(
     holds: &BTreeMap<&'h str, Vec<Hold<'h>>>,
 ) -> (std::collections::BTreeSet<&'h str>, u64) {
@@ -71,7 +75,7 @@ pub(super) fn exercised<'h>(
         holders.extend(certain.iter().map(|hold| hold.owner));
         takeovers += certain
             .windows(2)
-            .filter(|pair| pair[0].owner != pair[1].owner)
+            .filter(|pair| pair[0].owner != pair[1].owner && !pair[1].renewed)
             .count() as u64;
     }
     (holders, takeovers)
@@ -338,6 +342,7 @@ fn hold_from<'h>(
         from_true_us,
         until_true_us: until_true_us.max(from_true_us),
         events: vec![acquire.invoke_event, complete_event, end_event],
+        renewed,
     };
     Some((hold, lapsed))
 }

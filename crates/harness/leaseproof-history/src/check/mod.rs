@@ -233,10 +233,11 @@ pub struct Stats {
     /// Ok releases.
     pub releases: u64,
     /// Grants of a token > 1 whose previous known grant had another owner;
-    /// for locks without server times, certain holds whose previous certain
-    /// hold of the scope (by start) was another owner's.
+    /// for locks without server times, certain holds an acquisition began
+    /// whose previous certain hold of the scope (by start) was another
+    /// owner's.
     pub takeovers: u64,
-    /// Ok commits.
+    /// Ok commits, and ok writes of locks.
     pub commits: u64,
     /// Commits that failed because the lease was lost ([`FailReason::Stale`]).
     pub refused_stale_commits: u64,
@@ -849,6 +850,17 @@ impl<'h> Checker<'h> {
                         },
                     )),
                 ) => stats.grants += 1,
+                // Likewise lock renewals; lease renewals are counted with
+                // the grants they keep.
+                (
+                    Op::Renew { .. },
+                    Some((
+                        _,
+                        Outcome::Ok {
+                            result: OpResult::Lock { .. },
+                        },
+                    )),
+                ) => stats.renewals += 1,
                 (Op::Release { .. }, Some((_, Outcome::Ok { .. }))) => stats.releases += 1,
                 (Op::Commit { .. } | Op::Write { .. }, Some((_, Outcome::Ok { .. }))) => {
                     stats.commits += 1;

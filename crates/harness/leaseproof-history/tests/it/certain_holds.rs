@@ -226,6 +226,36 @@ fn a_hold_a_lapsed_renewal_begins_is_judged_too() {
 }
 
 #[test]
+fn holds_lapsed_renewals_begin_in_turn_are_neither_grants_nor_takeovers() {
+    // a [10, 101), b [210, 301), then each renews after its promise ran
+    // out: a holds again from 410, b from 610 — four holds, two grants, one
+    // takeover (the checker once counted three and failed its own
+    // assertion that takeovers never outnumber grants).
+    let story = |b_renews_at_us: i64| {
+        let mut builder = Builder::new();
+        lock(&mut builder, "a", None, Some(100), 1, 10);
+        lock(&mut builder, "b", None, Some(100), 200, 210);
+        renew(&mut builder, "a", 100, 400, 410);
+        renew(&mut builder, "b", 100, b_renews_at_us, b_renews_at_us + 10);
+        check(&builder.build(), &CheckConfig::default())
+    };
+    let report = story(600);
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.stats.grants, 2, "{report}");
+    assert_eq!(report.stats.renewals, 2, "{report}");
+    assert_eq!(report.stats.takeovers, 1, "{report}");
+    assert_eq!(report.stats.distinct_holders, 2, "{report}");
+    // b's renewal acknowledged while a's new hold still runs: two holders.
+    let report = story(450);
+    let violations = report.violations_of(Invariant::MutualExclusion);
+    assert_eq!(violations.len(), 1, "{report}");
+    assert_eq!(
+        violations[0].message,
+        "a and b certainly held t at once in real time: [410, 500) and [460, 550) (true us)"
+    );
+}
+
+#[test]
 fn a_renewal_invoked_the_instant_the_promise_ends_has_lapsed() {
     // Promised [10, 101); the renewal invoked at 101 may have reached the
     // store after b's acquisition: no certain hold of a at 150.
