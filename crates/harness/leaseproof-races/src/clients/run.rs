@@ -1377,6 +1377,24 @@ async fn replace(run: &Arc<Run>, index: usize) {
     }
 }
 
+/// Whoever holds the lock now, or first within `patience`: a strike meant
+/// for the holder that lands between two holds (or while clients still
+/// start) waits for the next one rather than hit a bystander.
+async fn holder_within(run: &Arc<Run>, patience: Duration) -> Option<usize> {
+    let holder =
+        || (0..run.slots.len()).find(|index| lock(&run.slots[*index].belief).held.is_some());
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        if let Some(index) = holder() {
+            return Some(index);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Strikes the plan; returns what struck and what could not act.
 async fn inject(run: Arc<Run>, plan: FaultPlan) -> (Vec<String>, Vec<String>) {
     let mut struck = Vec::new();
@@ -1405,10 +1423,13 @@ async fn inject(run: Arc<Run>, plan: FaultPlan) -> (Vec<String>, Vec<String>) {
 }
 
 async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> {
-    let holder = strike
-        .holder_first
-        .then(|| (0..run.slots.len()).find(|index| lock(&run.slots[*index].belief).held.is_some()))
-        .flatten();
+    let looked_us = run.clock.elapsed_us();
+    let holder = if strike.holder_first {
+        holder_within(run, run.config.ttl).await
+    } else {
+        None
+    };
+    let waited_ms = (run.clock.elapsed_us() - looked_us) / 1_000;
     let client = holder.unwrap_or(strike.client);
     let slot = &run.slots[client];
     let target = match (strike.kind, holder) {
@@ -1416,8 +1437,13 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
         (_, Some(_)) => format!(" w{client} (the holder)"),
         (_, None) => format!(" w{client}"),
     };
+    let waited = if waited_ms > 0 {
+        format!(" (+{waited_ms} ms waiting for a holder)")
+    } else {
+        String::new()
+    };
     let what = format!(
-        "at {} ms: {}{target}",
+        "at {} ms{waited}: {}{target}",
         strike.at.as_millis(),
         strike.kind.name()
     );
