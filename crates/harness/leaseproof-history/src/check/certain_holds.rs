@@ -210,11 +210,13 @@ pub(super) fn certain_holds<'h>(
     for ((incarnation, scope), mut records) in sequences {
         records.sort_by_key(|record| record.invoke_event);
         for (index, record) in records.iter().enumerate() {
-            if !matches!(record.op, Op::Acquire { .. }) {
+            let Op::Acquire { owner, .. } = record.op else {
                 continue;
-            }
+            };
             // A renewal that came after the promise had run out starts a
-            // hold of its own: the lock was not promised in between.
+            // hold of its own: the lock was not promised in between. It is
+            // the acquisition's owner's, whatever owner the renewal names:
+            // nothing was granted to another.
             let mut start = Some(index);
             while let Some(first) = start {
                 let Some((hold, lapsed)) = hold_from(
@@ -226,6 +228,10 @@ pub(super) fn certain_holds<'h>(
                     last_event_true_us[&incarnation],
                 ) else {
                     break;
+                };
+                let hold = Hold {
+                    owner: owner.as_str(),
+                    ..hold
                 };
                 holds.entry(scope).or_default().push(hold);
                 start = lapsed.map(|offset| first + 1 + offset);

@@ -226,7 +226,8 @@ impl fmt::Display for Violation {
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Stats {
-    /// Distinct grants (scope, token) seen in ok acquire or renew results.
+    /// Distinct grants (scope, token) seen in ok acquire or renew results
+    /// of leases; for locks without server times, ok acquisitions.
     pub grants: u64,
     /// Ok renewals, including idempotent re-acquires of a grant already seen.
     pub renewals: u64,

@@ -256,6 +256,40 @@ fn holds_lapsed_renewals_begin_in_turn_are_neither_grants_nor_takeovers() {
 }
 
 #[test]
+fn a_lapsed_renewal_naming_another_owner_is_still_the_acquirers_hold() {
+    // One worker acquires as a, then renews late naming b: nothing was ever
+    // granted to b, so no second holder (the checker once counted one, and
+    // failed its own assertion that holders never outnumber grants).
+    let mut builder = Builder::new();
+    lock(&mut builder, "a", None, Some(100), 1, 10);
+    builder.at(200);
+    let (_, renewal) = builder.invoke(
+        "a",
+        Op::Renew {
+            scope: "t".to_string(),
+            owner: "b".to_string(),
+            token: 0,
+            ttl_us: 100,
+        },
+    );
+    builder.at(210);
+    builder.complete(
+        "a",
+        renewal,
+        Outcome::Ok {
+            result: OpResult::Lock {
+                token: None,
+                lifetime_us: Some(100),
+            },
+        },
+    );
+    let report = assert_passes(&builder.build());
+    assert_eq!(report.stats.grants, 1, "{report}");
+    assert_eq!(report.stats.distinct_holders, 1, "{report}");
+    assert_eq!(report.stats.takeovers, 0, "{report}");
+}
+
+#[test]
 fn a_renewal_invoked_the_instant_the_promise_ends_has_lapsed() {
     // Promised [10, 101); the renewal invoked at 101 may have reached the
     // store after b's acquisition: no certain hold of a at 150.
