@@ -90,6 +90,11 @@ impl FaultKind {
     }
 }
 
+/// Every strike is over by this share of the run, so its consequences — a
+/// paused holder waking to write over its successor — play out while the
+/// others still work.
+pub const STRIKES_OVER_BY_PERCENT: u64 = 85;
+
 /// One strike of a fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Strike {
@@ -99,9 +104,12 @@ pub struct Strike {
     pub kind: FaultKind,
     /// Which client (index), for the kinds that target one.
     pub client: usize,
-    /// Strike whoever holds the lock at that moment, if anyone, instead of
-    /// `client` (Jepsen's "pause the primary"): who that is depends on the
-    /// interleaving, so the run reports whom it struck.
+    /// Strike whoever holds the lock at that moment — or, when nobody does,
+    /// the first holder within a TTL (no later than the strike can still
+    /// end by [`STRIKES_OVER_BY_PERCENT`] of the run) — instead of `client`
+    /// (Jepsen's "pause the primary"): who that is depends on the
+    /// interleaving, so the run reports whom it struck and how long it
+    /// waited.
     pub holder_first: bool,
     /// How long it lasts (pauses, partitions, latency); zero for instant kinds.
     pub lasting: Duration,
@@ -222,13 +230,12 @@ impl FaultPlan {
                     | FaultKind::RedisRestart
                     | FaultKind::ClockSkew => Duration::ZERO,
                 };
-                // A strike lands after a short start and is over by 85 % of
-                // the run, so its consequences — a paused holder waking to
-                // write over its successor — play out while the others still
-                // work (a pause that outlasted the run showed nothing).
+                // A strike lands after a short start and is over by
+                // `STRIKES_OVER_BY_PERCENT` of the run (a pause that outlasted
+                // the run showed nothing).
                 let lasting_ms = u64::try_from(lasting.as_millis()).unwrap_or(u64::MAX);
                 let earliest_ms = window_ms / 10;
-                let latest_ms = (window_ms * 85 / 100)
+                let latest_ms = (window_ms * STRIKES_OVER_BY_PERCENT / 100)
                     .saturating_sub(lasting_ms)
                     .max(earliest_ms + 1);
                 let at = Duration::from_millis(rng.gen_range(earliest_ms..latest_ms));

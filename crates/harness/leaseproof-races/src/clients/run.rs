@@ -1422,16 +1422,20 @@ async fn inject(run: Arc<Run>, plan: FaultPlan) -> (Vec<String>, Vec<String>) {
     (struck, skipped)
 }
 
-async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> {
+/// Whom `strike` hits (the holder, for a holder-first strike that finds
+/// one), and the line that says so.
+async fn aim(run: &Arc<Run>, strike: &Strike) -> (usize, String) {
     let looked_us = run.clock.elapsed_us();
     let holder = if strike.holder_first {
-        holder_within(run, run.config.ttl).await
+        // No later than the strike can still be over when the plan said.
+        let over_by = run.config.duration * super::plan::STRIKES_OVER_BY_PERCENT as u32 / 100;
+        let slack = over_by.saturating_sub(strike.at + strike.lasting);
+        holder_within(run, run.config.ttl.min(slack)).await
     } else {
         None
     };
     let waited_ms = (run.clock.elapsed_us() - looked_us) / 1_000;
     let client = holder.unwrap_or(strike.client);
-    let slot = &run.slots[client];
     let target = match (strike.kind, holder) {
         (FaultKind::RedisRestart, _) => String::new(),
         (_, Some(_)) => format!(" w{client} (the holder)"),
@@ -1447,6 +1451,12 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
         strike.at.as_millis(),
         strike.kind.name()
     );
+    (client, what)
+}
+
+async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> {
+    let (client, what) = aim(run, strike).await;
+    let slot = &run.slots[client];
     let signal = |name: &str| {
         let pgid = slot.pgid.load(Ordering::SeqCst);
         pgid != 0
