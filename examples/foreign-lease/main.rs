@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use design::{Fence, ForeignLease};
 use leaseproof_protocol::CyclePoint;
-use leaseproof_races::hooks::PauseOnce;
+use leaseproof_races::hooks::{PauseOnce, Signal};
 use leaseproof_races::race::{connect_pool, task_race_on, RaceSubject};
 use leaseproof_races::RaceConfig;
 use sqlx::PgPool;
@@ -52,13 +52,20 @@ async fn main() -> ExitCode {
     };
     let config = RaceConfig::default();
     let ttl = Duration::from_millis(u64::try_from(config.ttl_ms).unwrap_or(150));
+    let worker_0_paused = Signal::new();
     race(
         &database.url,
         &config,
         |pool| ForeignLease::new(pool, fence),
+        // Worker 0 acquires alone; the others start as its pause begins, so
+        // one of them takes over while it is paused.
         |worker| match worker {
-            0 => PauseOnce::inside_cycle(CyclePoint::Written, ttl * 3),
-            _ => PauseOnce::never(),
+            0 => PauseOnce::inside_cycle(CyclePoint::Written, ttl * 3).giving(&worker_0_paused),
+            _ => PauseOnce::until(
+                leaseproof_worker::Step::Acquire,
+                &worker_0_paused,
+                Duration::from_secs(5),
+            ),
         },
     )
     .await

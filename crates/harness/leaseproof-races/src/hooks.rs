@@ -58,7 +58,8 @@ enum Place {
     Cycle(CyclePoint),
 }
 
-/// Sleeps `pause` the first time the worker reaches its place; nothing otherwise.
+/// Sleeps `pause` (or waits for a signal, at most `pause`) the first time the
+/// worker reaches its place; nothing otherwise.
 #[derive(Debug)]
 pub struct PauseOnce {
     place: Option<Place>,
@@ -99,7 +100,8 @@ impl PauseOnce {
         PauseOnce::new(None, Duration::ZERO)
     }
 
-    /// The same pause, giving `signal` as it begins.
+    /// The same pause, giving `signal` as it begins (in place of any signal
+    /// it gave before: a pause gives one).
     pub fn giving(self, signal: &Signal) -> PauseOnce {
         PauseOnce {
             gives: Some(signal.clone()),
@@ -122,8 +124,9 @@ impl PauseOnce {
         self.place == Some(place) && !self.drawn.swap(true, Ordering::SeqCst)
     }
 
-    /// True once the pause has been slept to its end: the worker really
-    /// stalled that long (a cycle dropped mid-pause does not count).
+    /// True once the pause has run to its end: the worker really stalled
+    /// that long, or until the signal it awaited (a cycle dropped mid-pause
+    /// does not count).
     pub fn fired(&self) -> bool {
         self.slept.load(Ordering::SeqCst)
     }
@@ -216,6 +219,13 @@ mod tests {
         assert!(signal.given());
         holder_pause.await.unwrap();
         assert_eq!(started.elapsed(), Duration::from_secs(7));
+
+        // A signal given before the waiter came: no wait at all.
+        let late = PauseOnce::until(Step::Acquire, &signal, Duration::from_secs(60));
+        let started = tokio::time::Instant::now();
+        late.before(Step::Acquire).await;
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert!(late.fired());
 
         // A signal never given: the wait ends at its patience.
         let never = PauseOnce::until(Step::Acquire, &Signal::new(), Duration::from_secs(3));

@@ -184,7 +184,9 @@ async fn server_restart_mid_race_gives_typed_errors_and_a_clean_history() {
     let config = RaceConfig {
         workers: 4,
         rounds: 100_000,
-        duration_max_ms: 4_000,
+        // Room after the restart (begun 1 s in, ~1.5 s long here, longer on
+        // a loaded machine) for the workers to commit again.
+        duration_max_ms: 8_000,
         // Shorter than the downtime, so workers see the outage as Unavailable
         // instead of the pool quietly waiting it out.
         acquire_timeout_ms: 200,

@@ -4,8 +4,8 @@
 //! the checker catches the damage when it is missing. Method: the library's
 //! scene (`leaseproof_races::scenes::pause_takeover`, the shared worker loop)
 //! with a 150 ms TTL; the holder pauses 450 ms between its belief check
-//! and its commit (the GC pause), the rival starts 100 ms late, waits out the
-//! expiry and commits. Fenced, the stale commit is refused; through the
+//! and its commit (the GC pause), the rival starts as that pause begins,
+//! waits out the expiry and commits. Fenced, the stale commit is refused; through the
 //! test-only unfenced path (`Fencing::Unfenced`) the same scene writes the stale
 //! rows after the rival's, and the checker must flag it. A hand-driven scene
 //! shows the refused holder's writes, already sent inside its transaction, are
@@ -43,8 +43,8 @@ async fn paused_holder_scene(port: &HarnessPort, unfenced: bool) -> Scene {
     holder_scene(port, unfenced, pause).await
 }
 
-/// The library's pause-takeover scene (the rival starts late and takes
-/// over), the holder paused per `holder_pause`.
+/// The library's pause-takeover scene (the rival starts as the holder's
+/// pause begins and takes over), the holder paused per `holder_pause`.
 async fn holder_scene(port: &HarnessPort, unfenced: bool, holder_pause: PauseOnce) -> Scene {
     let outcome = pause_takeover(
         port,
