@@ -97,7 +97,7 @@ class Recorder:
         (an `error` says what failed in `detail`)."""
         if kind not in ("held", "stale", "error"):
             raise ValueError(f"fail kind {kind!r}: one of 'held', 'stale', 'error'")
-        if kind == "error" and not detail:
+        if kind == "error" and detail is None:
             raise ValueError("fail kind 'error' needs a detail: say what failed")
         reason = {"kind": kind}
         if detail is not None:
