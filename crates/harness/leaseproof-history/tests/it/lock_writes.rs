@@ -573,3 +573,41 @@ fn guarded_rows_under_a_fenced_locks_tokens_are_judged_by_order_alone() {
     assert_eq!(violation.invariant, Invariant::FencedWrites);
     assert!(violation.message.contains("never granted"), "{violation}");
 }
+
+#[test]
+fn what_the_work_table_cannot_judge_is_said_and_nothing_else() {
+    let note_i4 = "I4 for writes: the work table was not read";
+    let note_order = "I3 in commit order for unfenced writes: some work rows carry no commit time";
+    let noted = |builder: &Builder| {
+        let report = assert_passes(&builder.build());
+        (
+            report
+                .not_judged
+                .iter()
+                .any(|note| note.starts_with(note_i4)),
+            report.not_judged.iter().any(|note| note == note_order),
+        )
+    };
+    let one_write = || {
+        let mut builder = Builder::new();
+        lock(&mut builder, "a", 10);
+        write(&mut builder, "a", 1, 20, written());
+        builder
+    };
+    let mut builder = one_write();
+    rows(&mut builder, "a", 1, 5_000);
+    // Read back, every row with its commit time: nothing left unjudged.
+    assert_eq!(noted(&builder), (false, false));
+    // Not read back: I4 for writes cannot be judged.
+    let mut unread = one_write();
+    unread.history.tables_read.work = false;
+    assert_eq!(noted(&unread), (true, false));
+    // Not read back and nothing written: nothing to say.
+    let mut idle = Builder::new();
+    idle.history.tables_read.work = false;
+    lock(&mut idle, "a", 10);
+    assert_eq!(noted(&idle), (false, false));
+    // A row without its commit time: commit order cannot be judged.
+    builder.history.work_rows[0].committed_at_us = None;
+    assert_eq!(noted(&builder), (false, true));
+}
