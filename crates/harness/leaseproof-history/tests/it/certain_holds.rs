@@ -171,12 +171,24 @@ fn an_ok_renewal_extends_the_promise() {
 /// `worker` renews, invoked at `invoked_us`, acknowledged at `acked_us`,
 /// promised `lifetime_us` from its invocation.
 fn renew(builder: &mut Builder, worker: &str, lifetime_us: i64, invoked_us: i64, acked_us: i64) {
+    renew_as(builder, worker, worker, lifetime_us, invoked_us, acked_us);
+}
+
+/// [`renew`], the renewal naming `owner`.
+fn renew_as(
+    builder: &mut Builder,
+    worker: &str,
+    owner: &str,
+    lifetime_us: i64,
+    invoked_us: i64,
+    acked_us: i64,
+) {
     builder.at(invoked_us);
     let (_, op_id) = builder.invoke(
         worker,
         Op::Renew {
             scope: "t".to_string(),
-            owner: worker.to_string(),
+            owner: owner.to_string(),
             token: 0,
             ttl_us: 100,
         },
@@ -262,27 +274,7 @@ fn a_lapsed_renewal_naming_another_owner_is_still_the_acquirers_hold() {
     // failed its own assertion that holders never outnumber grants).
     let mut builder = Builder::new();
     lock(&mut builder, "a", None, Some(100), 1, 10);
-    builder.at(200);
-    let (_, renewal) = builder.invoke(
-        "a",
-        Op::Renew {
-            scope: "t".to_string(),
-            owner: "b".to_string(),
-            token: 0,
-            ttl_us: 100,
-        },
-    );
-    builder.at(210);
-    builder.complete(
-        "a",
-        renewal,
-        Outcome::Ok {
-            result: OpResult::Lock {
-                token: None,
-                lifetime_us: Some(100),
-            },
-        },
-    );
+    renew_as(&mut builder, "a", "b", 100, 200, 210);
     let report = assert_passes(&builder.build());
     assert_eq!(report.stats.grants, 1, "{report}");
     assert_eq!(report.stats.distinct_holders, 1, "{report}");
