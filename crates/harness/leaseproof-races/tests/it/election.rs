@@ -158,6 +158,12 @@ async fn candidates_lead_one_at_a_time_and_the_observer_follows_the_terms() {
     .await
     .expect("the observer sees that nobody leads after the last term")
     .unwrap();
+    // The watcher's receiver hears the same change on its own task: give it
+    // the moment to record it before stopping it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while terms.lock().unwrap().last() != Some(&None) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     watcher.abort();
     let terms = terms.lock().unwrap().clone();
     let tokens: Vec<i64> = terms.iter().flatten().copied().collect();

@@ -237,9 +237,11 @@ async fn an_app_clock_lock_under_clock_skew_grants_twice_and_is_caught() {
 mod plain_del;
 
 /// The paused-holder scene through the `LockManager` API, recorded as a
-/// history: H takes the lock (200 ms TTL) and stalls 300 ms; R takes it;
+/// history: H takes the lock (1 s TTL) and stalls 1.1 s; R takes it;
 /// H wakes and releases; T tries; then R and T release. Judged by the one
-/// checker (locks without server times: certain holds in real time).
+/// checker (locks without server times: certain holds in real time). R's
+/// TTL must outlast three round trips (R's grant, H's release, T's grant)
+/// for R and T to hold certainly at once: a second does on a loaded machine.
 async fn paused_releaser_scene(
     url: &str,
     compare_and_delete: bool,
@@ -248,7 +250,7 @@ async fn paused_releaser_scene(
         check, CheckConfig, FailReason, Op, OpResult, Outcome, Recorder, Stamp,
     };
     use leaseproof_locks::{LockError, LockManager as _, TableName};
-    const TTL_MS: u64 = 200;
+    const TTL_MS: u64 = 1_000;
     let prefix = format!("plain-del-{}", leaseproof_races::race::unique_scope("p"));
     let lock = plain_del::SetNxLock::connect(url, &prefix, TTL_MS, compare_and_delete)
         .await
@@ -307,7 +309,7 @@ async fn paused_releaser_scene(
             let op = recorder.invoke(stamp(worker), release_op(worker));
             let outcome = match guard.release().await {
                 Ok(()) => Outcome::Ok {
-                    result: OpResult::Unlocked,
+                    result: OpResult::Unlocked {},
                 },
                 Err(_) => Outcome::Fail {
                     reason: FailReason::Stale,

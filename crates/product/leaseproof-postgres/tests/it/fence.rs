@@ -391,7 +391,7 @@ async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
     create_results_table(&leases).await;
     let scope = Scope::new("slow-cycle").unwrap();
     let holder = leases
-        .acquire(&scope, &Owner::generate(), Ttl::from_millis(300).unwrap())
+        .acquire(&scope, &Owner::generate(), Ttl::from_millis(1_000).unwrap())
         .await
         .unwrap();
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
@@ -407,8 +407,9 @@ async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
                             .execute(&mut *connection)
                             .await?;
                         let _ = started_tx.send(());
-                        // The work outlives the lease's TTL.
-                        tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+                        // The work outlives the lease's TTL, and the rival's
+                        // look at 1.4 s by 600 ms.
+                        tokio::time::sleep(std::time::Duration::from_millis(2_000)).await;
                         Ok::<(), sqlx::Error>(())
                     })
                 })
@@ -416,7 +417,7 @@ async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
         })
     };
     started_rx.await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await; // past expiry
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await; // past expiry
     let rival = {
         let (leases, scope) = (leases.clone(), scope.clone());
         tokio::spawn(async move {

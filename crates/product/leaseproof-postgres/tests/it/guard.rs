@@ -35,13 +35,14 @@ async fn rival_is_refused(leases: &PostgresLeases, scope: &Scope) -> bool {
 }
 
 /// *Lost* fires at `sent + ttl`, and the server started the TTL a little
-/// later (when the statement ran): within 200 ms it agrees the lease is over.
+/// later (when the statement ran): within a round trip it agrees the lease
+/// is over — a second, on a loaded machine.
 async fn server_agrees_soon(leases: &PostgresLeases, lease: &leaseproof_protocol::Lease) {
-    let deadline = Instant::now() + Duration::from_millis(200);
+    let deadline = Instant::now() + Duration::from_secs(1);
     while leases.holds(lease).await.unwrap() {
         assert!(
             Instant::now() < deadline,
-            "the server still holds it 200 ms after lost"
+            "the server still holds it a second after lost"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -168,11 +169,11 @@ async fn without_a_keep_alive_lost_fires_when_the_ttl_runs_out_and_renew_moves_i
     let scope = Scope::new("no-keep-alive").unwrap();
     let sent = Instant::now();
     let mut guard = leases
-        .acquire(&scope, &Owner::generate(), ttl_ms(400))
+        .acquire(&scope, &Owner::generate(), ttl_ms(1_000))
         .await
         .unwrap();
     let lost = guard.lost_signal();
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
     guard.renew().await.unwrap();
     assert!(!*lost.borrow());
     let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
@@ -181,7 +182,7 @@ async fn without_a_keep_alive_lost_fires_when_the_ttl_runs_out_and_renew_moves_i
     assert_eq!(reason, LostReason::Unconfirmed);
     let at = sent.elapsed();
     assert!(
-        at >= Duration::from_millis(650),
+        at >= Duration::from_millis(1_600),
         "the renewal moved the deadline: {at:?}"
     );
     assert!(*lost.borrow(), "the receiver handed out before sees it");
@@ -195,18 +196,19 @@ async fn a_dropped_guard_stops_renewing_and_the_lease_ends_at_its_ttl() {
     };
     let scope = Scope::new("dropped").unwrap();
     let guard = leases
-        .acquire(&scope, &Owner::generate(), ttl_ms(400))
+        .acquire(&scope, &Owner::generate(), ttl_ms(1_000))
         .await
         .unwrap()
         .with_keep_alive();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Between the renewals at 333 ms and 667 ms: none is in flight at the drop.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     drop(guard);
     let row = leases.row(&scope).await.unwrap().unwrap();
     assert!(
         rival_is_refused(&leases, &scope).await,
         "dropping sends nothing"
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
     let after = leases.row(&scope).await.unwrap().unwrap();
     assert_eq!(
         after.expires_at, row.expires_at,

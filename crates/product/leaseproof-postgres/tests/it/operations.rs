@@ -18,33 +18,35 @@ async fn held_lease_refuses_rival_until_expiry_then_rival_takes_over_with_next_t
     };
     let scope = Scope::new("nightly-consolidation").unwrap();
     let (a, b) = (Owner::generate(), Owner::generate());
-    let first = leases.acquire(&scope, &a, ttl_ms(150)).await.unwrap();
+    // A second's TTL: the rival's refusal and the holder's read must come
+    // before it runs out, on a loaded machine too.
+    let first = leases.acquire(&scope, &a, ttl_ms(1_000)).await.unwrap();
     assert_eq!(first.token(), FencingToken::FIRST);
     assert_eq!(*first.owner(), a);
     assert_eq!(
         first.expires_at().micros - first.granted_at().micros,
-        150_000,
+        1_000_000,
         "expires_at = now + ttl, exactly"
     );
     assert!(matches!(
-        leases.acquire(&scope, &b, ttl_ms(150)).await,
+        leases.acquire(&scope, &b, ttl_ms(1_000)).await,
         Err(LeaseError::Held { .. })
     ));
     assert!(leases.holds(&first).await.unwrap());
 
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert!(
         !leases.holds(&first).await.unwrap(),
         "expired by the server's clock"
     );
-    let second = leases.acquire(&scope, &b, ttl_ms(150)).await.unwrap();
+    let second = leases.acquire(&scope, &b, ttl_ms(1_000)).await.unwrap();
     assert_eq!(second.token(), FencingToken(2));
     assert!(
         second.granted_at() >= first.expires_at(),
         "takeover only after expiry (server time)"
     );
     assert!(matches!(
-        leases.renew(&first, ttl_ms(150)).await,
+        leases.renew(&first, ttl_ms(1_000)).await,
         Err(LeaseError::Lost { .. })
     ));
     assert_eq!(
