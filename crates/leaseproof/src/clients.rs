@@ -305,6 +305,10 @@ fn save_evidence(args: &ClientsArgs, seed: u64, outcome: &ClientRunReport) {
 
 fn print_outcome(outcome: &ClientRunReport) {
     println!("design: {}", outcome.design);
+    println!(
+        "  started {} ms in, once every client had said hello: the plan's times and the duration count from then",
+        outcome.started_after_ms
+    );
     for strike in &outcome.strikes {
         println!("  struck {strike}");
     }

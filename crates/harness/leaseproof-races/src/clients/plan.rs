@@ -98,7 +98,8 @@ pub const STRIKES_OVER_BY_PERCENT: u64 = 85;
 /// One strike of a fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Strike {
-    /// When, from the run's start.
+    /// When, from the run's held start (every client's first process
+    /// greeted).
     pub at: Duration,
     /// What.
     pub kind: FaultKind,

@@ -15,7 +15,7 @@
 //! the interleaving of real processes is not, and the report says so. Every
 //! process, proxy, server and file the run started is gone when it returns.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -217,6 +217,9 @@ pub struct ClientRunReport {
     pub history: History,
     /// The checker's verdict.
     pub report: CheckReport,
+    /// When every client's first process had greeted, on the run's clock
+    /// (ms): the held start, from which the plan's times and the duration count.
+    pub started_after_ms: u64,
 }
 
 impl ClientRunReport {
@@ -232,14 +235,14 @@ impl ClientRunReport {
         } else {
             return None;
         };
-        // The run's duration counts from its start, start-ups included: a
-        // slow client may have had little or no time to contend.
+        // The duration counts from the held start, when every first process
+        // had greeted; a process restarted after a strike starts up inside
+        // it, and a slow one may have had little or no time to contend.
         let start_up = match self.tally.greeted_after_end {
             0 => String::new(),
             late => format!(
-                " ({late} client process(es) said hello only after the run's duration was over; \
-                 the slowest start-up took {} ms: the duration counts start-ups, give a longer \
-                 --duration-ms)",
+                " ({late} restarted client process(es) said hello only after the run's duration \
+                 was over; the slowest start-up took {} ms: give a longer --duration-ms)",
                 self.tally.start_up_ms_max
             ),
         };
@@ -293,6 +296,74 @@ struct Run {
     own_exits: Mutex<Vec<String>>,
     /// Requests left unanswered until the run's patience ran out.
     unanswered: Mutex<Vec<String>>,
+    /// When the plan's clock starts.
+    start: HeldStart,
+}
+
+/// One worker's place at the held start: it arrives once, when its first
+/// process greeted, or when it is dropped without (a start error, a panic),
+/// so that nobody waits for a worker that will never greet.
+struct Arrival<'a> {
+    run: &'a Run,
+    arrived: bool,
+}
+
+impl Arrival<'_> {
+    /// Arrives (once) and waits for the others; the start on the run clock, µs.
+    async fn arrive_and_wait(&mut self) -> i64 {
+        if !self.arrived {
+            self.arrived = true;
+            self.run.start.arrive(self.run.clock);
+        }
+        self.run.start.at_us().await
+    }
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        if !self.arrived {
+            self.run.start.arrive(self.run.clock);
+        }
+    }
+}
+
+/// The run's held start: the plan's times and its duration count from the
+/// moment every client's first process greeted (or could not start), so a
+/// slow start-up eats no strike and no contention, and the clients begin
+/// together, as the racing tasks do.
+struct HeldStart {
+    /// First processes yet to greet.
+    waiting: AtomicUsize,
+    /// The run clock's reading at the start, once everyone arrived.
+    at_us: tokio::sync::watch::Sender<Option<i64>>,
+}
+
+impl HeldStart {
+    fn new(clients: usize) -> HeldStart {
+        HeldStart {
+            waiting: AtomicUsize::new(clients),
+            at_us: tokio::sync::watch::Sender::new(None),
+        }
+    }
+
+    /// A first process greeted or could not start; the last one starts the run.
+    fn arrive(&self, clock: RunClock) {
+        let before = self.waiting.fetch_sub(1, Ordering::SeqCst);
+        assert!(before >= 1, "more arrivals than clients");
+        if before == 1 {
+            self.at_us.send_replace(Some(clock.elapsed_us()));
+        }
+    }
+
+    /// The start on the run clock, µs; waits until everyone arrived.
+    async fn at_us(&self) -> i64 {
+        let mut start = self.at_us.subscribe();
+        let at_us = *start
+            .wait_for(Option::is_some)
+            .await
+            .expect("the run owns the sender");
+        at_us.expect("waited for a start")
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -415,6 +486,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         process_effects: Mutex::new(ProcessEffects::default()),
         own_exits: Mutex::new(Vec::new()),
         unanswered: Mutex::new(Vec::new()),
+        start: HeldStart::new(config.clients),
     });
 
     let injector = tokio::spawn(inject(Arc::clone(&run), plan.clone()));
@@ -501,6 +573,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         unanswered,
         history,
         report,
+        started_after_ms: u64::try_from(run.start.at_us().await / 1_000).unwrap_or(0),
     })
 }
 
@@ -1034,7 +1107,7 @@ impl Worker {
                         // stand in (`fill_commit_times`).
                         OpResult::Committed { committed_at_us }
                     } else {
-                        OpResult::Written
+                        OpResult::Written {}
                     };
                     self.complete(op_id, Outcome::Ok { result }, None);
                     self.tally.writes += 1;
@@ -1112,7 +1185,7 @@ impl Worker {
                         reason: "release answered ok without released_at_us".to_string(),
                     },
                     (false, _) => Outcome::Ok {
-                        result: OpResult::Unlocked,
+                        result: OpResult::Unlocked {},
                     },
                 };
                 self.complete(op_id, outcome, None);
@@ -1129,7 +1202,12 @@ impl Worker {
 async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
     let seed = run.config.seed ^ 0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(index as u64 + 1);
     let clock_skew = run.config.plan().clocks[index];
-    let deadline_us = micros(run.config.duration);
+    // Until the held start, a deadline no worker reaches.
+    let mut deadline_us = i64::MAX;
+    let mut arrival = Arrival {
+        run: &run,
+        arrived: false,
+    };
     let mut worker = Worker {
         run: Arc::clone(&run),
         index,
@@ -1167,6 +1245,12 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
         worker.tally.incarnations += 1;
         worker.renews = process.hello.renew;
         *slot.process.lock().await = Some(process);
+        if deadline_us == i64::MAX {
+            deadline_us = arrival
+                .arrive_and_wait()
+                .await
+                .saturating_add(micros(run.config.duration));
+        }
         while run.clock.elapsed_us() < deadline_us {
             if let Round::Replace = worker.round().await {
                 replace(&run, index).await;
@@ -1176,6 +1260,7 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
         }
         break;
     }
+    drop(arrival);
     end_belief(&run, index, "run ended");
     let mut tally = worker.tally;
     tally.lost_notices = lock(&slot.belief).lost_notices;
@@ -1400,8 +1485,9 @@ async fn inject(run: Arc<Run>, plan: FaultPlan) -> (Vec<String>, Vec<String>) {
     let mut struck = Vec::new();
     let mut skipped = Vec::new();
     let mut handles = Vec::new();
+    let start_us = run.start.at_us().await;
     for strike in plan.strikes {
-        let due = micros(strike.at);
+        let due = start_us.saturating_add(micros(strike.at));
         let now = run.clock.elapsed_us();
         if due > now {
             tokio::time::sleep(Duration::from_micros(u64::try_from(due - now).unwrap_or(0))).await;

@@ -506,6 +506,67 @@ async fn a_node_client_written_from_the_docs_runs() {
     assert_eq!(outcome.vacuity(), None, "{}", describe(&outcome));
 }
 
+/// The run holds its start until every client greeted: a client three
+/// seconds slower to start than the other (longer than the run) loses no
+/// contention and no strike, and nobody is asked anything before the start.
+#[tokio::test]
+async fn the_run_starts_when_every_client_has_said_hello() {
+    if !servers().await {
+        return;
+    }
+    let command = format!(
+        "if [ \"$LEASEPROOF_WORKER\" = w1 ] && [ \"$LEASEPROOF_INCARNATION\" = 0 ]; then sleep 3; fi; exec {}",
+        lock_client("lease")
+    );
+    let shape = |seed| {
+        let mut config = config(
+            command.clone(),
+            seed,
+            &[FaultKind::PauseShort],
+            2_000,
+            1_000,
+        );
+        config.clients = 2;
+        config
+    };
+    // A strike drawn for the slow client itself, not for whoever holds.
+    let seed = (0..)
+        .find(|seed| {
+            shape(*seed)
+                .plan()
+                .strikes
+                .iter()
+                .any(|strike| strike.client == 1 && !strike.holder_first)
+        })
+        .expect("a plan striking the slow client");
+    let outcome = judged(shape(seed)).await;
+    let shown = describe(&outcome);
+    assert!(outcome.report.is_ok(), "{shown}");
+    assert!(
+        outcome.started_after_ms >= 3_000,
+        "{}: {shown}",
+        outcome.started_after_ms
+    );
+    assert!(outcome.strikes_skipped.is_empty(), "{shown}");
+    assert!(
+        outcome.strikes.iter().any(|strike| strike.ends_with(" w1")),
+        "{shown}"
+    );
+    assert_eq!(outcome.tally.greeted_after_end, 0, "{shown}");
+    let start_us = i64::try_from(outcome.started_after_ms).unwrap() * 1_000;
+    let mut asked = std::collections::BTreeSet::new();
+    for event in &outcome.history.events {
+        if let leaseproof_history::EventKind::Invoke { .. } = event.kind {
+            assert!(
+                event.true_time_us >= start_us,
+                "{event:?} before the start: {shown}"
+            );
+            asked.insert(event.worker.clone());
+        }
+    }
+    assert_eq!(asked.len(), 2, "both clients were asked: {shown}");
+}
+
 async fn refused(command: &str) -> String {
     let mut config = config(command.to_string(), 0, &[], 2_000, 1_000);
     config.clients = 2;
