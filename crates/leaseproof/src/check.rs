@@ -56,6 +56,16 @@ fn load(args: &CheckArgs) -> Result<History, ExitCode> {
         ("--json", args.json.as_deref()),
     ];
     crate::evidence::refuse_unwritable_outputs("check", &outputs)?;
+    for (option, path) in outputs {
+        if path.is_some_and(|path| same_file(path, &args.file)) {
+            eprintln!(
+                "leaseproof check: {option} {}: the history being judged: writing it would \
+                 destroy the evidence (not judged)",
+                args.file.display()
+            );
+            return Err(ExitCode::from(2));
+        }
+    }
     let history = match History::load(&args.file) {
         Ok(history) => history,
         Err(HistoryError::Invalid {
@@ -84,6 +94,15 @@ fn load(args: &CheckArgs) -> Result<History, ExitCode> {
     Ok(history)
 }
 
+/// Whether two paths name one file (an output that does not exist yet is
+/// no file the input can be).
+fn same_file(output: &std::path::Path, input: &std::path::Path) -> bool {
+    match (output.canonicalize(), input.canonicalize()) {
+        (Ok(output), Ok(input)) => output == input,
+        _ => false,
+    }
+}
+
 /// Runs `leaseproof check`.
 pub fn run(args: CheckArgs) -> ExitCode {
     let history = match load(&args) {
@@ -108,6 +127,20 @@ pub fn run(args: CheckArgs) -> ExitCode {
         (Some(flag), _) => flag,
         (None, _) => declared.grant_stamps,
     };
+    let workers = history.workers();
+    if let Some(unknown) = args
+        .unfenced_workers
+        .iter()
+        .find(|worker| !workers.contains(worker.as_str()))
+    {
+        eprintln!(
+            "leaseproof check: --unfenced-worker {unknown}: no worker of {} has that name \
+             (its workers: {}): a typo would judge that worker as fenced (not judged)",
+            args.file.display(),
+            workers.iter().copied().collect::<Vec<_>>().join(", ")
+        );
+        return ExitCode::from(2);
+    }
     let mut unfenced_workers = declared.unfenced_workers;
     unfenced_workers.extend(args.unfenced_workers);
     let config = CheckConfig {

@@ -33,8 +33,8 @@ class Recorder:
         # one way never reverses two events (events of one microsecond share
         # a stamp, which proves no order), and a promise of whole
         # microseconds from a rounded invoke still ends no later than the
-        # rounded moment it really ended. (A clock coarser than the
-        # lifetimes' unit must round completions up instead.)
+        # rounded moment it really ended. (A clock coarser than a microsecond
+        # cannot keep a worker's order: give one of microseconds or finer.)
         self._clock_us = clock_us or (lambda: time.monotonic_ns() // 1_000)
         self._mutex = threading.Lock()
         self._events = []
@@ -46,6 +46,9 @@ class Recorder:
         # worker's latest incarnation.
         self._open_ops = {}
         self._incarnations = {}
+        # The token each (scope, owner) was granted with: a renewal or
+        # release of that grant names it (0 is for locks without tokens).
+        self._tokens = {}
 
     # -- events ---------------------------------------------------------
 
@@ -80,12 +83,18 @@ class Recorder:
         with self._mutex:
             op_id = self._next_op_id
             self._next_op_id += 1
-        self._event(
-            worker,
-            {"type": "invoke", "op_id": op_id, "op": op},
-            incarnation,
-            check=lambda: self._open_ops.setdefault(op_id, (worker, incarnation)),
-        )
+
+        def check():
+            # Called under the lock.
+            carried = self._tokens.get((op.get("scope"), op.get("owner")))
+            if op.get("op") in ("renew", "release") and op.get("token") == 0 and carried:
+                raise ValueError(
+                    f"{op['op']} names token 0, but owner {op['owner']!r} was granted "
+                    f"scope {op['scope']!r} with token {carried}: name the token it holds"
+                )
+            self._open_ops.setdefault(op_id, (worker, incarnation, op))
+
+        self._event(worker, {"type": "invoke", "op_id": op_id, "op": op}, incarnation, check=check)
         return op_id
 
     def ok(self, worker, op_id, result, incarnation=0):
@@ -116,12 +125,22 @@ class Recorder:
             invoker = self._open_ops.get(op_id)
             if invoker is None:
                 raise ValueError(f"op {op_id}: not invoked, or completed already")
-            if invoker != (worker, incarnation):
+            if invoker[:2] != (worker, incarnation):
                 raise ValueError(
                     f"op {op_id}: invoked by {invoker[0]!r} incarnation {invoker[1]}, "
                     f"completed by {worker!r} incarnation {incarnation} "
                     "(an operation completes in the process that sent it)"
                 )
+            op = invoker[2]
+            result = outcome.get("result") or {}
+            token = result.get("token")
+            if op.get("token") == 0 and (token or result.get("result") == "released"):
+                raise ValueError(
+                    f"op {op_id}: a {result.get('result')!r} answer carries a grant's token, "
+                    f"but the {op['op']} named token 0 (a lock without tokens)"
+                )
+            if op.get("op") in ("acquire", "renew") and token:
+                self._tokens[(op["scope"], op["owner"])] = token
             del self._open_ops[op_id]
 
         self._event(

@@ -13,12 +13,38 @@ use std::fmt;
 #[serde(deny_unknown_fields)]
 pub struct CheckConfig {
     /// Workers that write without the fence: their belief overlaps are violations.
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeSet::is_empty",
+        deserialize_with = "null_as_none"
+    )]
     pub unfenced_workers: BTreeSet<String>,
     /// What a design's server timestamps mean, and so what they can prove.
     /// A declaration that does not say is judged by the sound rule.
-    #[serde(default = "GrantStamps::undeclared")]
+    #[serde(
+        default = "GrantStamps::undeclared",
+        deserialize_with = "stamps_by_name"
+    )]
     pub grant_stamps: GrantStamps,
+}
+
+/// `null` is read as absent (docs/history-format.md): no workers.
+fn null_as_none<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeSet<String>, D::Error> {
+    let workers: Option<BTreeSet<String>> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(workers.unwrap_or_default())
+}
+
+/// By name only; `null` is read as absent: the sound rule.
+fn stamps_by_name<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<GrantStamps, D::Error> {
+    let name: Option<String> = serde::Deserialize::deserialize(deserializer)?;
+    match name {
+        None => Ok(GrantStamps::undeclared()),
+        Some(name) => crate::by_name(serde::de::value::StringDeserializer::<D::Error>::new(name)),
+    }
 }
 
 /// What the `granted_at` / `expires_at` a design reports mean.

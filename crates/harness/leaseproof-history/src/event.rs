@@ -211,6 +211,7 @@ pub enum FailReason {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FailReasonRecord {
+    #[serde(deserialize_with = "crate::by_name")]
     kind: FailKind,
     #[serde(default)]
     detail: Option<String>,
@@ -268,15 +269,17 @@ pub enum OpResult {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lifetime_us: Option<i64>,
     },
-    /// Release of a lock that reports no server time.
-    Unlocked,
+    /// Release of a lock that reports no server time. (A variant without
+    /// fields, not a unit one: serde's internally tagged unit variants
+    /// ignore unknown fields, and a typo must be refused.)
+    Unlocked {},
     /// Release: the server time the grant ended.
     Released {
         /// The row's new `expires_at`.
         released_at_us: i64,
     },
     /// Write (a [`Op::Write`]): the rows are in; no server time to report.
-    Written,
+    Written {},
     /// Commit: the server time of the fence (taken under the lease row lock).
     Committed {
         /// Server time of the fenced transaction; absent when the design has
@@ -293,9 +296,9 @@ impl OpResult {
         match self {
             OpResult::Lease { .. } => "lease",
             OpResult::Lock { .. } => "lock",
-            OpResult::Unlocked => "unlocked",
+            OpResult::Unlocked {} => "unlocked",
             OpResult::Released { .. } => "released",
-            OpResult::Written => "written",
+            OpResult::Written {} => "written",
             OpResult::Committed { .. } => "committed",
         }
     }
@@ -304,8 +307,8 @@ impl OpResult {
     pub fn answers(&self) -> &'static [&'static str] {
         match self {
             OpResult::Lease { .. } | OpResult::Lock { .. } => &["acquire", "renew"],
-            OpResult::Unlocked | OpResult::Released { .. } => &["release"],
-            OpResult::Written => &["write"],
+            OpResult::Unlocked {} | OpResult::Released { .. } => &["release"],
+            OpResult::Written {} => &["write"],
             OpResult::Committed { .. } => &["commit"],
         }
     }

@@ -35,34 +35,62 @@ pub fn field_in_error<T: serde::de::DeserializeOwned>(
             .map(str::to_string)
     };
     let objects = objects_below(record, path);
-    if let Some(key) = named("unknown field `") {
-        if let Some(object) = objects.iter().find(|(_, object)| object.contains_key(&key)) {
-            return joined(&object.0, &key);
-        }
-        return path.to_string();
-    }
-    if let Some(tag) = named("unknown variant `") {
-        // The key holding it: a tag, or a field of an enum's value (`kind`).
-        let is_tag = |(key, value): (&String, &serde_json::Value)| {
-            (value.as_str() == Some(tag.as_str())).then(|| key.clone())
+    // Whether changing the object at `at` by `change` changes the error,
+    // into one that does not blame `key` in that object instead: the same
+    // key or tag may stand at several depths, and only one is the culprit.
+    let culprit =
+        |at: &str, key: &str, change: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+            let mut changed = record.clone();
+            if let Some(serde_json::Value::Object(object)) = pointer_mut(&mut changed, at) {
+                change(object);
+            }
+            let error = judge(changed);
+            error != original
+                && !error
+                    .as_deref()
+                    .is_some_and(|error| error.starts_with(&format!("unknown field `{key}`")))
         };
-        if let Some((at, key)) = objects
+    if let Some(key) = named("unknown field `") {
+        // The object whose copy of the key is read: without it, the error
+        // is another.
+        let remove = |object: &mut serde_json::Map<String, serde_json::Value>| {
+            object.remove(&key);
+        };
+        if let Some((at, _)) = objects
             .iter()
-            .find_map(|(at, object)| object.iter().find_map(is_tag).map(|key| (at, key)))
+            .find(|(at, object)| object.contains_key(&key) && culprit(at, &key, &remove))
         {
             return joined(at, &key);
         }
         return path.to_string();
     }
+    if let Some(tag) = named("unknown variant `") {
+        // The key holding it: a tag, or a field of an enum's value (`kind`).
+        let holding = |object: &serde_json::Map<String, serde_json::Value>| {
+            object
+                .iter()
+                .find(|(_, value)| value.as_str() == Some(tag.as_str()))
+                .map(|(key, _)| key.clone())
+        };
+        if let Some((at, key)) = objects.iter().find_map(|(at, object)| {
+            let key = holding(object)?;
+            let remove = |object: &mut serde_json::Map<String, serde_json::Value>| {
+                object.remove(&key);
+            };
+            culprit(at, &key, &remove).then_some((at, key))
+        }) {
+            return joined(at, &key);
+        }
+        return path.to_string();
+    }
     if let Some(field) = named("missing field `") {
-        // The object that lacks it: given the field (any value), the
-        // error is no longer this one.
-        for (at, _) in &objects {
-            let mut with = record.clone();
-            if let Some(serde_json::Value::Object(object)) = pointer_mut(&mut with, at) {
-                object.insert(field.clone(), serde_json::Value::Null);
-            }
-            if judge(with) != original {
+        // The object that lacks it: given the field (any value), the error
+        // is no longer this one — and not that the object has no such field.
+        let insert = |object: &mut serde_json::Map<String, serde_json::Value>| {
+            object.insert(field.clone(), serde_json::Value::Null);
+        };
+        for (at, object) in &objects {
+            if !object.contains_key(&field) && culprit(at, &field, &insert) {
                 return joined(at, &field);
             }
         }
@@ -145,6 +173,18 @@ fn joined(at: &str, key: &str) -> String {
     } else {
         format!("{at}.{key}")
     }
+}
+
+/// A field holding a unit-variant enum, read only from its name (`"held"`):
+/// serde's derive also takes `{"held": null}`, a form neither the history
+/// format nor the client protocol has, and a reader must not guess.
+pub fn by_name<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    let name = <String as serde::Deserialize>::deserialize(deserializer)?;
+    T::deserialize(serde::de::value::StringDeserializer::<D::Error>::new(name))
 }
 
 /// The value at the dotted path `at` (`.` the root), mutably.

@@ -58,6 +58,7 @@ enum TableName {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TableRead {
+    #[serde(deserialize_with = "crate::by_name")]
     table: TableName,
 }
 
@@ -161,6 +162,7 @@ impl History {
     pub fn from_json_lines(text: &str) -> Result<History, HistoryError> {
         let mut history = History::default();
         let mut validator = Validator::default();
+        let mut design_line_number = 0;
         for (line_index, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
@@ -179,7 +181,10 @@ impl History {
                     problem,
                 })?;
             match record {
-                Record::Design(design) => history.design = Some(design),
+                Record::Design(design) => {
+                    design_line_number = line_number;
+                    history.design = Some(design);
+                }
                 Record::Event(event) => history.events.push(event),
                 Record::TableRead(TableRead { table }) => match table {
                     TableName::GuardedRow => history.tables_read.guarded = true,
@@ -195,7 +200,54 @@ impl History {
                 }
             }
         }
+        if let Some(problem) = history.unfenced_worker_unknown() {
+            return Err(HistoryError::Invalid {
+                line_number: design_line_number,
+                field: "unfenced_workers".to_string(),
+                problem,
+            });
+        }
         Ok(history)
+    }
+
+    /// The workers with events.
+    pub fn workers(&self) -> BTreeSet<&str> {
+        self.events
+            .iter()
+            .map(|event| event.worker.as_str())
+            .collect()
+    }
+
+    /// Records the design the history was judged by, naming as unfenced only
+    /// workers with events (one that did nothing has nothing to judge, and a
+    /// file naming a worker it lacks is refused: a typo would judge that
+    /// worker as fenced).
+    pub fn declare(&mut self, mut design: CheckConfig) {
+        let workers = self.workers();
+        design
+            .unfenced_workers
+            .retain(|worker| workers.contains(worker.as_str()));
+        self.design = Some(design);
+    }
+
+    /// Why the design's unfenced workers do not fit the events: one names no
+    /// worker that has any.
+    fn unfenced_worker_unknown(&self) -> Option<String> {
+        let design = self.design.as_ref()?;
+        let workers = self.workers();
+        let unknown = design
+            .unfenced_workers
+            .iter()
+            .find(|worker| !workers.contains(worker.as_str()))?;
+        Some(format!(
+            "{unknown:?} names no worker of the history's events ({}): a typo would judge \
+             that worker as fenced",
+            workers
+                .iter()
+                .map(|worker| format!("{worker:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
     }
 
     /// Writes the JSON-lines form to `path`.
@@ -355,6 +407,9 @@ fn number_out_of_range(value: &serde_json::Value, prefix: &str) -> Option<(Strin
             format!("{prefix}.{key}")
         };
         let problem = match field {
+            // Not an integer (`1.5`, `1.0`, `-0`): refused by its type below;
+            // here it would read as out of range.
+            serde_json::Value::Number(number) if number.is_f64() => return None,
             serde_json::Value::Number(number)
                 if key.ends_with("_us")
                     && number
@@ -387,6 +442,9 @@ struct Invoked {
     /// Who invoked it: the one that learns its outcome.
     worker: String,
     incarnation: u64,
+    /// For an acquisition, renewal or release: (scope, owner, the token a
+    /// renewal or release names).
+    grant: Option<(String, String, Option<u64>)>,
 }
 
 /// The structural rules a history file must keep, checked line by line
@@ -408,6 +466,8 @@ struct Validator {
     tables_read: BTreeSet<TableName>,
     /// The op that named each (op, owner, cycle id) of a commit or write.
     cycles: BTreeMap<(&'static str, String, u64), u64>,
+    /// A token each (scope, owner) was granted with, once answered.
+    tokened: BTreeMap<(String, String), u64>,
 }
 
 type Problem = (&'static str, String);
@@ -460,6 +520,33 @@ impl Validator {
         Ok(())
     }
 
+    /// A worker's true time never goes back.
+    fn worker_time(&mut self, event: &Event) -> Result<(), Problem> {
+        let latest = self
+            .latest_true_us
+            .entry(event.worker.clone())
+            .or_insert(i64::MIN);
+        if event.true_time_us < *latest {
+            // An invoke rounded down below the last completion, rounded up.
+            let rounded = matches!(event.kind, EventKind::Invoke { .. })
+                && *latest - event.true_time_us <= 1_000;
+            let coarse = if rounded {
+                " (a clock coarser than a microsecond, rounded, does this: stamp in microseconds)"
+            } else {
+                ""
+            };
+            return Err((
+                "true_time_us",
+                format!(
+                    "{} is before {} of an earlier event of worker {:?}: true time never goes back within a worker{coarse}",
+                    event.true_time_us, *latest, event.worker
+                ),
+            ));
+        }
+        *latest = event.true_time_us;
+        Ok(())
+    }
+
     fn event(&mut self, event: &Event, position: usize) -> Result<(), Problem> {
         if self.rows_started {
             return Err((
@@ -476,20 +563,7 @@ impl Validator {
                 ),
             ));
         }
-        let latest = self
-            .latest_true_us
-            .entry(event.worker.clone())
-            .or_insert(i64::MIN);
-        if event.true_time_us < *latest {
-            return Err((
-                "true_time_us",
-                format!(
-                    "{} is before {} of an earlier event of worker {:?}: true time never goes back within a worker",
-                    event.true_time_us, *latest, event.worker
-                ),
-            ));
-        }
-        *latest = event.true_time_us;
+        self.worker_time(event)?;
         let incarnation = self
             .latest_incarnation
             .entry(event.worker.clone())
@@ -508,12 +582,14 @@ impl Validator {
             EventKind::Invoke { op_id, op } => {
                 Self::op(op)?;
                 self.cycle(op, *op_id)?;
+                let grant = self.names_its_token(op)?;
                 let invoked = Invoked {
                     true_us: event.true_time_us,
                     op: op.name(),
                     completed: false,
                     worker: event.worker.clone(),
                     incarnation: event.incarnation,
+                    grant,
                 };
                 if self.invoked.insert(*op_id, invoked).is_some() {
                     return Err(("kind.op_id", format!("{op_id} is invoked twice")));
@@ -549,9 +625,13 @@ impl Validator {
                         true_us: invoked_us,
                         op,
                         completed,
+                        grant,
                         ..
                     }) => {
                         result_answers(outcome, op)?;
+                        if let (Some(grant), crate::Outcome::Ok { result }) = (grant, outcome) {
+                            tokened_answer(&mut self.tokened, grant, result, *op_id)?;
+                        }
                         if event.true_time_us < *invoked_us {
                             return Err((
                                 "true_time_us",
@@ -593,6 +673,46 @@ impl Validator {
                 ),
             )),
         }
+    }
+
+    /// A renewal or release names the token its grant carried: 0 (a lock
+    /// without tokens) for a grant that had one matches no grant, and the
+    /// checker would take that grant for never renewed or released. Returns
+    /// the grant an acquisition, renewal or release is about.
+    fn names_its_token(
+        &self,
+        op: &crate::Op,
+    ) -> Result<Option<(String, String, Option<u64>)>, Problem> {
+        use crate::Op;
+        let (scope, owner, named) = match op {
+            Op::Acquire { scope, owner, .. } => (scope, owner, None),
+            Op::Renew {
+                scope,
+                owner,
+                token,
+                ..
+            }
+            | Op::Release {
+                scope,
+                owner,
+                token,
+            } => (scope, owner, Some(*token)),
+            Op::Commit { .. } | Op::Write { .. } => return Ok(None),
+        };
+        if let Some(carried) = self.tokened.get(&(scope.clone(), owner.clone())) {
+            if named == Some(0) {
+                return Err((
+                    "kind.op.token",
+                    format!(
+                        "0 names no token, but owner {owner:?} was granted scope {scope:?} with \
+                         token {carried}: a {} names the token it holds (0 is for a lock \
+                         without tokens)",
+                        op.name()
+                    ),
+                ));
+            }
+        }
+        Ok(Some((scope.clone(), owner.clone(), named)))
     }
 
     fn op(op: &crate::Op) -> Result<(), Problem> {
@@ -648,6 +768,43 @@ impl Validator {
             _ => Ok(()),
         }
     }
+}
+
+/// Notes the token an acquisition or renewal was answered with; refuses a
+/// token (or a lease's release) answering an op that named token 0, which
+/// is for locks without tokens.
+fn tokened_answer(
+    tokened: &mut BTreeMap<(String, String), u64>,
+    (scope, owner, named): &(String, String, Option<u64>),
+    result: &crate::OpResult,
+    op_id: u64,
+) -> Result<(), Problem> {
+    use crate::OpResult;
+    let carried = match result {
+        OpResult::Lease { token, .. }
+        | OpResult::Lock {
+            token: Some(token), ..
+        } => Some(*token),
+        OpResult::Released { .. } => None,
+        OpResult::Lock { token: None, .. }
+        | OpResult::Unlocked {}
+        | OpResult::Written {}
+        | OpResult::Committed { .. } => return Ok(()),
+    };
+    if *named == Some(0) {
+        return Err((
+            "kind.outcome.result",
+            format!(
+                "\"{}\" answers a grant with a token, but op {op_id} named token 0 (a lock \
+                 without tokens): name the token the grant carried",
+                result.name()
+            ),
+        ));
+    }
+    if let Some(token) = carried {
+        tokened.insert((scope.clone(), owner.clone()), token);
+    }
+    Ok(())
 }
 
 /// An ok outcome's result must be one its op can have: a `released` for an

@@ -59,7 +59,7 @@ pub use check::{
 };
 pub use document::{CheckDocument, Document, Envelope};
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome, WorkRow};
-pub use field_path::{duplicate_key, field_in_error};
+pub use field_path::{by_name, duplicate_key, field_in_error};
 pub use history::{History, HistoryError, TablesRead};
 pub use recorder::{Recorder, Stamp};
 pub use timeline::{timeline_html, Annotation};

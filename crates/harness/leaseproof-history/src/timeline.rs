@@ -231,7 +231,7 @@ impl<'h> Picture<'h> {
                                     }
                                 }
                             }
-                            OpResult::Written => {
+                            OpResult::Written {} => {
                                 if let Op::Write {
                                     owner, cycle_id, ..
                                 } = bar.op

@@ -547,7 +547,7 @@ impl Stage {
             let (outcome, result) = match self.work_once(held, cycle_id).await {
                 Wrote::Yes => (
                     Outcome::Ok {
-                        result: OpResult::Written,
+                        result: OpResult::Written {},
                     },
                     Some(true),
                 ),
@@ -657,7 +657,7 @@ impl Stage {
         );
         let outcome = match held.guard.release().await {
             Ok(()) => Outcome::Ok {
-                result: OpResult::Unlocked,
+                result: OpResult::Unlocked {},
             },
             Err(error) => Outcome::Unknown {
                 reason: error.to_string(),

@@ -311,7 +311,7 @@ pub async fn process_race(
         grant_stamps: leaseproof_history::GrantStamps::Decision,
     };
     let report = check(&history, &design);
-    history.design = Some(design);
+    history.declare(design);
     Ok(RaceOutcome {
         scope,
         history,

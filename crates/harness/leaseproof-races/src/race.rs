@@ -625,7 +625,7 @@ pub async fn judge<S: RaceSubject>(
     };
     let report = check(&history, &design);
     // Saved with the history, so `leaseproof check` judges it the same way.
-    history.design = Some(design);
+    history.declare(design);
     Ok((history, report))
 }
 

@@ -473,7 +473,7 @@ impl<P: LeasePort, C: Clocks, H: Hooks> Worker<'_, P, C, H> {
                         released_at_us: released_at.micros,
                     }
                 } else {
-                    OpResult::Unlocked
+                    OpResult::Unlocked {}
                 };
                 self.complete(op_id, Outcome::Ok { result });
             }

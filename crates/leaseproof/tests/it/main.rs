@@ -99,6 +99,47 @@ fn check_refuses_outputs_it_cannot_write_before_judging() {
 }
 
 #[test]
+fn check_refuses_to_write_over_the_history_it_judges() {
+    let directory = tempfile::tempdir().unwrap();
+    let copy = directory.path().join("broken.jsonl");
+    std::fs::copy(repository().join("examples/histories/broken.jsonl"), &copy).unwrap();
+    let original = std::fs::read(&copy).unwrap();
+    let copy = copy.to_str().unwrap();
+    // Also when named another way.
+    let dotted = format!("{}/./broken.jsonl", directory.path().display());
+    for option in ["--json", "--html"] {
+        let (code, stdout, stderr) = check(&[copy, option, &dotted]);
+        assert_eq!(code, 2, "{option}: {stdout}{stderr}");
+        assert!(
+            stderr.contains("destroy the evidence"),
+            "{option}: {stderr}"
+        );
+        assert!(stdout.is_empty(), "judged before refusing: {stdout}");
+        assert_eq!(
+            std::fs::read(copy).unwrap(),
+            original,
+            "{option} wrote over it"
+        );
+    }
+}
+
+#[test]
+fn check_refuses_an_unfenced_worker_the_history_lacks() {
+    // A typo would judge the worker it meant as fenced.
+    let (code, stdout, stderr) =
+        check(&["examples/histories/broken.jsonl", "--unfenced-worker", "A"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("--unfenced-worker A: no worker"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "judged before refusing: {stdout}");
+    let (code, stdout, stderr) =
+        check(&["examples/histories/broken.jsonl", "--unfenced-worker", "a"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+}
+
+#[test]
 fn check_fail_on_possible_fails_in_the_document_too() {
     let directory = tempfile::tempdir().unwrap();
     let json = directory.path().join("verdict.json");

@@ -203,6 +203,19 @@ try:
     print("a second completion accepted")
 except ValueError as error:
     print("a second completion refused:", error)
+granted = r.invoke("w1", r.acquire("t", "w1", 1000), incarnation=1)
+r.ok("w1", granted, r.lease(3, "w1", 5, 1005), incarnation=1)
+try:
+    r.invoke("w1", r.release("t", "w1"), incarnation=1)
+    print("a release naming token 0 accepted")
+except ValueError as error:
+    print("a release naming token 0 refused:", error)
+renewal = r.invoke("w1", r.renew("u", "w1", 0, 1000), incarnation=1)
+try:
+    r.ok("w1", renewal, r.lease(1, "w1", 5, 1005), incarnation=1)
+    print("a token answering token 0 accepted")
+except ValueError as error:
+    print("a token answering token 0 refused:", error)
 "#;
     let output = Command::new(python)
         .arg("-c")
@@ -226,7 +239,9 @@ except ValueError as error:
             "an earlier incarnation refused",
             "an error without its detail refused",
             "a kind of failure check does not know refused",
-            "a second completion refused"
+            "a second completion refused",
+            "a release naming token 0 refused",
+            "a token answering token 0 refused"
         ],
         "{text}"
     );

@@ -306,7 +306,7 @@ pub async fn tasks_never_hold_one_table_at_once(
                                 stamp(&worker, start),
                                 release,
                                 Outcome::Ok {
-                                    result: OpResult::Unlocked,
+                                    result: OpResult::Unlocked {},
                                 },
                             );
                         }

@@ -13,60 +13,47 @@ impl<'h> Checker<'h> {
         // need only be unique, and grants are built first come, first kept.
         let mut records: Vec<&OpRecord<'h>> = self.ops.values().collect();
         records.sort_by_key(|record| record.completion.map_or(u64::MAX, |(event, _)| event));
-        // Per (scope, owner, token): the starts ok renewals reported, the
-        // earliest invoke of a renewal whose outcome is not known, and the
-        // earliest server time an ok release ended the grant.
-        let mut renewal_starts: BTreeMap<(&str, &str, u64, i64), i64> = BTreeMap::new();
-        let mut unknown_renewal_invoked_min: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
+        // Per (scope, owner, token): the earliest server time an ok release
+        // ended the grant, and the earliest invoke and the longest TTL of a
+        // renewal whose outcome is not known (it may have kept the grant
+        // alive for up to a TTL past its expiry).
         let mut released_at_min: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
+        let mut unknown_renewals: BTreeMap<(&str, &str, u64), (i64, i64)> = BTreeMap::new();
         for record in &records {
-            let outcome = record.completion.map(|(_, outcome)| outcome);
-            match (record.op, outcome) {
-                (
-                    Op::Renew {
-                        scope,
-                        owner,
-                        token,
-                        ..
-                    },
-                    Some(Outcome::Ok {
-                        result: OpResult::Lease { granted_at_us, .. },
-                    }),
-                ) => {
-                    let earliest = renewal_starts
-                        .entry((scope.as_str(), owner.as_str(), *token, *granted_at_us))
-                        .or_insert(i64::MAX);
-                    *earliest = (*earliest).min(record.invoke_true_us);
-                }
-                (Op::Renew { .. }, Some(Outcome::Fail { .. } | Outcome::Ok { .. })) => {}
-                (
-                    Op::Renew {
-                        scope,
-                        owner,
-                        token,
-                        ..
-                    },
-                    _,
-                ) => {
-                    let earliest = unknown_renewal_invoked_min
-                        .entry((scope.as_str(), owner.as_str(), *token))
-                        .or_insert(i64::MAX);
-                    *earliest = (*earliest).min(record.invoke_true_us);
-                }
+            match (record.op, record.completion) {
                 (
                     Op::Release {
                         scope,
                         owner,
                         token,
                     },
-                    Some(Outcome::Ok {
-                        result: OpResult::Released { released_at_us },
-                    }),
+                    Some((
+                        _,
+                        Outcome::Ok {
+                            result: OpResult::Released { released_at_us },
+                        },
+                    )),
                 ) => {
                     let earliest = released_at_min
                         .entry((scope.as_str(), owner.as_str(), *token))
                         .or_insert(i64::MAX);
                     *earliest = (*earliest).min(*released_at_us);
+                }
+                (Op::Renew { .. }, Some((_, Outcome::Ok { .. } | Outcome::Fail { .. }))) => {}
+                (
+                    Op::Renew {
+                        scope,
+                        owner,
+                        token,
+                        ttl_us,
+                    },
+                    _,
+                ) => {
+                    let (invoked_min, ttl_max) = unknown_renewals
+                        .entry((scope.as_str(), owner.as_str(), *token))
+                        .or_insert((i64::MAX, 0));
+                    *invoked_min = (*invoked_min).min(record.invoke_true_us);
+                    *ttl_max = (*ttl_max).max(*ttl_us);
                 }
                 _ => {}
             }
@@ -164,30 +151,30 @@ impl<'h> Checker<'h> {
                     // A renewal extends its grant: whether it reports the
                     // grant's start or its own time as `granted_at` is the
                     // design's choice (both are seen), never a second grant.
-                    // A second *acquisition* with the token and a new start
-                    // is one: the increment was forgotten — unless the start
-                    // is one a renewal of the token stamped (a store whose
-                    // renewals stamp their own time answers an idempotent
-                    // re-acquisition of its live grant with it): one an ok
-                    // renewal reported, or any, after a renewal whose outcome
-                    // is not known; and only while the grant lived (a start
-                    // after its expiry, or after it was released, is a new
-                    // grant).
+                    // So does the owner's re-acquisition stamped while the
+                    // grant lived (an idempotent upsert may restamp the
+                    // start as a renewal does): no rival could come between
+                    // them. A second *acquisition* with the token and a new
+                    // start after the grant's expiry, or after it was
+                    // released, is a new grant: the increment was forgotten.
                     let key = (scope.as_str(), owner.as_str(), *token);
-                    let invoked_before =
-                        |invoked_true_us: &i64| may_precede(*invoked_true_us, reported_true_us);
-                    let stamped_by_a_renewal = renewal_starts
-                        .get(&(key.0, key.1, key.2, *granted_at_us))
-                        .is_some_and(invoked_before)
-                        || unknown_renewal_invoked_min
-                            .get(&key)
-                            .is_some_and(invoked_before);
-                    let while_it_lived = *granted_at_us <= grant.expires_at_us_max
+                    // Grants run on [granted_at, expires_at): a start at the
+                    // expiry is after the grant — unless a renewal of unknown
+                    // outcome, sent before this answer came, may have moved
+                    // the expiry on by its TTL.
+                    let lived_until_us = match unknown_renewals.get(&key) {
+                        Some((invoked_min, ttl_max))
+                            if may_precede(*invoked_min, reported_true_us) =>
+                        {
+                            grant.expires_at_us_max.saturating_add(*ttl_max)
+                        }
+                        _ => grant.expires_at_us_max,
+                    };
+                    let while_it_lived = *granted_at_us < lived_until_us
                         && released_at_min
                             .get(&key)
                             .is_none_or(|released_at_us| granted_at_us < released_at_us);
-                    let extends =
-                        renewed_token.is_some() || (stamped_by_a_renewal && while_it_lived);
+                    let extends = renewed_token.is_some() || while_it_lived;
                     if !extends && grant.granted_at_us != *granted_at_us {
                         violations.push((
                             Invariant::TokenOrder,
@@ -294,7 +281,7 @@ impl<'h> Checker<'h> {
                 | Some((
                     _,
                     Outcome::Ok {
-                        result: OpResult::Unlocked,
+                        result: OpResult::Unlocked {},
                     },
                 )) if grant.owner == *owner => {
                     let invoked = (record.invoke_true_us, record.invoke_event);

@@ -55,7 +55,7 @@ fn unlock(builder: &mut Builder, worker: &str, invoked_us: i64) {
         worker,
         op_id,
         Outcome::Ok {
-            result: OpResult::Unlocked,
+            result: OpResult::Unlocked {},
         },
     );
 }

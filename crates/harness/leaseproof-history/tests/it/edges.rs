@@ -15,6 +15,10 @@ fn grant_stamps_parse_by_name_and_refuse_others() {
     assert_eq!("decision".parse(), Ok(GrantStamps::Decision));
     assert_eq!("statement-start".parse(), Ok(GrantStamps::StatementStart));
     assert!("now".parse::<GrantStamps>().is_err());
+    // Printed as parsed: `check` shows the rule it judged by in these words.
+    for stamps in [GrantStamps::Decision, GrantStamps::StatementStart] {
+        assert_eq!(stamps.to_string().parse(), Ok(stamps));
+    }
 }
 
 #[test]

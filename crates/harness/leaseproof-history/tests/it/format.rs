@@ -135,6 +135,27 @@ fn merge_orders_by_true_time_reindexes_and_keeps_colliding_op_ids_apart() {
     assert_eq!(report.stats.distinct_holders, 2);
 }
 
+/// A table one process read was read for the merged history: an empty one
+/// read by one input is evidence that its rows are not there, though the
+/// other input read nothing.
+#[test]
+fn merge_keeps_a_table_read_by_any_input() {
+    let mut read_both = History::default();
+    read_both.tables_read.guarded = true;
+    read_both.tables_read.work = true;
+    for order in [
+        [read_both.clone(), History::default()],
+        [History::default(), read_both.clone()],
+    ] {
+        let merged = History::merge(order);
+        assert!(merged.tables_read.guarded);
+        assert!(merged.tables_read.work);
+    }
+    let neither = History::merge([History::default(), History::default()]);
+    assert!(!neither.tables_read.guarded);
+    assert!(!neither.tables_read.work);
+}
+
 #[test]
 fn recorder_shared_by_threads_gives_unique_op_ids_and_indices() {
     let recorder = Recorder::new();

@@ -55,7 +55,7 @@ fn write(builder: &mut Builder, worker: &str, cycle_id: u64, at: i64, outcome: O
 
 fn written() -> Outcome {
     Outcome::Ok {
-        result: OpResult::Written,
+        result: OpResult::Written {},
     }
 }
 

@@ -415,7 +415,7 @@ fn an_acquisition_answered_with_another_token_made_not_the_later_grant() {
 #[test]
 fn a_lease_release_answered_without_a_time_ends_the_grant_at_a_time_unknown() {
     let unlocked = Outcome::Ok {
-        result: OpResult::Unlocked,
+        result: OpResult::Unlocked {},
     };
     let release = Op::Release {
         scope: "s".to_string(),

@@ -104,6 +104,20 @@ fn time_never_goes_back_within_a_worker_and_a_completion_follows_its_invoke() {
     // Equal times are fine: two events in one microsecond.
     accepted(&acquired(r#"{"result":"lock"}"#, 10));
     refused(&acquired(r#"{"result":"lock"}"#, 9), 2, "true_time_us");
+    // A millisecond clock, an invoke rounded down and a completion up: the
+    // next invoke in the same tick goes back, and the message says why.
+    let coarse = [
+        acquired(r#"{"result":"lock"}"#, 1_000),
+        event(2, "a", 500, &invoke(1, ACQUIRE)),
+    ]
+    .join("\n");
+    refused(&coarse, 3, "true_time_us");
+    let message = History::from_json_lines(&coarse).unwrap_err().to_string();
+    assert!(message.contains("stamp in microseconds"), "{message}");
+    let message = History::from_json_lines(&acquired(r#"{"result":"lock"}"#, 9))
+        .unwrap_err()
+        .to_string();
+    assert!(!message.contains("microseconds"), "{message}");
     // The worker that asked learns the outcome: another worker's
     // completion of its op is refused, even stamped after the invoke.
     let other_worker = [
@@ -112,6 +126,83 @@ fn time_never_goes_back_within_a_worker_and_a_completion_follows_its_invoke() {
     ]
     .join("\n");
     refused(&other_worker, 2, "kind.op_id");
+}
+
+#[test]
+fn a_workers_incarnation_never_goes_back() {
+    let incarnations = |first: u64, second: u64| {
+        [
+            event(0, "a", 10, &invoke(0, ACQUIRE))
+                .replace(r#""incarnation":0"#, &format!(r#""incarnation":{first}"#)),
+            event(1, "a", 11, &invoke(1, ACQUIRE))
+                .replace(r#""incarnation":0"#, &format!(r#""incarnation":{second}"#)),
+        ]
+        .join("\n")
+    };
+    accepted(&incarnations(1, 1));
+    accepted(&incarnations(1, 2));
+    refused(&incarnations(2, 1), 2, "incarnation");
+}
+
+#[test]
+fn a_ttl_is_zero_or_more() {
+    let acquire = |ttl_us: i64| {
+        event(
+            0,
+            "a",
+            10,
+            &invoke(
+                0,
+                &format!(r#"{{"op":"acquire","scope":"s","owner":"a","ttl_us":{ttl_us}}}"#),
+            ),
+        )
+    };
+    // 0: a lock that lives with its session.
+    accepted(&acquire(0));
+    refused(&acquire(-1), 1, "kind.op.ttl_us");
+    let renew = event(
+        0,
+        "a",
+        10,
+        &invoke(
+            0,
+            r#"{"op":"renew","scope":"s","owner":"a","token":1,"ttl_us":-1}"#,
+        ),
+    );
+    refused(&renew, 1, "kind.op.ttl_us");
+}
+
+#[test]
+fn each_commit_and_each_write_of_an_owner_names_a_cycle_of_its_own() {
+    let twice = |first: &str, second: &str| {
+        [
+            event(0, "a", 10, &invoke(0, first)),
+            event(1, "a", 11, &invoke(1, second)),
+        ]
+        .join("\n")
+    };
+    let write = |owner: &str, cycle_id: u64| {
+        format!(r#"{{"op":"write","scope":"s","owner":"{owner}","cycle_id":{cycle_id},"items":1}}"#)
+    };
+    let commit = |owner: &str, cycle_id: u64| {
+        format!(
+            r#"{{"op":"commit","scope":"s","owner":"{owner}","token":1,"cycle_id":{cycle_id},"items":1}}"#
+        )
+    };
+    refused(
+        &twice(&write("a", 1), &write("a", 1)),
+        2,
+        "kind.op.cycle_id",
+    );
+    refused(
+        &twice(&commit("a", 1), &commit("a", 1)),
+        2,
+        "kind.op.cycle_id",
+    );
+    // Another cycle, another owner, or the other kind of op: rows tell them apart.
+    accepted(&twice(&write("a", 1), &write("a", 2)));
+    accepted(&twice(&write("a", 1), &write("b", 1)));
+    accepted(&twice(&write("a", 1), &commit("a", 1)));
 }
 
 #[test]
@@ -345,4 +436,198 @@ fn an_unknown_or_missing_field_and_an_unknown_tag_are_named_by_their_path() {
     ]
     .join("\n");
     refused(&text, 2, "kind.outcome.reason.kind");
+}
+
+/// A key or a tag that stands at several depths is named where it is the
+/// culprit, not at the deepest object that has (or lacks) one.
+#[test]
+fn a_field_is_named_at_its_own_depth_when_its_name_stands_at_others() {
+    // Missing at the top, though `kind.op` lacks an `index` too.
+    let no_index = event(0, "a", 10, &invoke(0, ACQUIRE)).replace(r#""index":0,"#, "");
+    refused(&no_index, 1, "index");
+    // Missing in `kind`, though the result below lacks an `op_id` too.
+    let no_op_id = [
+        event(0, "a", 10, &invoke(0, ACQUIRE)),
+        event(1, "a", 20, &complete(0, r#"{"result":"lock"}"#)).replace(r#""op_id":0,"#, ""),
+    ]
+    .join("\n");
+    refused(&no_op_id, 2, "kind.op_id");
+    // A `result` a failure cannot have, holding an object with a `result` tag.
+    let failed_with_result = r#"{"type":"complete","op_id":0,"outcome":{"outcome":"fail","reason":{"kind":"held"},"result":{"result":"lock"}}}"#;
+    let text = [
+        event(0, "a", 10, &invoke(0, ACQUIRE)),
+        event(1, "a", 20, failed_with_result),
+    ]
+    .join("\n");
+    refused(&text, 2, "kind.outcome.result");
+}
+
+#[test]
+fn a_result_its_op_cannot_have_is_refused_by_both_names() {
+    let text = acquired(r#"{"result":"released","released_at_us":9}"#, 20);
+    refused(&text, 2, "kind.outcome.result");
+    let message = History::from_json_lines(&text).unwrap_err().to_string();
+    assert!(
+        message.contains(r#""released" answers release, not the acquire this op id invoked"#),
+        "{message}"
+    );
+}
+
+/// Token 0 names a lock without tokens: a renewal or release naming it for
+/// a grant that carried a token matches no grant, and judging it would take
+/// that grant for never renewed or released. Refused, by the invoke when
+/// the grant's token was already answered, else by the answer.
+#[test]
+fn a_renewal_or_release_of_a_tokened_grant_names_its_token() {
+    let op = |name: &str, token: u64| match name {
+        "renew" => {
+            format!(r#"{{"op":"renew","scope":"s","owner":"a","token":{token},"ttl_us":100}}"#)
+        }
+        _ => format!(r#"{{"op":"release","scope":"s","owner":"a","token":{token}}}"#),
+    };
+    let after_grant = |name: &str, token: u64, answer: &str| {
+        [
+            acquired(&lease(1, 5, 105), 20),
+            event(2, "a", 30, &invoke(1, &op(name, token))),
+            event(3, "a", 40, &complete(1, answer)),
+        ]
+        .join("\n")
+    };
+    let released = r#"{"result":"released","released_at_us":35}"#;
+    accepted(&after_grant("release", 1, released));
+    refused(&after_grant("release", 0, released), 3, "kind.op.token");
+    refused(
+        &after_grant("renew", 0, &lease(1, 5, 135)),
+        3,
+        "kind.op.token",
+    );
+    // Nothing answered before: the answer gives it away.
+    let alone = |name: &str, answer: &str| {
+        [
+            event(0, "a", 30, &invoke(1, &op(name, 0))),
+            event(1, "a", 40, &complete(1, answer)),
+        ]
+        .join("\n")
+    };
+    refused(&alone("release", released), 2, "kind.outcome.result");
+    refused(&alone("renew", &lease(1, 5, 135)), 2, "kind.outcome.result");
+    refused(
+        &alone("renew", r#"{"result":"lock","token":4}"#),
+        2,
+        "kind.outcome.result",
+    );
+    // Locks without tokens name 0 throughout.
+    accepted(&alone("release", r#"{"result":"unlocked"}"#));
+    accepted(&alone("renew", r#"{"result":"lock","lifetime_us":100}"#));
+    let lock_then_release = [
+        acquired(r#"{"result":"lock","lifetime_us":100}"#, 20),
+        event(2, "a", 30, &invoke(1, &op("release", 0))),
+        event(3, "a", 40, &complete(1, r#"{"result":"unlocked"}"#)),
+    ]
+    .join("\n");
+    accepted(&lock_then_release);
+}
+
+/// A unit value is its name: serde's derive would also take `{"name": null}`,
+/// a form the format does not have; a result with no fields has none, and a
+/// stray one (a typo) is refused as in every other result.
+#[test]
+fn names_are_strings_and_a_result_without_fields_takes_none() {
+    let design = |stamps: &str| format!(r#"{{"record":"design","grant_stamps":{stamps}}}"#);
+    let base = acquired(r#"{"result":"lock"}"#, 20);
+    accepted(&[design(r#""decision""#), base.clone()].join("\n"));
+    refused(
+        &[design(r#"{"decision":null}"#), base.clone()].join("\n"),
+        1,
+        "grant_stamps",
+    );
+    let read = r#"{"record":"table_read","table":{"guarded_row":null}}"#;
+    refused(&[base.clone(), read.to_string()].join("\n"), 3, "table");
+    let failed = r#"{"type":"complete","op_id":0,"outcome":{"outcome":"fail","reason":{"kind":{"held":null}}}}"#;
+    let text = [
+        event(0, "a", 10, &invoke(0, ACQUIRE)),
+        event(1, "a", 20, failed),
+    ]
+    .join("\n");
+    refused(&text, 2, "kind.outcome.reason.kind");
+
+    let release = r#"{"op":"release","scope":"s","owner":"a","token":0}"#;
+    let unlocked = |result: &str| {
+        [
+            event(0, "a", 10, &invoke(0, release)),
+            event(1, "a", 20, &complete(0, result)),
+        ]
+        .join("\n")
+    };
+    accepted(&unlocked(r#"{"result":"unlocked"}"#));
+    refused(
+        &unlocked(r#"{"result":"unlocked","released_at_us":5}"#),
+        2,
+        "kind.outcome.result.released_at_us",
+    );
+    let write = r#"{"op":"write","scope":"s","owner":"a","cycle_id":1,"items":1}"#;
+    let written = [
+        event(0, "a", 10, &invoke(0, write)),
+        event(1, "a", 20, &complete(0, r#"{"result":"written","rows":1}"#)),
+    ]
+    .join("\n");
+    refused(&written, 2, "kind.outcome.result.rows");
+}
+
+/// A field given as `null` is read as absent, the design's too.
+#[test]
+fn a_design_field_given_as_null_is_absent() {
+    use leaseproof_history::{CheckConfig, GrantStamps};
+    let base = acquired(r#"{"result":"lock"}"#, 20);
+    let design = r#"{"record":"design","grant_stamps":null,"unfenced_workers":null}"#;
+    let history = accepted(&[design.to_string(), base].join("\n"));
+    assert_eq!(
+        history.design,
+        Some(CheckConfig {
+            grant_stamps: GrantStamps::undeclared(),
+            unfenced_workers: Default::default(),
+        })
+    );
+}
+
+/// A time that is not an integer is refused for its type, not its range.
+#[test]
+fn a_time_that_is_not_an_integer_is_refused_as_such() {
+    for time in ["1.5", "1.0", "-0"] {
+        let text = acquired(r#"{"result":"lock"}"#, 20).replace(
+            r#""local_time_us":20"#,
+            &format!(r#""local_time_us":{time}"#),
+        );
+        refused(&text, 2, "local_time_us");
+        let message = History::from_json_lines(&text).unwrap_err().to_string();
+        assert!(message.contains("floating point"), "{message}");
+        assert!(!message.contains("2^62"), "{message}");
+    }
+}
+
+/// The design's unfenced workers are workers of the history: a name no
+/// event has (a typo) would judge the worker it meant as fenced.
+#[test]
+fn an_unfenced_worker_the_events_lack_is_refused_at_the_design_line() {
+    let design = |worker: &str| {
+        format!(
+            r#"{{"record":"design","grant_stamps":"decision","unfenced_workers":["{worker}"]}}"#
+        )
+    };
+    let base = acquired(r#"{"result":"lock"}"#, 20);
+    accepted(&[design("a"), base.clone()].join("\n"));
+    refused(
+        &["".to_string(), design("A"), base.clone()].join("\n"),
+        2,
+        "unfenced_workers",
+    );
+    // What a writer declares names only workers with events.
+    let mut history = accepted(&base);
+    history.declare(leaseproof_history::CheckConfig {
+        unfenced_workers: ["a", "b"].map(str::to_string).into(),
+        grant_stamps: leaseproof_history::GrantStamps::Decision,
+    });
+    let declared = history.design.clone().unwrap();
+    assert_eq!(declared.unfenced_workers, ["a".to_string()].into());
+    accepted(&history.to_json_lines());
 }

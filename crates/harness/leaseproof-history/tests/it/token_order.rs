@@ -95,15 +95,39 @@ fn a_renewal_reporting_its_own_time_as_granted_at_is_no_second_grant() {
     builder.renew_ok("a", "s", 1, 1_050, 1_150);
     builder.acquire_ok_until("a", "s", 1, 1_050, 1_150);
     assert_passes(&builder.build());
-    // A renewal that reported the grant's start stamped nothing new: a new
-    // start on re-acquisition is a second grant under the same token.
+    // A re-acquisition stamped while the grant lived may restamp its start
+    // whatever the renewals report (an upsert that sets the start anew for
+    // its owner): no rival could come between them, so it is the same grant.
     let mut builder = Builder::new();
     builder.acquire_ok("a", "s", 1, 1_000);
     builder.renew_ok("a", "s", 1, 1_000, 1_150);
     builder.acquire_ok_until("a", "s", 1, 1_050, 1_150);
-    let violation = only_violation(&builder.build());
-    assert_eq!(violation.invariant, Invariant::TokenOrder);
-    assert!(violation.message.contains("granted twice"), "{violation}");
+    assert_passes(&builder.build());
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.acquire_ok_until("a", "s", 1, 1_050, 1_150);
+    assert_passes(&builder.build());
+    // Stamped at or after the grant's expiry: a new grant that forgot the
+    // increment.
+    for start in [1_100, 1_101] {
+        let mut builder = Builder::new();
+        builder.acquire_ok("a", "s", 1, 1_000);
+        builder.acquire_ok_until("a", "s", 1, start, start + 100);
+        let violation = only_violation(&builder.build());
+        assert_eq!(violation.invariant, Invariant::TokenOrder);
+        assert!(violation.message.contains("granted twice"), "{violation}");
+    }
+    // A renewal of unknown outcome sent before may have kept the grant for
+    // up to its TTL (100) past the expiry: a start inside that is not proof
+    // of a second grant; one past it is.
+    for (start, second_grant) in [(1_199, false), (1_200, true)] {
+        let mut builder = Builder::new();
+        builder.acquire_ok("a", "s", 1, 1_000);
+        builder.renew_unknown("a", "s", 1);
+        builder.acquire_ok_until("a", "s", 1, start, start + 100);
+        let report = check(&builder.build(), &CheckConfig::default());
+        assert_eq!(!report.is_ok(), second_grant, "{start}: {report}");
+    }
 }
 
 #[test]

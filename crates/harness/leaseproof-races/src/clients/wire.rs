@@ -160,6 +160,7 @@ pub enum Message {
         /// The request's `msg_id`.
         in_reply_to: u64,
         /// Why.
+        #[serde(deserialize_with = "leaseproof_history::by_name")]
         reason: FailKind,
         /// Free text for the report.
         #[serde(default)]

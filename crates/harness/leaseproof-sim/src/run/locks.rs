@@ -423,7 +423,7 @@ async fn hold(
     });
     let outcome = match guard.release().await {
         Ok(()) => Outcome::Ok {
-            result: OpResult::Unlocked,
+            result: OpResult::Unlocked {},
         },
         Err(LockError::Lost { .. }) => Outcome::Fail {
             reason: FailReason::Stale,
@@ -471,7 +471,7 @@ async fn write(settings: &Settings, log: &Log, token: Option<u64>, cycle_id: u64
             log.complete(
                 op_id,
                 Outcome::Ok {
-                    result: OpResult::Written,
+                    result: OpResult::Written {},
                 },
             );
             true

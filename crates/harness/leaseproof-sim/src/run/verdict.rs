@@ -110,7 +110,7 @@ pub(super) fn judge(
         None => check(&history, &config),
     };
     // Saved with the history (`replay --history`): judged again as here.
-    history.design = Some(config);
+    history.declare(config);
 
     Verdict {
         report,
