@@ -286,6 +286,15 @@ class Recorder:
                 + sorted(self._rows, key=lambda row: (row["record"] != "guarded_row", row["seq"]))
             )
             design = self._design
+            workers = {event["worker"] for event in self._events}
+        unknown = sorted(set((design or {}).get("unfenced_workers") or []) - workers)
+        if unknown:
+            # `check` refuses such a file: a typo would judge the worker it
+            # meant as fenced.
+            raise ValueError(
+                f"unfenced_workers names {unknown[0]!r}, a worker with no event "
+                f"(workers: {sorted(workers)})"
+            )
         with open(path, "w", encoding="utf-8") as out:
             if design is not None:
                 out.write(json.dumps({"record": "design", **design}) + "\n")

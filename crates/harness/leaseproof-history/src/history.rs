@@ -407,9 +407,16 @@ fn number_out_of_range(value: &serde_json::Value, prefix: &str) -> Option<(Strin
             format!("{prefix}.{key}")
         };
         let problem = match field {
-            // Not an integer (`1.5`, `1.0`, `-0`): refused by its type below;
-            // here it would read as out of range.
-            serde_json::Value::Number(number) if number.is_f64() => return None,
+            // Not an integer (`1.5`, `1.0`, `-0`): refused by its type below,
+            // not as out of range. (An integer beyond 64 bits also reads as a
+            // float: that one is out of range.)
+            serde_json::Value::Number(number)
+                if number
+                    .as_f64()
+                    .is_some_and(|value| value.fract() != 0.0 || value.abs() < 1e18) =>
+            {
+                return None
+            }
             serde_json::Value::Number(number)
                 if key.ends_with("_us")
                     && number
@@ -421,7 +428,8 @@ fn number_out_of_range(value: &serde_json::Value, prefix: &str) -> Option<(Strin
             }
             serde_json::Value::Number(number)
                 if key == "token"
-                    && number.as_u64().is_some_and(|token| token > i64::MAX as u64) =>
+                    && (number.is_f64()
+                        || number.as_u64().is_some_and(|token| token > i64::MAX as u64)) =>
             {
                 "a token is at most 2^63 − 1 (a signed 64-bit integer, as PostgreSQL's bigint \
                  and Redis's INCR give)"
@@ -529,7 +537,7 @@ impl Validator {
         if event.true_time_us < *latest {
             // An invoke rounded down below the last completion, rounded up.
             let rounded = matches!(event.kind, EventKind::Invoke { .. })
-                && *latest - event.true_time_us <= 1_000;
+                && latest.saturating_sub(event.true_time_us) <= 1_000;
             let coarse = if rounded {
                 " (a clock coarser than a microsecond, rounded, does this: stamp in microseconds)"
             } else {

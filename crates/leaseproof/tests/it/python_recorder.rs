@@ -216,6 +216,13 @@ try:
     print("a token answering token 0 accepted")
 except ValueError as error:
     print("a token answering token 0 refused:", error)
+typo = Recorder(design={"unfenced_workers": ["W1"]})
+typo.ok("w1", typo.invoke("w1", typo.acquire("s", "w1", 1000)), typo.lock())
+try:
+    typo.save("/dev/null")
+    print("an unfenced worker without events accepted")
+except ValueError as error:
+    print("an unfenced worker without events refused:", error)
 "#;
     let output = Command::new(python)
         .arg("-c")
@@ -241,7 +248,8 @@ except ValueError as error:
             "a kind of failure check does not know refused",
             "a second completion refused",
             "a release naming token 0 refused",
-            "a token answering token 0 refused"
+            "a token answering token 0 refused",
+            "an unfenced worker without events refused"
         ],
         "{text}"
     );

@@ -13,47 +13,66 @@ impl<'h> Checker<'h> {
         // need only be unique, and grants are built first come, first kept.
         let mut records: Vec<&OpRecord<'h>> = self.ops.values().collect();
         records.sort_by_key(|record| record.completion.map_or(u64::MAX, |(event, _)| event));
-        // Per (scope, owner, token): the earliest server time an ok release
-        // ended the grant, and the earliest invoke and the longest TTL of a
-        // renewal whose outcome is not known (it may have kept the grant
-        // alive for up to a TTL past its expiry).
+        // Per (scope, owner, token): the starts ok renewals reported, the
+        // earliest invoke of a renewal whose outcome is not known, the
+        // earliest server time an ok release ended the grant, and the
+        // earliest true time one answered without a server time (`unlocked`)
+        // was acknowledged.
+        let mut renewal_starts: BTreeMap<(&str, &str, u64, i64), i64> = BTreeMap::new();
+        let mut unknown_renewal_invoked_min: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
         let mut released_at_min: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
-        let mut unknown_renewals: BTreeMap<(&str, &str, u64), (i64, i64)> = BTreeMap::new();
+        let mut unlocked_acknowledged_min: BTreeMap<(&str, &str, u64), i64> = BTreeMap::new();
         for record in &records {
-            match (record.op, record.completion) {
+            let outcome = record.completion.map(|(_, outcome)| outcome);
+            match (record.op, outcome) {
+                (
+                    Op::Renew {
+                        scope,
+                        owner,
+                        token,
+                        ..
+                    },
+                    Some(Outcome::Ok {
+                        result: OpResult::Lease { granted_at_us, .. },
+                    }),
+                ) => earliest(
+                    &mut renewal_starts,
+                    (scope.as_str(), owner.as_str(), *token, *granted_at_us),
+                    record.invoke_true_us,
+                ),
+                (Op::Renew { .. }, Some(Outcome::Fail { .. } | Outcome::Ok { .. })) => {}
+                (
+                    Op::Renew {
+                        scope,
+                        owner,
+                        token,
+                        ..
+                    },
+                    _,
+                ) => earliest(
+                    &mut unknown_renewal_invoked_min,
+                    (scope.as_str(), owner.as_str(), *token),
+                    record.invoke_true_us,
+                ),
                 (
                     Op::Release {
                         scope,
                         owner,
                         token,
                     },
-                    Some((
-                        _,
-                        Outcome::Ok {
-                            result: OpResult::Released { released_at_us },
-                        },
-                    )),
+                    Some(Outcome::Ok { result }),
                 ) => {
-                    let earliest = released_at_min
-                        .entry((scope.as_str(), owner.as_str(), *token))
-                        .or_insert(i64::MAX);
-                    *earliest = (*earliest).min(*released_at_us);
-                }
-                (Op::Renew { .. }, Some((_, Outcome::Ok { .. } | Outcome::Fail { .. }))) => {}
-                (
-                    Op::Renew {
-                        scope,
-                        owner,
-                        token,
-                        ttl_us,
-                    },
-                    _,
-                ) => {
-                    let (invoked_min, ttl_max) = unknown_renewals
-                        .entry((scope.as_str(), owner.as_str(), *token))
-                        .or_insert((i64::MAX, 0));
-                    *invoked_min = (*invoked_min).min(record.invoke_true_us);
-                    *ttl_max = (*ttl_max).max(*ttl_us);
+                    let key = (scope.as_str(), owner.as_str(), *token);
+                    match result {
+                        OpResult::Released { released_at_us } => {
+                            earliest(&mut released_at_min, key, *released_at_us);
+                        }
+                        _ => earliest(
+                            &mut unlocked_acknowledged_min,
+                            key,
+                            record.acknowledged_by_true_us(),
+                        ),
+                    }
                 }
                 _ => {}
             }
@@ -151,30 +170,37 @@ impl<'h> Checker<'h> {
                     // A renewal extends its grant: whether it reports the
                     // grant's start or its own time as `granted_at` is the
                     // design's choice (both are seen), never a second grant.
-                    // So does the owner's re-acquisition stamped while the
-                    // grant lived (an idempotent upsert may restamp the
-                    // start as a renewal does): no rival could come between
-                    // them. A second *acquisition* with the token and a new
-                    // start after the grant's expiry, or after it was
-                    // released, is a new grant: the increment was forgotten.
+                    // So does the owner's re-acquisition while the grant
+                    // lived: stamped before its expiry (an idempotent upsert
+                    // may restamp its owner's start, as a renewal may), or at
+                    // it with a start a renewal of the token stamped (one an
+                    // ok renewal reported, or any, after a renewal whose
+                    // outcome is not known). A start after the grant's
+                    // expiry, or after it was released, is a new grant: the
+                    // increment was forgotten.
                     let key = (scope.as_str(), owner.as_str(), *token);
-                    // Grants run on [granted_at, expires_at): a start at the
-                    // expiry is after the grant — unless a renewal of unknown
-                    // outcome, sent before this answer came, may have moved
-                    // the expiry on by its TTL.
-                    let lived_until_us = match unknown_renewals.get(&key) {
-                        Some((invoked_min, ttl_max))
-                            if may_precede(*invoked_min, reported_true_us) =>
-                        {
-                            grant.expires_at_us_max.saturating_add(*ttl_max)
-                        }
-                        _ => grant.expires_at_us_max,
-                    };
-                    let while_it_lived = *granted_at_us < lived_until_us
-                        && released_at_min
+                    let invoked_before =
+                        |invoked_true_us: &i64| may_precede(*invoked_true_us, reported_true_us);
+                    let stamped_by_a_renewal = renewal_starts
+                        .get(&(key.0, key.1, key.2, *granted_at_us))
+                        .is_some_and(invoked_before)
+                        || unknown_renewal_invoked_min
                             .get(&key)
-                            .is_none_or(|released_at_us| granted_at_us < released_at_us);
-                    let extends = renewed_token.is_some() || while_it_lived;
+                            .is_some_and(invoked_before);
+                    let not_released = released_at_min
+                        .get(&key)
+                        .is_none_or(|released_at_us| granted_at_us < released_at_us)
+                        && unlocked_acknowledged_min
+                            .get(&key)
+                            .is_none_or(|acknowledged_us| {
+                                may_precede(record.invoke_true_us, *acknowledged_us)
+                            });
+                    // Grants run on [granted_at, expires_at).
+                    let restamped = *granted_at_us < grant.expires_at_us_max;
+                    let stamped_at_its_end =
+                        stamped_by_a_renewal && *granted_at_us == grant.expires_at_us_max;
+                    let extends = renewed_token.is_some()
+                        || (not_released && (restamped || stamped_at_its_end));
                     if !extends && grant.granted_at_us != *granted_at_us {
                         violations.push((
                             Invariant::TokenOrder,
@@ -299,4 +325,10 @@ impl<'h> Checker<'h> {
             self.violation(invariant, &scope, events, vec![], message);
         }
     }
+}
+
+/// Keeps the earliest of the times seen for `key`.
+fn earliest<K: Ord>(map: &mut BTreeMap<K, i64>, key: K, at: i64) {
+    let earliest = map.entry(key).or_insert(i64::MAX);
+    *earliest = (*earliest).min(at);
 }

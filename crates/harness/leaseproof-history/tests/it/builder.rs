@@ -231,6 +231,18 @@ impl Builder {
         )
     }
 
+    /// An ok release answered without a server time (`unlocked`).
+    pub fn release_unlocked(&mut self, worker: &str, scope: &str, token: u64) -> (u64, u64) {
+        let outcome = Outcome::Ok {
+            result: OpResult::Unlocked {},
+        };
+        self.op(
+            worker,
+            Self::release_op(worker, scope, token),
+            Some(outcome),
+        )
+    }
+
     pub fn release_unknown(&mut self, worker: &str, scope: &str, token: u64) -> (u64, u64) {
         let outcome = Outcome::Unknown {
             reason: "timeout".to_string(),

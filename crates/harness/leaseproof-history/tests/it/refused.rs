@@ -603,6 +603,26 @@ fn a_time_that_is_not_an_integer_is_refused_as_such() {
         assert!(message.contains("floating point"), "{message}");
         assert!(!message.contains("2^62"), "{message}");
     }
+    // An integer beyond 64 bits reads as a float: it is out of range.
+    let huge = acquired(r#"{"result":"lock"}"#, 20).replace(
+        r#""local_time_us":20"#,
+        r#""local_time_us":99999999999999999999"#,
+    );
+    refused(&huge, 2, "local_time_us");
+    let message = History::from_json_lines(&huge).unwrap_err().to_string();
+    assert!(message.contains("2^62"), "{message}");
+    refused(
+        &acquired(&lease(1, 5, 9), 20).replace(r#""token":1"#, r#""token":99999999999999999999"#),
+        2,
+        "kind.outcome.result.token",
+    );
+    // Times at the two ends of the range, a worker's time going back: no overflow.
+    let far = [
+        event(0, "a", 1 << 62, &invoke(0, ACQUIRE)),
+        event(1, "a", -(1 << 62), &invoke(1, ACQUIRE)),
+    ]
+    .join("\n");
+    refused(&far, 2, "true_time_us");
 }
 
 /// The design's unfenced workers are workers of the history: a name no

@@ -117,10 +117,10 @@ fn a_renewal_reporting_its_own_time_as_granted_at_is_no_second_grant() {
         assert_eq!(violation.invariant, Invariant::TokenOrder);
         assert!(violation.message.contains("granted twice"), "{violation}");
     }
-    // A renewal of unknown outcome sent before may have kept the grant for
-    // up to its TTL (100) past the expiry: a start inside that is not proof
-    // of a second grant; one past it is.
-    for (start, second_grant) in [(1_199, false), (1_200, true)] {
+    // At the expiry itself only with a start a renewal may have stamped (one
+    // of unknown outcome sent before); a start past it is a new grant even
+    // so (the renewal's effect is unknown: nothing is merged across a gap).
+    for (start, second_grant) in [(1_100, false), (1_101, true)] {
         let mut builder = Builder::new();
         builder.acquire_ok("a", "s", 1, 1_000);
         builder.renew_unknown("a", "s", 1);
@@ -128,6 +128,15 @@ fn a_renewal_reporting_its_own_time_as_granted_at_is_no_second_grant() {
         let report = check(&builder.build(), &CheckConfig::default());
         assert_eq!(!report.is_ok(), second_grant, "{start}: {report}");
     }
+    // Released (acknowledged `unlocked`) before the re-acquisition was sent:
+    // a new grant, however early its start.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.release_unlocked("a", "s", 1);
+    builder.acquire_ok_until("a", "s", 1, 1_050, 1_150);
+    let violation = only_violation(&builder.build());
+    assert_eq!(violation.invariant, Invariant::TokenOrder);
+    assert!(violation.message.contains("granted twice"), "{violation}");
 }
 
 #[test]

@@ -242,7 +242,8 @@ impl ClientRunReport {
             0 => String::new(),
             late => format!(
                 " ({late} restarted client process(es) said hello only after the run's duration \
-                 was over; the slowest start-up took {} ms: give a longer --duration-ms)",
+                 was over; the slowest start-up of any process took {} ms: give a longer \
+                 --duration-ms)",
                 self.tally.start_up_ms_max
             ),
         };
@@ -1250,6 +1251,11 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
                 .arrive_and_wait()
                 .await
                 .saturating_add(micros(run.config.duration));
+            // Another client could not start or spoke garbage: the run is
+            // refused, so nothing is asked of this one.
+            if lock(&run.protocol_error).is_some() || lock(&run.start_error).is_some() {
+                break;
+            }
         }
         while run.clock.elapsed_us() < deadline_us {
             if let Round::Replace = worker.round().await {
