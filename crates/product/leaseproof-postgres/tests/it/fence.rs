@@ -12,6 +12,7 @@ use leaseproof_postgres::{conformance, CycleError, FenceMode, GuardedInsert, Pos
 use leaseproof_protocol::{Lease, LeaseError, Owner, Scope, Ttl};
 use sqlx::{Connection, PgConnection};
 
+use crate::connection_loss::{lock_waiter, own_pid};
 use crate::fresh;
 
 async fn create_results_table(leases: &PostgresLeases) {
@@ -385,7 +386,7 @@ async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
     // The fence must hold its lock in the cycle's own transaction until
     // COMMIT: a fence run in a transaction of its own, apart from the writes,
     // lets the rival take over while the work is still running.
-    let Some((_database, leases)) = fresh(4).await else {
+    let Some((database, leases)) = fresh(4).await else {
         return;
     };
     create_results_table(&leases).await;
@@ -408,8 +409,8 @@ async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
                             .await?;
                         let _ = started_tx.send(());
                         // The work outlives the lease's TTL, and the rival's
-                        // look at 1.4 s by 600 ms.
-                        tokio::time::sleep(std::time::Duration::from_millis(2_000)).await;
+                        // queueing after 1.1 s by far.
+                        tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
                         Ok::<(), sqlx::Error>(())
                     })
                 })
@@ -430,7 +431,12 @@ async fn a_takeover_waits_for_a_commit_cycle_whose_work_outlives_the_lease() {
                 .await
         })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Seen queued on the fence's row lock, so the check below is not
+    // passed by a rival that had not yet asked.
+    let mut admin = database.connect().await.unwrap();
+    let admin_pid = own_pid(&mut admin).await;
+    lock_waiter(&mut admin, &database.name, [admin_pid, admin_pid]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(
         !rival.is_finished(),
         "the rival took over while the fenced cycle was still open: {:?}",
