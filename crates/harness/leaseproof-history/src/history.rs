@@ -411,9 +411,10 @@ fn number_out_of_range(value: &serde_json::Value, prefix: &str) -> Option<(Strin
             // not as out of range. (An integer beyond 64 bits also reads as a
             // float: that one is out of range.)
             serde_json::Value::Number(number)
-                if number
-                    .as_f64()
-                    .is_some_and(|value| value.fract() != 0.0 || value.abs() < 1e18) =>
+                if number.is_f64()
+                    && number.as_f64().is_some_and(|value| {
+                        value.fract() != 0.0 || value.abs() < 2f64.powi(63)
+                    }) =>
             {
                 return None
             }

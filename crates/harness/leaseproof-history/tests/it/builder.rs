@@ -193,6 +193,20 @@ impl Builder {
     }
 
     /// A renewal whose reply was lost: it may have extended the grant.
+    /// A renewal refused: the grant was no longer the worker's.
+    pub fn renew_stale(&mut self, worker: &str, scope: &str, token: u64) -> (u64, u64) {
+        let op = Op::Renew {
+            scope: scope.to_string(),
+            owner: worker.to_string(),
+            token,
+            ttl_us: TTL_US,
+        };
+        let outcome = Outcome::Fail {
+            reason: FailReason::Stale,
+        };
+        self.op(worker, op, Some(outcome))
+    }
+
     pub fn renew_unknown(&mut self, worker: &str, scope: &str, token: u64) -> (u64, u64) {
         let op = Op::Renew {
             scope: scope.to_string(),

@@ -128,6 +128,28 @@ fn a_renewal_reporting_its_own_time_as_granted_at_is_no_second_grant() {
         let report = check(&builder.build(), &CheckConfig::default());
         assert_eq!(!report.is_ok(), second_grant, "{start}: {report}");
     }
+    // A renewal that certainly failed stamped nothing: at the expiry, a
+    // new grant.
+    let mut builder = Builder::new();
+    builder.acquire_ok("a", "s", 1, 1_000);
+    builder.renew_stale("a", "s", 1);
+    builder.acquire_ok_until("a", "s", 1, 1_100, 1_200);
+    let violation = only_violation(&builder.build());
+    assert!(violation.message.contains("granted twice"), "{violation}");
+    // Released at 1030 on the store's clock: a start from then on is a new
+    // grant, one before it the same.
+    for (start, second_grant) in [(1_029, false), (1_030, true), (1_031, true)] {
+        let mut builder = Builder::new();
+        builder.acquire_ok("a", "s", 1, 1_000);
+        builder.release_ok("a", "s", 1, 1_030);
+        builder.acquire_ok_until("a", "s", 1, start, start + 100);
+        let report = check(&builder.build(), &CheckConfig::default());
+        let twice = report
+            .violations
+            .iter()
+            .any(|violation| violation.message.contains("granted twice"));
+        assert_eq!(twice, second_grant, "{start}: {report}");
+    }
     // Released (acknowledged `unlocked`) before the re-acquisition was sent:
     // a new grant, however early its start.
     let mut builder = Builder::new();
