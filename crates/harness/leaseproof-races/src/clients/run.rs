@@ -238,9 +238,15 @@ impl ClientRunReport {
         // The duration counts from the held start, when every first process
         // had greeted; a process restarted after a strike starts up inside
         // it, and a slow one may have had little or no time to contend.
-        let start_up = match self.tally.greeted_after_end {
-            0 => String::new(),
-            late => format!(
+        let start_up = match (self.tally.greeted_after_end, self.own_exits.len()) {
+            (0, _) => String::new(),
+            // Restarted because the client exited by itself: a longer run
+            // would only restart it more often.
+            (late, exits @ 1..) => format!(
+                " ({late} restarted client process(es) said hello only after the run's duration \
+                 was over, after {exits} exit(s) of the client's own: see the crash lines)"
+            ),
+            (late, 0) => format!(
                 " ({late} restarted client process(es) said hello only after the run's duration \
                  was over; the slowest start-up of any process took {} ms: give a longer \
                  --duration-ms)",
