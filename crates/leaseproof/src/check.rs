@@ -127,17 +127,11 @@ pub fn run(args: CheckArgs) -> ExitCode {
         (Some(flag), _) => flag,
         (None, _) => declared.grant_stamps,
     };
-    let workers = history.workers();
-    if let Some(unknown) = args
-        .unfenced_workers
-        .iter()
-        .find(|worker| !workers.contains(worker.as_str()))
-    {
+    if let Some((unknown, workers)) = history.unknown_worker(&args.unfenced_workers) {
         eprintln!(
             "leaseproof check: --unfenced-worker {unknown}: no worker of {} has that name \
-             (its workers: {}): a typo would judge that worker as fenced (not judged)",
+             (its workers: {workers}): a typo would judge that worker as fenced (not judged)",
             args.file.display(),
-            workers.iter().copied().collect::<Vec<_>>().join(", ")
         );
         return ExitCode::from(2);
     }

@@ -224,9 +224,11 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
     }
 }
 
-/// One JSON line per seed (format `leaseproof-clients-seed`, version 3:
-/// version 2 and `possible`, the findings the evidence could not decide;
-/// version 2 added `skipped`, `proxy` and `process`, what the strikes did).
+/// One JSON line per seed (format `leaseproof-clients-seed`, version 4:
+/// version 4 added `started_after_ms`, `own_exits` and `unanswered`, what
+/// the clients did of their own; version 3 `possible`, the findings the
+/// evidence could not decide; version 2 `skipped`, `proxy` and `process`,
+/// what the strikes did).
 fn append_json(
     path: &std::path::Path,
     seed: u64,
@@ -244,7 +246,7 @@ fn append_json(
     let tally = &outcome.tally;
     let line = serde_json::json!({
         "format": "leaseproof-clients-seed",
-        "version": 3,
+        "version": 4,
         "passed": outcome.passed(),
         "seed": seed,
         "design": outcome.design,
@@ -274,6 +276,9 @@ fn append_json(
         "unknowns": tally.unknowns,
         "incarnations": tally.incarnations,
         "distinct_winners": outcome.distinct_winners,
+        "started_after_ms": outcome.started_after_ms,
+        "own_exits": outcome.own_exits.len(),
+        "unanswered": outcome.unanswered.len(),
     });
     let mut file = std::fs::OpenOptions::new()
         .create(true)

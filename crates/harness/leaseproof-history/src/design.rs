@@ -43,7 +43,9 @@ fn stamps_by_name<'de, D: serde::Deserializer<'de>>(
     let name: Option<String> = serde::Deserialize::deserialize(deserializer)?;
     match name {
         None => Ok(GrantStamps::undeclared()),
-        Some(name) => crate::by_name(serde::de::value::StringDeserializer::<D::Error>::new(name)),
+        Some(name) => serde::Deserialize::deserialize(serde::de::value::StringDeserializer::<
+            D::Error,
+        >::new(name)),
     }
 }
 

@@ -234,20 +234,31 @@ impl History {
     /// worker that has any.
     fn unfenced_worker_unknown(&self) -> Option<String> {
         let design = self.design.as_ref()?;
-        let workers = self.workers();
-        let unknown = design
-            .unfenced_workers
-            .iter()
-            .find(|worker| !workers.contains(worker.as_str()))?;
+        let (unknown, workers) = self.unknown_worker(&design.unfenced_workers)?;
         Some(format!(
-            "{unknown:?} names no worker of the history's events ({}): a typo would judge \
-             that worker as fenced",
-            workers
-                .iter()
-                .map(|worker| format!("{worker:?}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "{unknown:?} names no worker of the history's events ({workers}): a typo would \
+             judge that worker as fenced"
         ))
+    }
+
+    /// The first of `names` that names no worker with events, with the
+    /// workers' names (`"w1", "w2"`) for the refusal: a worker declared
+    /// unfenced that the history lacks is a typo, and would judge the worker
+    /// meant as fenced.
+    pub fn unknown_worker<'n>(
+        &self,
+        names: impl IntoIterator<Item = &'n String>,
+    ) -> Option<(&'n str, String)> {
+        let workers = self.workers();
+        let unknown = names
+            .into_iter()
+            .find(|name| !workers.contains(name.as_str()))?;
+        let listed = workers
+            .iter()
+            .map(|worker| format!("{worker:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some((unknown, listed))
     }
 
     /// Writes the JSON-lines form to `path`.

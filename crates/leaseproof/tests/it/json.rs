@@ -299,8 +299,13 @@ async fn a_clients_seed_line_says_what_its_strikes_did() {
     let (code, text) = run_off_the_runtime(&args, &path).await;
     let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
     assert_eq!(line["format"], "leaseproof-clients-seed");
-    assert_eq!(line["version"], 3);
+    assert_eq!(line["version"], 4);
     assert!(line["possible"].is_u64(), "{text}");
+    assert!(line["started_after_ms"].is_u64(), "{text}");
+    // The lease's client neither crashes nor hangs by itself: every exit
+    // and every unanswered request is a strike's.
+    assert_eq!(line["own_exits"], 0, "{text}");
+    assert_eq!(line["unanswered"], 0, "{text}");
     assert_eq!(line["passed"], code == 0, "{text}");
     assert_eq!(line["seed"], seed);
     assert_eq!(line["faults"], serde_json::json!(["kill"]));

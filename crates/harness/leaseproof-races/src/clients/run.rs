@@ -1209,8 +1209,11 @@ impl Worker {
 async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
     let seed = run.config.seed ^ 0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(index as u64 + 1);
     let clock_skew = run.config.plan().clocks[index];
-    // Until the held start, a deadline no worker reaches.
-    let mut deadline_us = i64::MAX;
+    // Set at the held start: the run's end on its clock, µs.
+    let mut deadline_us: Option<i64> = None;
+    let before_end = |deadline_us: Option<i64>| {
+        deadline_us.is_none_or(|deadline_us| run.clock.elapsed_us() < deadline_us)
+    };
     let mut arrival = Arrival {
         run: &run,
         arrived: false,
@@ -1226,7 +1229,7 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
         tally: WorkerTally::default(),
     };
     let slot = &run.slots[index];
-    'incarnations: while run.clock.elapsed_us() < deadline_us {
+    'incarnations: while before_end(deadline_us) {
         if lock(&run.protocol_error).is_some() || lock(&run.start_error).is_some() {
             break;
         }
@@ -1246,24 +1249,22 @@ async fn drive(run: Arc<Run>, index: usize) -> WorkerTally {
         let greeted_us = run.clock.elapsed_us();
         let start_up_ms = u64::try_from((greeted_us - started_us) / 1_000).unwrap_or(0);
         worker.tally.start_up_ms_max = worker.tally.start_up_ms_max.max(start_up_ms);
-        if greeted_us >= deadline_us {
+        if deadline_us.is_some_and(|deadline_us| greeted_us >= deadline_us) {
             worker.tally.greeted_after_end += 1;
         }
         worker.tally.incarnations += 1;
         worker.renews = process.hello.renew;
         *slot.process.lock().await = Some(process);
-        if deadline_us == i64::MAX {
-            deadline_us = arrival
-                .arrive_and_wait()
-                .await
-                .saturating_add(micros(run.config.duration));
+        if deadline_us.is_none() {
+            let start_us = arrival.arrive_and_wait().await;
+            deadline_us = Some(start_us.saturating_add(micros(run.config.duration)));
             // Another client could not start or spoke garbage: the run is
             // refused, so nothing is asked of this one.
             if lock(&run.protocol_error).is_some() || lock(&run.start_error).is_some() {
                 break;
             }
         }
-        while run.clock.elapsed_us() < deadline_us {
+        while before_end(deadline_us) {
             if let Round::Replace = worker.round().await {
                 replace(&run, index).await;
                 worker.incarnation += 1;
