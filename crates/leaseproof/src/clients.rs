@@ -50,7 +50,8 @@ pub struct ClientsArgs {
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
     /// Where the history and timeline of every seed with a violation go
-    /// (`clients-seed-N.jsonl`, `.html`); default: `leaseproof-out` in the
+    /// (`clients-DESIGN-seed-N.jsonl`, `.html`, DESIGN the hello's name in
+    /// lower case, each run of other characters a `-`); default: `leaseproof-out` in the
     /// system's temporary directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -297,14 +298,40 @@ fn save_evidence(args: &ClientsArgs, seed: u64, outcome: &ClientRunReport) {
         eprintln!("leaseproof clients: {}: {error}", dir.display());
         return;
     }
-    let history = dir.join(format!("clients-seed-{seed}.jsonl"));
-    let html = dir.join(format!("clients-seed-{seed}.html"));
+    // Named by design too: two designs swept over the same seeds into the
+    // default directory must not overwrite each other's evidence.
+    let stem = format!("clients-{}-seed-{seed}", file_slug(&outcome.design));
+    let history = dir.join(format!("{stem}.jsonl"));
+    let html = dir.join(format!("{stem}.html"));
     let title = format!("{} — seed {seed}", outcome.design);
     let page = leaseproof_history::timeline_html(&title, &outcome.history, &outcome.report, &[]);
     match (outcome.history.save(&history), std::fs::write(&html, page)) {
         (Ok(()), Ok(())) => println!("evidence: {} and {}", history.display(), html.display()),
         (Err(error), _) => eprintln!("leaseproof clients: {error}"),
         (_, Err(error)) => eprintln!("leaseproof clients: {}: {error}", html.display()),
+    }
+}
+
+/// A design's name as a file name's part: ASCII letters and digits in lower
+/// case, every other run of characters one `-`, at most 40 characters
+/// (`"pg_partsmith Redis (1.10.0)"` → `pg-partsmith-redis-1-10-0`).
+fn file_slug(name: &str) -> String {
+    let mut slug = String::new();
+    for character in name.chars() {
+        if character.is_ascii_alphanumeric() {
+            slug.push(character.to_ascii_lowercase());
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+        if slug.len() == 40 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-');
+    if slug.is_empty() {
+        "design".to_string()
+    } else {
+        slug.to_string()
     }
 }
 
@@ -369,6 +396,18 @@ fn print_outcome(outcome: &ClientRunReport) {
 mod tests {
     use super::*;
     use crate::sim::parse_seeds;
+
+    #[test]
+    fn a_design_name_becomes_a_file_name_part() {
+        assert_eq!(
+            file_slug("pg_partsmith Redis (1.10.0)"),
+            "pg-partsmith-redis-1-10-0"
+        );
+        assert_eq!(file_slug("  lease  "), "lease");
+        assert_eq!(file_slug("../../etc/passwd"), "etc-passwd");
+        assert_eq!(file_slug("ロック"), "design");
+        assert_eq!(file_slug(&"a".repeat(100)).len(), 40);
+    }
 
     #[test]
     fn seeds_and_faults_parse_with_clear_errors() {

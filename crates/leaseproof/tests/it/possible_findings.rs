@@ -101,10 +101,11 @@ async fn a_clients_run_with_undecided_findings_says_so_and_fails_only_when_asked
     assert!(line["possible"].as_u64().unwrap() >= 1, "{line}");
     assert_eq!(line["passed"], true, "{line}");
 
-    let (code, text) = tokio::task::spawn_blocking(move || {
+    let out = directory.path().join("out");
+    let (code, text) = tokio::task::spawn_blocking({
         // The failing seed's evidence goes into the test's own directory.
-        let out = directory.path().join("out").display().to_string();
-        clients(&["--fail-on-possible", "--out", &out], &client)
+        let out = out.display().to_string();
+        move || clients(&["--fail-on-possible", "--out", &out], &client)
     })
     .await
     .unwrap();
@@ -114,4 +115,35 @@ async fn a_clients_run_with_undecided_findings_says_so_and_fails_only_when_asked
         text.contains("replay: "),
         "a failing seed names its replay:\n{text}"
     );
+    // The evidence is named by the design and the seed (two designs swept
+    // over the same seeds keep theirs apart), and `check` judges the saved
+    // history as the run did: the same possible finding, the same exits.
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let design = line["design"].as_str().unwrap().to_lowercase();
+    let first_word: String = design
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    for (name, extension) in names.iter().zip(["html", "jsonl"]) {
+        assert!(
+            name.starts_with(&format!("clients-{first_word}"))
+                && name.ends_with(&format!("-seed-0.{extension}")),
+            "{name} names the design ({design}) and the seed"
+        );
+    }
+    let history = out.join(&names[1]).display().to_string();
+    let judged = leaseproof(&["check", &history]);
+    assert_eq!(judged.code, 0, "{}", judged.text());
+    assert!(
+        judged.text().contains("possible (could not judge): I1"),
+        "{}",
+        judged.text()
+    );
+    let judged = leaseproof(&["check", &history, "--fail-on-possible"]);
+    assert_eq!(judged.code, 1, "{}", judged.text());
 }

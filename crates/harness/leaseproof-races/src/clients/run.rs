@@ -15,6 +15,7 @@
 //! the interleaving of real processes is not, and the report says so. Every
 //! process, proxy, server and file the run started is gone when it returns.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -123,23 +124,55 @@ pub enum ClientRunError {
 }
 
 /// The history as `leaseproof check` reads it, refused where the file
-/// would be, the offending event named by its worker.
-fn refuse_malformed(history: &History) -> Result<(), ClientRunError> {
+/// would be, the offending event named as the client said it: its worker,
+/// the request's `msg_id` and type, and the answer's field in the protocol's
+/// words (`lifetime_ms`, not the history's `lifetime_us`).
+fn refuse_malformed(
+    history: &History,
+    requests: &BTreeMap<u64, (u64, &'static str)>,
+) -> Result<(), ClientRunError> {
     let Err(error) = History::from_json_lines(&history.to_json_lines()) else {
         return Ok(());
     };
     let mut message = error.to_string();
-    if let leaseproof_history::HistoryError::Invalid { line_number, .. } = error {
+    if let leaseproof_history::HistoryError::Invalid {
+        line_number, field, ..
+    } = error
+    {
         // The design's line (if any) comes first, then the events, one a line.
         let first_event_line = 1 + usize::from(history.design.is_some());
         let event = line_number
             .checked_sub(first_event_line)
             .and_then(|index| history.events.get(index));
         if let Some(event) = event {
-            message = format!(
-                "{message} (an answer to {} incarnation {})",
-                event.worker, event.incarnation
-            );
+            let request = match &event.kind {
+                EventKind::Invoke { op_id, .. } | EventKind::Complete { op_id, .. } => {
+                    requests.get(op_id)
+                }
+                _ => None,
+            };
+            let answer_field =
+                field
+                    .strip_prefix("kind.outcome.result.")
+                    .map(|field| match field {
+                        "lifetime_us" => "lifetime_ms",
+                        field => field,
+                    });
+            message = match (request, answer_field) {
+                (Some((msg_id, kind)), Some(answer_field)) => format!(
+                    "{message} (field `{answer_field}` of {} incarnation {}'s answer to \
+                     msg_id {msg_id}, {kind})",
+                    event.worker, event.incarnation
+                ),
+                (Some((msg_id, kind)), None) => format!(
+                    "{message} ({} incarnation {}'s answer to msg_id {msg_id}, {kind})",
+                    event.worker, event.incarnation
+                ),
+                (None, _) => format!(
+                    "{message} (an answer to {} incarnation {})",
+                    event.worker, event.incarnation
+                ),
+            };
         }
     }
     Err(ClientRunError::Malformed(message))
@@ -305,6 +338,9 @@ struct Run {
     unanswered: Mutex<Vec<String>>,
     /// When the plan's clock starts.
     start: HeldStart,
+    /// Each recorded operation's request, by op id: its `msg_id` and type,
+    /// so a refusal names what the client was answering.
+    requests: Mutex<BTreeMap<u64, (u64, &'static str)>>,
 }
 
 /// One worker's place at the held start: it arrives once, when its first
@@ -492,6 +528,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         hello: Mutex::new(None),
         process_effects: Mutex::new(ProcessEffects::default()),
         own_exits: Mutex::new(Vec::new()),
+        requests: Mutex::new(BTreeMap::new()),
         unanswered: Mutex::new(Vec::new()),
         start: HeldStart::new(config.clients),
     });
@@ -545,7 +582,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         grant_stamps,
         ..CheckConfig::default()
     };
-    refuse_malformed(&history)?;
+    refuse_malformed(&history, &lock(&run.requests))?;
     let report = check(&history, &design);
     // Saved with the history: `leaseproof check` judges it as the run did.
     history.design = Some(design);
@@ -1313,6 +1350,7 @@ async fn exchange(
         let (now, _, _) = run.stamp_now(&worker, incarnation);
         run.recorder.invoke(stamp(&worker, incarnation, now), op)
     };
+    lock(&run.requests).insert(op_id, (request.msg_id(), request.kind()));
     let Some(client) = process.as_mut() else {
         return (Answer::Lost("no process".to_string()), op_id);
     };
@@ -1783,10 +1821,21 @@ mod tests {
         };
         let outcome = Outcome::Ok { result: backwards };
         history.push("w1", 2, 3, 3, EventKind::Complete { op_id: 0, outcome });
+        let unnamed = BTreeMap::new();
+        let requests = BTreeMap::from([(0, (7, "acquire"))]);
         for design in [None, Some(CheckConfig::default())] {
             history.design = design;
-            let error = refuse_malformed(&history).unwrap_err().to_string();
+            let error = refuse_malformed(&history, &unnamed)
+                .unwrap_err()
+                .to_string();
             assert!(error.contains("(an answer to w1 incarnation 2)"), "{error}");
+            let error = refuse_malformed(&history, &requests)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("w1 incarnation 2's answer to msg_id 7, acquire)"),
+                "{error}"
+            );
         }
     }
 }

@@ -265,3 +265,38 @@ fn a_repaired_partition_lets_its_workers_reach_the_database_again() {
     }
     assert!(repairs_heard >= 4, "{repairs_heard} repairs");
 }
+
+/// The table's `p99/max` column and the speed footer's projections are
+/// figures users read to size a sweep: each pinned on known inputs.
+#[test]
+fn takeover_delay_percentiles_are_nearest_rank_and_projections_share_the_cores() {
+    let mut summary = SweepSummary::default();
+    assert_eq!(summary.dead_holder_takeover_delay_us_percentile(99), None);
+    assert_eq!(summary.dead_holder_takeover_delay_us_max(), None);
+    summary.counts.dead_holder_takeover_delays_us = (1..=200).map(|ms| ms * 1_000).collect();
+    assert_eq!(
+        summary.dead_holder_takeover_delay_us_percentile(1),
+        Some(2_000)
+    );
+    assert_eq!(
+        summary.dead_holder_takeover_delay_us_percentile(50),
+        Some(100_000)
+    );
+    assert_eq!(
+        summary.dead_holder_takeover_delay_us_percentile(99),
+        Some(198_000)
+    );
+    assert_eq!(
+        summary.dead_holder_takeover_delay_us_percentile(100),
+        Some(200_000)
+    );
+    assert_eq!(summary.dead_holder_takeover_delay_us_max(), Some(200_000));
+    summary.counts.dead_holder_takeover_delays_us = vec![7_000];
+    assert_eq!(
+        summary.dead_holder_takeover_delay_us_percentile(1),
+        Some(7_000)
+    );
+    // 1,000 seeds at 10 seeds/s on one core: 100 s; on four cores: 25 s.
+    assert_eq!(leaseproof_sim::projected_seconds(1_000, 1, 10.0), 100.0);
+    assert_eq!(leaseproof_sim::projected_seconds(1_000, 4, 10.0), 25.0);
+}
