@@ -159,6 +159,7 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
                     title: format!("{} — seed {seed}", outcome.design),
                     history: &outcome.history,
                     report: &outcome.report,
+                    marks: &outcome.marks,
                 };
                 if let Err(code) = evidence.write(
                     args.history.as_deref(),
@@ -304,7 +305,12 @@ fn save_evidence(args: &ClientsArgs, seed: u64, outcome: &ClientRunReport) {
     let history = dir.join(format!("{stem}.jsonl"));
     let html = dir.join(format!("{stem}.html"));
     let title = format!("{} — seed {seed}", outcome.design);
-    let page = leaseproof_history::timeline_html(&title, &outcome.history, &outcome.report, &[]);
+    let page = leaseproof_history::timeline_html(
+        &title,
+        &outcome.history,
+        &outcome.report,
+        &outcome.marks,
+    );
     match (outcome.history.save(&history), std::fs::write(&html, page)) {
         (Ok(()), Ok(())) => println!("evidence: {} and {}", history.display(), html.display()),
         (Err(error), _) => eprintln!("leaseproof clients: {error}"),

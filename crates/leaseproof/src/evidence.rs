@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use leaseproof_history::{CheckReport, History};
+use leaseproof_history::{Annotation, CheckReport, History};
 
 /// Where a command announces the files it wrote.
 #[derive(Clone, Copy)]
@@ -75,6 +75,9 @@ pub(crate) struct Evidence<'a> {
     pub(crate) title: String,
     pub(crate) history: &'a History,
     pub(crate) report: &'a CheckReport,
+    /// What the history does not record but the timeline draws (the
+    /// strikes of a clients run).
+    pub(crate) marks: &'a [Annotation],
 }
 
 impl Evidence<'_> {
@@ -94,8 +97,12 @@ impl Evidence<'_> {
             announce.say(format!("history written to {}", path.display()));
         }
         if let Some(path) = html_path {
-            let html =
-                leaseproof_history::timeline_html(&self.title, self.history, self.report, &[]);
+            let html = leaseproof_history::timeline_html(
+                &self.title,
+                self.history,
+                self.report,
+                self.marks,
+            );
             if let Err(error) = std::fs::write(path, html) {
                 eprintln!(
                     "leaseproof {}: writing {}: {error}",

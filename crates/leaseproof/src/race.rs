@@ -235,6 +235,7 @@ pub async fn run_race(args: RaceArgs) -> ExitCode {
                 title: format!("race of {} workers on {}", args.workers, outcome.scope),
                 history: &outcome.history,
                 report: &outcome.report,
+                marks: &[],
             };
             if let Err(code) = evidence.write(
                 args.history.as_deref(),

@@ -9,7 +9,10 @@
 //! - **Inside a rival's certain hold** (real time): a write acknowledged ok
 //!   whose whole span, invoke to completion, lies inside another owner's
 //!   certain hold of the scope (see `certain_holds`) committed while the lock
-//!   was promised to that rival.
+//!   was promised to that rival — unless the writer's own certain hold,
+//!   granted after the rival's began, covers the write too: the lock then
+//!   broke its promise to the rival (I1), and it is the rival's writes that
+//!   are stale, not the newer holder's.
 //! - **Commit order** (the store's commit clock): A's write under grant G_A
 //!   committed strictly after B's write under G_B, although G_A was
 //!   acknowledged before G_B was even invoked. A correct lock ended G_A
@@ -170,14 +173,28 @@ impl<'h> Checker<'h> {
                 continue;
             };
             let invoked_true_us = write.record.invoke_true_us;
-            let Some(rival) = holds.get(write.scope).and_then(|holds| {
-                holds.iter().find(|hold| {
-                    hold.owner != write.owner
-                        // Strictly: a write invoked in the microsecond the
-                        // rival's hold began may have come before it.
-                        && hold.from_true_us < invoked_true_us
-                        && completed_true_us < hold.until_true_us
-                })
+            let scope_holds = holds.get(write.scope).map_or(&[][..], Vec::as_slice);
+            // The writer's own certain holds around the whole write (one
+            // ending at the write's answer covers it: a lock without a
+            // lifetime is certain only up to its incarnation's last event).
+            let own_holds = scope_holds.iter().filter(|hold| {
+                hold.owner == write.owner
+                    && hold.from_true_us <= invoked_true_us
+                    && completed_true_us <= hold.until_true_us
+            });
+            let Some(rival) = scope_holds.iter().find(|hold| {
+                hold.owner != write.owner
+                    // Strictly: a write invoked in the microsecond the
+                    // rival's hold began may have come before it.
+                    && hold.from_true_us < invoked_true_us
+                    && completed_true_us < hold.until_true_us
+                    // A writer granted while the lock was promised to this
+                    // rival wrote under the newer grant: the lock broke its
+                    // promise to the rival (I1, reported for the two holds),
+                    // and the stale writes are the rival's, not these.
+                    && !own_holds
+                        .clone()
+                        .any(|own| own.from_true_us > hold.from_true_us)
             }) else {
                 continue;
             };

@@ -15,6 +15,16 @@ const SCOPE: &str = "t";
 
 /// A lock with a 100 us lifetime and no token: invoked at `at`, acknowledged at `at + 2`.
 fn lock(builder: &mut Builder, worker: &str, at: i64) {
+    lock_living(builder, worker, at, Some(100));
+}
+
+/// A session lock (no lifetime, no token): invoked at `at`, acknowledged at `at + 2`.
+fn session_lock(builder: &mut Builder, worker: &str, at: i64) {
+    lock_living(builder, worker, at, None);
+}
+
+/// A tokenless lock promising `lifetime_us` (`None`: as long as its session).
+fn lock_living(builder: &mut Builder, worker: &str, at: i64, lifetime_us: Option<i64>) {
     builder.at(at);
     let (_, op_id) = builder.invoke(
         worker,
@@ -25,16 +35,11 @@ fn lock(builder: &mut Builder, worker: &str, at: i64) {
         },
     );
     builder.at(at + 2);
-    builder.complete(
-        worker,
-        op_id,
-        Outcome::Ok {
-            result: OpResult::Lock {
-                token: None,
-                lifetime_us: Some(100),
-            },
-        },
-    );
+    let result = OpResult::Lock {
+        token: None,
+        lifetime_us,
+    };
+    builder.complete(worker, op_id, Outcome::Ok { result });
 }
 
 /// `worker` writes `cycle_id` (2 items): invoked at `at`, answered `outcome` at `at + 3`.
@@ -169,6 +174,62 @@ fn a_write_inside_a_rivals_certain_hold_is_a_stale_write_without_rows() {
     assert!(
         violation.message.contains("while b certainly held"),
         "{violation}"
+    );
+}
+
+#[test]
+fn a_holder_granted_while_the_lock_was_promised_to_another_is_not_the_stale_writer() {
+    // a's session lock is freed behind its back (it is never told); b is
+    // granted at 202 and writes inside its own hold: the lock broke its
+    // promise to a (I1), and b's writes are no stale writes. a, still
+    // promised the lock, writes inside b's hold [202, 403): a's write is the
+    // stale one.
+    let mut builder = Builder::new();
+    session_lock(&mut builder, "a", 10);
+    session_lock(&mut builder, "b", 200);
+    write(&mut builder, "b", 1, 220, written());
+    write(&mut builder, "a", 1, 300, written());
+    write(&mut builder, "b", 2, 400, written());
+    rows(&mut builder, "b", 1, 5_000);
+    rows(&mut builder, "a", 1, 5_100);
+    rows(&mut builder, "b", 2, 5_200);
+    let report = leaseproof_history::check(&builder.build(), &Default::default());
+    assert_eq!(
+        report.violations_of(Invariant::MutualExclusion).len(),
+        1,
+        "{report}"
+    );
+    let stale = report.violations_of(Invariant::FencedWrites);
+    assert!(
+        stale.iter().any(|violation| violation
+            .message
+            .starts_with("a wrote (cycle 1) in [300, 303] while b certainly held")),
+        "{report}"
+    );
+    assert!(
+        stale
+            .iter()
+            .all(|violation| violation.message.starts_with("a ")
+                || violation.message.starts_with("a's ")),
+        "only a's write is stale:\n{report}"
+    );
+    // Without the newer grant, b's write inside a's promise is stale again:
+    // a writer holding nothing of its own is blamed as before.
+    let mut builder = Builder::new();
+    session_lock(&mut builder, "a", 10);
+    write(&mut builder, "b", 1, 220, written());
+    rows(&mut builder, "b", 1, 5_000);
+    write(&mut builder, "a", 1, 300, written());
+    rows(&mut builder, "a", 1, 5_100);
+    let report = leaseproof_history::check(&builder.build(), &Default::default());
+    assert!(
+        report
+            .violations_of(Invariant::FencedWrites)
+            .iter()
+            .any(|violation| violation
+                .message
+                .starts_with("b wrote (cycle 1) in [220, 223] while a certainly held")),
+        "{report}"
     );
 }
 

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leaseproof_history::{
-    check, CheckConfig, CheckReport, EventKind, FailReason, GrantStamps, GuardedRow, History, Op,
-    OpResult, Outcome, Recorder, Stamp, WorkRow,
+    check, Annotation, CheckConfig, CheckReport, EventKind, FailReason, GrantStamps, GuardedRow,
+    History, Op, OpResult, Outcome, Recorder, Stamp, WorkRow,
 };
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
@@ -253,6 +253,10 @@ pub struct ClientRunReport {
     /// When every client's first process had greeted, on the run's clock
     /// (ms): the held start, from which the plan's times and the duration count.
     pub started_after_ms: u64,
+    /// The strikes that acted, each where it landed on the history's clock
+    /// and on its victim's lanes: the timeline draws them beside the
+    /// evidence (the history file does not carry them).
+    pub marks: Vec<Annotation>,
 }
 
 impl ClientRunReport {
@@ -336,6 +340,8 @@ struct Run {
     own_exits: Mutex<Vec<String>>,
     /// Requests left unanswered until the run's patience ran out.
     unanswered: Mutex<Vec<String>>,
+    /// The strikes that acted, where they landed on the history's clock.
+    marks: Mutex<Vec<Annotation>>,
     /// When the plan's clock starts.
     start: HeldStart,
     /// Each recorded operation's request, by op id: its `msg_id` and type,
@@ -529,6 +535,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         process_effects: Mutex::new(ProcessEffects::default()),
         own_exits: Mutex::new(Vec::new()),
         requests: Mutex::new(BTreeMap::new()),
+        marks: Mutex::new(Vec::new()),
         unanswered: Mutex::new(Vec::new()),
         start: HeldStart::new(config.clients),
     });
@@ -602,6 +609,8 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
     let process_effects = *lock(&run.process_effects);
     let own_exits = std::mem::take(&mut *lock(&run.own_exits));
     let unanswered = std::mem::take(&mut *lock(&run.unanswered));
+    let mut marks = std::mem::take(&mut *lock(&run.marks));
+    marks.sort_by_key(|mark| mark.true_time_us);
     drop(admin);
     drop(database);
     Ok(ClientRunReport {
@@ -618,6 +627,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         history,
         report,
         started_after_ms: u64::try_from(run.start.at_us().await / 1_000).unwrap_or(0),
+        marks,
     })
 }
 
@@ -1578,21 +1588,41 @@ async fn aim(run: &Arc<Run>, strike: &Strike) -> (usize, String) {
         (_, Some(_)) => format!(" w{client} (the holder)"),
         (_, None) => format!(" w{client}"),
     };
-    let waited = if waited_ms > 0 {
-        format!(" (+{waited_ms} ms waiting for a holder)")
+    let planned_ms = strike.at.as_millis();
+    // The time it landed first; the plan's time beside it when it waited.
+    let when = if waited_ms > 0 {
+        format!(
+            "at {} ms (planned {planned_ms} ms; +{waited_ms} ms waiting for a holder)",
+            planned_ms + waited_ms.unsigned_abs() as u128
+        )
     } else {
-        String::new()
+        format!("at {planned_ms} ms")
     };
-    let what = format!(
-        "at {} ms{waited}: {}{target}",
-        strike.at.as_millis(),
-        strike.kind.name()
-    );
+    let what = format!("{when}: {}{target}", strike.kind.name());
     (client, what)
 }
 
+/// Aims `strike`, lands it and marks it on the timeline (on its victim's
+/// lanes, at the moment it landed) when it acted.
 async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> {
     let (client, what) = aim(run, strike).await;
+    let landed_us = run.clock.elapsed_us();
+    let done = land(run, strike, client, what).await?;
+    lock(&run.marks).push(Annotation {
+        true_time_us: landed_us,
+        worker: (strike.kind != FaultKind::RedisRestart).then(|| format!("w{client}")),
+        text: format!("struck {done}"),
+    });
+    Ok(done)
+}
+
+/// Does what `strike` does to `client`; `what` names it.
+async fn land(
+    run: &Arc<Run>,
+    strike: &Strike,
+    client: usize,
+    what: String,
+) -> Result<String, String> {
     let slot = &run.slots[client];
     let signal = |name: &str| {
         let pgid = slot.pgid.load(Ordering::SeqCst);

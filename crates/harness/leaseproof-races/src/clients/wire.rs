@@ -307,6 +307,12 @@ pub fn parse_line(client: &str, line_number: u64, line: &str) -> Result<Message,
             "field `{path}`: appears twice in one object: which one counts is a guess"
         )));
     }
+    if let Some((field, number)) = integer_beyond_64_bits(line) {
+        return Err(error(format!(
+            "field `{field}`: {number} (as JSON reads it): an integer beyond 64 bits, which no \
+             field of {PROTOCOL} takes"
+        )));
+    }
     let message: Message = serde_json::from_str(line).map_err(|source| {
         let field = culprit(line, &source.to_string())
             .map_or_else(String::new, |key| format!("field `{key}`: "));
@@ -334,12 +340,90 @@ pub fn parse_line(client: &str, line_number: u64, line: &str) -> Result<Message,
             }
         }
     }
-    if let Message::Ok { token: Some(0), .. } = &message {
-        return Err(error(
-            "field `token`: 0 (fencing tokens are integers >= 1)".to_string(),
-        ));
+    if let Message::Ok { .. } = &message {
+        if let Some(problem) = ok_out_of_range(&message) {
+            return Err(error(problem));
+        }
     }
     Ok(message)
+}
+
+/// A top-level field holding a whole number beyond 64 bits (`2^64`, `1e20`),
+/// which JSON reads as a float: serde would call it "floating point", and
+/// the client sent an integer.
+fn integer_beyond_64_bits(line: &str) -> Option<(String, serde_json::Number)> {
+    let serde_json::Value::Object(object) = serde_json::from_str(line).ok()? else {
+        return None;
+    };
+    object.into_iter().find_map(|(key, value)| match value {
+        serde_json::Value::Number(number)
+            if number.is_f64()
+                && number
+                    .as_f64()
+                    .is_some_and(|value| value.fract() == 0.0 && value.abs() >= 2f64.powi(63)) =>
+        {
+            Some((key, number))
+        }
+        _ => None,
+    })
+}
+
+/// What `leaseproof check` would refuse in an `ok`'s numbers, said of the
+/// answer's own field: a token of 0 or beyond a signed 64-bit integer, a
+/// lifetime of 0 or one whose microseconds overflow the checker's
+/// arithmetic, a time beyond ±2^62 µs.
+fn ok_out_of_range(message: &Message) -> Option<String> {
+    const TIME_LIMIT_US: i64 = 1 << 62;
+    let Message::Ok {
+        token,
+        lifetime_ms,
+        granted_at_us,
+        expires_at_us,
+        released_at_us,
+        committed_at_us,
+        ..
+    } = message
+    else {
+        return None;
+    };
+    match (token, lifetime_ms) {
+        (Some(0), _) => {
+            return Some("field `token`: 0 (fencing tokens are integers >= 1)".to_string())
+        }
+        (Some(token), _) if *token > i64::MAX as u64 => {
+            return Some(format!(
+                "field `token`: {token}: a token is at most 2^63 - 1 (a signed 64-bit \
+                 integer, as PostgreSQL's bigint and Redis's INCR give)"
+            ))
+        }
+        (_, Some(0)) => {
+            return Some(
+                "field `lifetime_ms`: 0: a promised lifetime is > 0 (leave the field out for \
+                 a lock that lives as long as its session)"
+                    .to_string(),
+            )
+        }
+        (_, Some(lifetime_ms)) if *lifetime_ms > (TIME_LIMIT_US / 1_000) as u64 => {
+            return Some(format!(
+                "field `lifetime_ms`: {lifetime_ms}: lifetimes lie within 2^62 µs \
+                 (146,000 years)"
+            ))
+        }
+        _ => {}
+    }
+    [
+        ("granted_at_us", granted_at_us),
+        ("expires_at_us", expires_at_us),
+        ("released_at_us", released_at_us),
+        ("committed_at_us", committed_at_us),
+    ]
+    .into_iter()
+    .find_map(|(field, time)| {
+        let time = (*time)?;
+        (!(-TIME_LIMIT_US..=TIME_LIMIT_US).contains(&time)).then(|| {
+            format!("field `{field}`: {time}: server times lie within ±2^62 µs (146,000 years)")
+        })
+    })
 }
 
 #[cfg(test)]
@@ -395,6 +479,26 @@ mod tests {
             (
                 r#"{"type":"ok","in_reply_to":1,"token":0}"#,
                 "field `token`: 0",
+            ),
+            (
+                r#"{"type":"ok","in_reply_to":1,"token":9223372036854775808}"#,
+                "field `token`: 9223372036854775808: a token is at most 2^63 - 1",
+            ),
+            (
+                r#"{"type":"ok","in_reply_to":1,"token":18446744073709551616}"#,
+                "field `token`: 1.8446744073709552e+19 (as JSON reads it): an integer beyond 64 bits",
+            ),
+            (
+                r#"{"type":"ok","in_reply_to":1,"lifetime_ms":0}"#,
+                "field `lifetime_ms`: 0: a promised lifetime is > 0",
+            ),
+            (
+                r#"{"type":"ok","in_reply_to":1,"lifetime_ms":4611686018427388}"#,
+                "field `lifetime_ms`: 4611686018427388: lifetimes lie within",
+            ),
+            (
+                r#"{"type":"ok","in_reply_to":1,"token":1,"granted_at_us":-4611686018427387905,"expires_at_us":1}"#,
+                "field `granted_at_us`: -4611686018427387905: server times lie within",
             ),
             // Type errors, which serde reports without the field here.
             (

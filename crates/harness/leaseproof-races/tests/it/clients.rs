@@ -250,6 +250,43 @@ async fn leaseproofs_lease_through_the_protocol_stays_clean_under_every_fault() 
     assert!(judged_for_real >= 1, "every run was vacuous");
 }
 
+/// Every strike that acted is marked for the timeline: where it landed on
+/// the history's clock (after the held start, before the run's end), on its
+/// victim's lanes (a Redis restart on the whole run's), with its line.
+fn assert_strikes_marked(outcome: &ClientRunReport) {
+    let texts: Vec<String> = outcome.marks.iter().map(|mark| mark.text.clone()).collect();
+    let mut struck: Vec<String> = outcome
+        .strikes
+        .iter()
+        .map(|strike| format!("struck {strike}"))
+        .collect();
+    let mut sorted = texts.clone();
+    sorted.sort();
+    struck.sort();
+    assert_eq!(sorted, struck, "{}", describe(outcome));
+    let start_us = outcome.started_after_ms as i64 * 1_000;
+    let last_us = outcome
+        .history
+        .events
+        .iter()
+        .map(|event| event.true_time_us)
+        .max()
+        .unwrap_or(i64::MAX);
+    for mark in &outcome.marks {
+        assert!(
+            (start_us..=last_us).contains(&mark.true_time_us),
+            "{mark:?} outside [{start_us}, {last_us}]"
+        );
+        match &mark.worker {
+            None => assert!(mark.text.contains("redis-restart"), "{mark:?}"),
+            Some(worker) => assert!(
+                mark.text.contains(&format!(" {worker}")),
+                "{mark:?} names its victim's lane"
+            ),
+        }
+    }
+}
+
 #[tokio::test]
 async fn every_network_strike_acts_on_a_holders_connections_and_the_reference_stays_clean() {
     // The lease client absorbs what it can (a read retried, an acquisition
@@ -271,6 +308,7 @@ async fn every_network_strike_acts_on_a_holders_connections_and_the_reference_st
         for seed in seeds_striking_holders(kind, 2, &[kind], 4_000, 1_500).take(2) {
             let outcome = judged(config(lock_client("lease"), seed, &[kind], 4_000, 1_500)).await;
             assert!(outcome.report.is_ok(), "{}", describe(&outcome));
+            assert_strikes_marked(&outcome);
             acted += effect(&outcome.proxy_effects);
         }
         assert!(acted > 0, "four {kind:?} strikes did nothing");
@@ -314,6 +352,7 @@ async fn every_process_strike_acts_on_its_target_and_the_reference_stays_clean()
             assert!(outcome.report.is_ok(), "{}", describe(&outcome));
             // A strike's signal is no crash of the client's own.
             assert!(outcome.own_exits.is_empty(), "{:?}", outcome.own_exits);
+            assert_strikes_marked(&outcome);
             acted += effect(&outcome.process_effects);
         }
         assert!(acted > 0, "two runs of {kind:?} strikes did nothing");
