@@ -14,8 +14,10 @@
 //!   back by a shorter one); a renewal invoked once the promise had run out
 //!   ends the hold there and begins a new one at its acknowledgement,
 //! - the holder learning the lock is gone or its belief ending (`BeliefEnd`),
-//! - for a lock without a lifetime (it lives with its session), the
-//!   incarnation's last event (a crash ends the session),
+//! - for a lock without a lifetime (it lives with its session, which can end
+//!   behind its holder's back at any instant), the invocation of the
+//!   holder's last operation that proves it still held: an ok renewal or an
+//!   ok release (the acknowledgement alone, without one),
 //! - the holder's next acquisition of the scope.
 //!
 //! Two certain holds of different owners that overlap are a real double grant
@@ -24,8 +26,11 @@
 //! the other was invoked), the later token must be larger (I2).
 //! Invariant: a hold is judged only inside what was certain, so a correct lock
 //! is never reported, whatever its latency; a lock that breaks its promise (a
-//! store restart losing keys, a session lock freed before its holder learns)
-//! is reported, and rightly: two holders relied on it at once.
+//! store restart losing keys before their lifetime, a session lock granted
+//! to a rival while its holder went on proving it held) is reported, and
+//! rightly: two holders relied on it at once. A session lock whose session
+//! ended unseen is no broken promise: its holder's belief outlives it (a
+//! belief overlap), and what that holder wrote meanwhile is judged by I3.
 
 use std::collections::BTreeMap;
 
@@ -244,6 +249,33 @@ pub(super) fn certain_holds<'h>(
     holds
 }
 
+/// How long a lock without a lifetime certainly held: its session may have
+/// ended at any instant after the grant, so until the invocation of the last
+/// operation of the holder that proves it still held — an ok renewal or an
+/// ok release (the lock was held when it ran, so throughout since the
+/// grant) — before its next acquisition; `from_true_us` (nothing beyond the
+/// grant's acknowledgement) without one. The proving operation's invoke
+/// event comes with it.
+fn session_proven_until(from_true_us: i64, later: &[&OpRecord<'_>]) -> (i64, Option<u64>) {
+    let mut proven = (from_true_us, None);
+    for record in later {
+        match (record.op, record.completion) {
+            (Op::Acquire { .. }, _) => break,
+            (Op::Renew { .. } | Op::Release { .. }, Some((_, Outcome::Ok { .. }))) => {
+                if record.invoke_true_us > proven.0 {
+                    proven = (record.invoke_true_us, Some(record.invoke_event));
+                }
+                if matches!(record.op, Op::Release { .. }) {
+                    break;
+                }
+            }
+            (Op::Release { .. }, _) => break,
+            _ => {}
+        }
+    }
+    proven
+}
+
 /// The certain hold an ok lock acquisition `acquire` gives, given the same
 /// incarnation's later operations on the scope, its belief ends there and
 /// its last event; `None` when it is not a lock grant. Also the position in
@@ -271,14 +303,17 @@ fn hold_from<'h>(
     let from_true_us = acquire.complete_true_us?;
     let mut promised_until_us =
         lifetime_us.map(|lifetime_us| acquire.invoke_true_us.saturating_add(lifetime_us));
-    // Without a lifetime the lock lives with its session: no longer than the
-    // incarnation that holds it.
-    let mut until_true_us = if lifetime_us.is_none() {
-        last_event_true_us
-    } else {
-        i64::MAX
-    };
+    let mut until_true_us = i64::MAX;
     let mut end_event = complete_event;
+    if lifetime_us.is_none() {
+        // Without a lifetime the lock lives with its session, which can end
+        // behind its holder's back (reset, terminated, the server
+        // restarted) at any instant after the grant: certain only up to the
+        // last proof that it still held.
+        let (proven_until_us, proof_event) = session_proven_until(from_true_us, later);
+        until_true_us = proven_until_us.min(last_event_true_us.max(from_true_us));
+        end_event = proof_event.unwrap_or(complete_event);
+    }
     let mut lapsed = None;
     for (offset, record) in later.iter().enumerate() {
         match (record.op, record.completion) {

@@ -177,59 +177,127 @@ fn a_write_inside_a_rivals_certain_hold_is_a_stale_write_without_rows() {
     );
 }
 
+/// `worker`'s session lock proven still held: a renewal, or with `release`
+/// a release, invoked at `at` and answered ok at `at + 2`.
+fn proven(builder: &mut Builder, worker: &str, at: i64, release: bool) {
+    builder.at(at);
+    let (scope, owner) = (SCOPE.to_string(), worker.to_string());
+    let (op, result) = if release {
+        let op = Op::Release {
+            scope,
+            owner,
+            token: 0,
+        };
+        (op, OpResult::Unlocked {})
+    } else {
+        let op = Op::Renew {
+            scope,
+            owner,
+            token: 0,
+            ttl_us: 100,
+        };
+        let result = OpResult::Lock {
+            token: None,
+            lifetime_us: None,
+        };
+        (op, result)
+    };
+    let (_, op_id) = builder.invoke(worker, op);
+    builder.at(at + 2);
+    builder.complete(worker, op_id, Outcome::Ok { result });
+}
+
+/// The violations' invariants and the stale writes' messages.
+fn judged(builder: Builder) -> (Vec<Invariant>, Vec<String>) {
+    let report = leaseproof_history::check(&builder.build(), &Default::default());
+    let invariants = report.violations.iter().map(|v| v.invariant).collect();
+    let stale = report
+        .violations_of(Invariant::FencedWrites)
+        .iter()
+        .map(|violation| violation.message.clone())
+        .collect();
+    (invariants, stale)
+}
+
 #[test]
 fn a_holder_granted_while_the_lock_was_promised_to_another_is_not_the_stale_writer() {
-    // a's session lock is freed behind its back (it is never told); b is
-    // granted at 202 and writes inside its own hold: the lock broke its
-    // promise to a (I1), and b's writes are no stale writes. a, still
-    // promised the lock, writes inside b's hold [202, 403): a's write is the
-    // stale one.
+    // a's session lock, proven held at 250 (an ok renewal), was granted to b
+    // at 202: the lock broke its promise (I1). b's write at 220 lies inside
+    // a's proven hold, but under b's newer grant: not stale. a's write at
+    // 300 lies inside b's hold [202, 500): a's is the stale one.
+    let mut builder = Builder::new();
+    session_lock(&mut builder, "a", 10);
+    session_lock(&mut builder, "b", 200);
+    write(&mut builder, "b", 1, 220, written());
+    proven(&mut builder, "a", 250, false);
+    write(&mut builder, "a", 1, 300, written());
+    proven(&mut builder, "b", 500, true);
+    rows(&mut builder, "b", 1, 5_000);
+    rows(&mut builder, "a", 1, 5_100);
+    let (invariants, stale) = judged(builder);
+    assert!(
+        invariants.contains(&Invariant::MutualExclusion),
+        "{stale:?}"
+    );
+    assert!(
+        stale.iter().any(|message| message
+            .starts_with("a wrote (cycle 1) in [300, 303] while b certainly held t in [202, 500)")),
+        "{stale:?}"
+    );
+    assert!(
+        stale
+            .iter()
+            .all(|message| message.starts_with("a ") || message.starts_with("a's ")),
+        "only a's write is stale: {stale:?}"
+    );
+}
+
+#[test]
+fn a_session_lock_is_certain_only_as_far_as_its_holder_proved_it_held() {
+    // a's session may have ended right after its grant (a reset, a
+    // terminated backend): b granted at 202 is no double grant, only a
+    // belief a outlived. a's write inside b's hold (proven by b's release)
+    // is the stale write.
     let mut builder = Builder::new();
     session_lock(&mut builder, "a", 10);
     session_lock(&mut builder, "b", 200);
     write(&mut builder, "b", 1, 220, written());
     write(&mut builder, "a", 1, 300, written());
-    write(&mut builder, "b", 2, 400, written());
+    proven(&mut builder, "b", 500, true);
     rows(&mut builder, "b", 1, 5_000);
     rows(&mut builder, "a", 1, 5_100);
-    rows(&mut builder, "b", 2, 5_200);
-    let report = leaseproof_history::check(&builder.build(), &Default::default());
-    assert_eq!(
-        report.violations_of(Invariant::MutualExclusion).len(),
-        1,
-        "{report}"
-    );
-    let stale = report.violations_of(Invariant::FencedWrites);
+    let (invariants, stale) = judged(builder);
     assert!(
-        stale.iter().any(|violation| violation
-            .message
-            .starts_with("a wrote (cycle 1) in [300, 303] while b certainly held")),
-        "{report}"
+        !invariants.contains(&Invariant::MutualExclusion),
+        "{invariants:?}"
     );
     assert!(
-        stale
+        stale.iter().any(|message| message
+            .starts_with("a wrote (cycle 1) in [300, 303] while b certainly held t in [202, 500)")),
+        "{stale:?}"
+    );
+    // Without b's release, nothing proves b held when a wrote.
+    let mut builder = Builder::new();
+    session_lock(&mut builder, "a", 10);
+    session_lock(&mut builder, "b", 200);
+    write(&mut builder, "a", 1, 300, written());
+    let (_, stale) = judged(builder);
+    assert!(
+        !stale
             .iter()
-            .all(|violation| violation.message.starts_with("a ")
-                || violation.message.starts_with("a's ")),
-        "only a's write is stale:\n{report}"
+            .any(|message| message.contains("certainly held")),
+        "{stale:?}"
     );
-    // Without the newer grant, b's write inside a's promise is stale again:
-    // a writer holding nothing of its own is blamed as before.
+    // A writer holding nothing of its own inside a's proven hold is stale.
     let mut builder = Builder::new();
     session_lock(&mut builder, "a", 10);
     write(&mut builder, "b", 1, 220, written());
-    rows(&mut builder, "b", 1, 5_000);
-    write(&mut builder, "a", 1, 300, written());
-    rows(&mut builder, "a", 1, 5_100);
-    let report = leaseproof_history::check(&builder.build(), &Default::default());
+    proven(&mut builder, "a", 400, true);
+    let (_, stale) = judged(builder);
     assert!(
-        report
-            .violations_of(Invariant::FencedWrites)
-            .iter()
-            .any(|violation| violation
-                .message
-                .starts_with("b wrote (cycle 1) in [220, 223] while a certainly held")),
-        "{report}"
+        stale.iter().any(|message| message
+            .starts_with("b wrote (cycle 1) in [220, 223] while a certainly held t in [12, 400)")),
+        "{stale:?}"
     );
 }
 

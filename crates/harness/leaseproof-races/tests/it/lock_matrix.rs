@@ -17,9 +17,9 @@ fn expected(lock: LockKind, fault: Fault) -> &'static str {
         // A session lock survives a pause (no TTL) and dies with its session:
         // the server frees it at once, the holder learns late.
         (Advisory, HolderPaused) => "holds",
-        (Advisory, LockConnectionKilled) => "I1+I3",
+        (Advisory, LockConnectionKilled) => "I3",
         (Advisory, HolderKilled) => "holds",
-        (Advisory, ServerRestart) => "I1+I3",
+        (Advisory, ServerRestart) => "I3",
         // A TTL key expires under a pause — the guard's lost fires at the
         // TTL, so the holder knew and its unfenced write is a stale one —;
         // without persistence a restart forgets the key while the holder

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use leaseproof_history::Invariant;
 use leaseproof_sim::{run, RunOptions, RunOutcome, Scenario};
 
-use Invariant::{FencedWrites as I3, MutualExclusion as I1};
+use Invariant::FencedWrites as I3;
 
 fn runs(name: &str, seeds: std::ops::Range<u64>, options: RunOptions) -> Vec<RunOutcome> {
     let scenario = Scenario::load(name).expect("the scenario loads");
@@ -27,9 +27,9 @@ fn the_advisory_scenarios_break_exactly_their_known_breaks() {
     for (name, known) in [
         ("advisory-pause", vec![]),
         ("advisory-crash", vec![]),
-        ("advisory-session-kill", vec![I1, I3]),
-        ("advisory-restart", vec![I1, I3]),
-        ("advisory-chaos", vec![I1, I3]),
+        ("advisory-session-kill", vec![I3]),
+        ("advisory-restart", vec![I3]),
+        ("advisory-chaos", vec![I3]),
     ] {
         let scenario = Scenario::load(name).unwrap();
         assert_eq!(scenario.lock.as_ref().unwrap().breaks, known, "{name}");
@@ -106,14 +106,17 @@ fn a_crashed_holders_lock_is_freed_with_its_session_and_taken_by_a_rival() {
 }
 
 #[test]
-fn a_database_granting_shared_advisory_locks_is_caught_as_two_holders() {
+fn a_database_granting_shared_advisory_locks_is_caught_by_the_writes_it_lets_interleave() {
+    // Each holder's release then finds the lock another's (stale): nothing
+    // proves two sessions held it at once (a session may end unseen), but
+    // the writes the shared lock lets land under a rival's hold are proven.
     let planted = RunOptions {
         shared_advisory_locks: true,
         ..RunOptions::default()
     };
     let caught = runs("advisory-pause", 0..12, planted)
         .iter()
-        .filter(|outcome| outcome.invariants_broken().contains(&I1) && !outcome.is_ok())
+        .filter(|outcome| outcome.invariants_broken().contains(&I3) && !outcome.is_ok())
         .count();
     assert!(
         caught >= 6,
