@@ -10,8 +10,8 @@
 //! statement on the server's clock, a fencing token, a row-lock fence in the
 //! write's own transaction) whose answers `VARIED_SEED` shapes; `VARIED_PLANT`
 //! plants one bug instead; `VARIED_FORM=session` makes it a session lock
-//! writing through its own session. Each correct lease design runs under
-//! every fault kind, the session lock under those that spare its session;
+//! writing through its own session. Each correct design runs under every
+//! fault kind;
 //! each planted one under the fault that exposes it, over a bounded number of
 //! seeds whose plans strike holders with it (real processes: the plan is
 //! exact, the interleaving is not). `ci/nightly.sh` sweeps more seeds.
@@ -37,29 +37,36 @@ fn varied_client(python: &std::path::Path, seed: u64, plant: Option<&str>) -> St
 }
 
 #[tokio::test]
-async fn a_session_lock_writing_through_its_session_is_not_convicted_under_faults_that_spare_it() {
-    // A session lock has no lifetime: its holder holds it until it learns
-    // otherwise. Pauses, kills (the session ends with the process, and so
-    // does the belief), partitions (the session waits), latency and skewed
-    // clocks leave the session alone, so no finding is due. Resets and
-    // terminated backends end it behind its holder's back: those are
-    // findings, and are not asked here.
+async fn a_session_lock_writing_through_its_session_is_not_convicted_under_any_fault() {
+    // A session lock has no lifetime, and its session can end behind its
+    // holder's back (a reset, a terminated backend, the holder stopped
+    // meanwhile): certain only as far as its holder proved it held. Writing
+    // through that very session, a holder whose session ended cannot land a
+    // write, so no finding is due under any fault — a pause and a reset
+    // together included.
     if !servers().await {
         return;
     }
     let Some(python) = python() else { return };
-    let faults = [
-        FaultKind::PauseShort,
-        FaultKind::PauseLong,
-        FaultKind::Kill,
-        FaultKind::Partition,
-        FaultKind::Latency,
-        FaultKind::ClockSkew,
-    ];
-    let runs = [1, 3, 6].map(|seed| {
-        let command = format!("VARIED_FORM=session {}", varied_client(&python, seed, None));
-        (command, seed)
+    let faults = FaultKind::ALL;
+    // Seeds whose plans stop a client and end sessions: the stalled holder
+    // whose session dies is the case a session lock cannot report in time.
+    let ends_sessions =
+        |kind: FaultKind| matches!(kind, FaultKind::Reset | FaultKind::TerminateBackends);
+    let seeds = (0..).filter(|&seed| {
+        let plan = config(String::new(), seed, &faults, 6_000, 1_500).plan();
+        plan.strikes
+            .iter()
+            .any(|strike| strike.kind == FaultKind::PauseLong)
+            && plan.strikes.iter().any(|strike| ends_sessions(strike.kind))
     });
+    let runs: Vec<(String, u64)> = seeds
+        .take(3)
+        .map(|seed| {
+            let command = format!("VARIED_FORM=session {}", varied_client(&python, seed, None));
+            (command, seed)
+        })
+        .collect();
     let judged_for_real = clean_runs(runs, &faults, "varied session").await;
     assert!(
         judged_for_real >= 2,
