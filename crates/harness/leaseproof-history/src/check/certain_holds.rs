@@ -21,7 +21,9 @@
 //! - the holder's next acquisition of the scope.
 //!
 //! Two certain holds of different owners that overlap are a real double grant
-//! (I1): both locks had promised to be held at that instant. Where both carry
+//! (I1): both locks had promised to be held at that instant; so is a grant
+//! requested and answered inside another owner's certain hold (made at some
+//! instant in between, when the other held), even with nothing certain after. Where both carry
 //! tokens and one was certainly granted before the other (acknowledged before
 //! the other was invoked), the later token must be larger (I2).
 //! Invariant: a hold is judged only inside what was certain, so a correct lock
@@ -100,30 +102,56 @@ pub(super) fn violations(holds: &BTreeMap<&str, Vec<Hold<'_>>>) -> Vec<PendingVi
     violations
 }
 
-/// I1: a hold that began while another owner's was certain.
+/// I1: a hold that began while another owner's was certain — or, for a
+/// grant nothing certain follows (a session lock its holder never proved,
+/// a promise spent by its answer), a grant made while another owner's hold
+/// was certain from its request to its answer: the lock was granted at some
+/// instant in between, and the other held at every one.
 fn overlaps(scope: &str, holds: &[Hold<'_>], violations: &mut Vec<PendingViolation>) {
     // Holds begun so far that may still run, in order of their start.
     let mut running: Vec<&Hold<'_>> = Vec::new();
-    for later in holds.iter().filter(|hold| !hold.is_empty()) {
+    for later in holds {
         running.retain(|earlier| earlier.until_true_us > later.from_true_us);
-        if let Some(earlier) = running.iter().find(|earlier| earlier.owner != later.owner) {
-            violations.push((
-                Invariant::MutualExclusion,
-                scope.to_string(),
-                [earlier.events.as_slice(), later.events.as_slice()].concat(),
-                vec![],
-                format!(
-                    "{} and {} certainly held {scope} at once in real time: [{}, {}) and [{}, {}) (true us)",
-                    earlier.owner,
-                    later.owner,
-                    earlier.from_true_us,
-                    earlier.until_true_us,
-                    later.from_true_us,
-                    later.until_true_us
-                ),
-            ));
-        }
-        running.push(later);
+        let (earlier, message) = if later.is_empty() {
+            let covering = running.iter().find(|earlier| {
+                earlier.owner != later.owner && earlier.from_true_us <= later.invoked_true_us
+            });
+            let Some(earlier) = covering else { continue };
+            let message = format!(
+                "{} certainly held {scope} in [{}, {}) while {} was granted it (asked at {}, \
+                 granted by {}) in real time (true us)",
+                earlier.owner,
+                earlier.from_true_us,
+                earlier.until_true_us,
+                later.owner,
+                later.invoked_true_us,
+                later.from_true_us
+            );
+            (earlier, message)
+        } else {
+            running.push(later);
+            let rival = running[..running.len() - 1]
+                .iter()
+                .find(|earlier| earlier.owner != later.owner);
+            let Some(earlier) = rival else { continue };
+            let message = format!(
+                "{} and {} certainly held {scope} at once in real time: [{}, {}) and [{}, {}) (true us)",
+                earlier.owner,
+                later.owner,
+                earlier.from_true_us,
+                earlier.until_true_us,
+                later.from_true_us,
+                later.until_true_us
+            );
+            (earlier, message)
+        };
+        violations.push((
+            Invariant::MutualExclusion,
+            scope.to_string(),
+            [earlier.events.as_slice(), later.events.as_slice()].concat(),
+            vec![],
+            message,
+        ));
     }
 }
 

@@ -740,3 +740,50 @@ fn what_the_work_table_cannot_judge_is_said_and_nothing_else() {
     builder.history.work_rows[0].committed_at_us = None;
     assert_eq!(noted(&builder), (false, true));
 }
+
+#[test]
+fn a_grant_made_inside_another_owners_proven_hold_is_a_double_grant() {
+    // a's session lock held certainly from 12 to its ok release at 400; b
+    // asked at 200 and was granted by 202, at an instant a held: two holders,
+    // though nothing certain follows b's grant.
+    let mut builder = Builder::new();
+    session_lock(&mut builder, "a", 10);
+    session_lock(&mut builder, "b", 200);
+    proven(&mut builder, "a", 400, true);
+    let report = leaseproof_history::check(&builder.build(), &Default::default());
+    let double = report.violations_of(Invariant::MutualExclusion);
+    assert_eq!(double.len(), 1, "{report}");
+    assert!(
+        double[0].message.starts_with(
+            "a certainly held t in [12, 400) while b was granted it (asked at 200, granted by 202)"
+        ),
+        "{report}"
+    );
+    // Asked before a's grant was acknowledged: b may have been granted first.
+    let mut builder = Builder::new();
+    let acquire = |worker: &str| Op::Acquire {
+        scope: SCOPE.to_string(),
+        owner: worker.to_string(),
+        ttl_us: 100,
+    };
+    let session = || Outcome::Ok {
+        result: OpResult::Lock {
+            token: None,
+            lifetime_us: None,
+        },
+    };
+    builder.at(10);
+    let (_, a_asks) = builder.invoke("a", acquire("a"));
+    builder.at(11);
+    let (_, b_asks) = builder.invoke("b", acquire("b"));
+    builder.at(12);
+    builder.complete("a", a_asks, session());
+    builder.at(14);
+    builder.complete("b", b_asks, session());
+    proven(&mut builder, "a", 400, true);
+    let report = leaseproof_history::check(&builder.build(), &Default::default());
+    assert!(
+        report.violations_of(Invariant::MutualExclusion).is_empty(),
+        "{report}"
+    );
+}
