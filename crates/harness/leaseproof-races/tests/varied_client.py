@@ -27,9 +27,10 @@ because every time comparison is the server's). What the seed in
 
 `VARIED_FORM=session` makes it a session lock instead (pg_try_advisory_lock
 on the process's one connection, the rows written on that same session, no
-token, no lifetime): correct under every fault that leaves its session
-alone — pauses, kills, partitions, latency, skewed clocks — and rightly
-convicted under those that end a session behind its holder's back.
+token, no lifetime; its release answers `ok` only when `pg_advisory_unlock`
+on that session says it held): correct under every fault, those that end a
+session behind a stopped holder's back included — a write through a dead
+session cannot land.
 
 `VARIED_PLANT` names one bug to plant instead (each breaks an invariant the
 checker documents, under the fault named):

@@ -114,7 +114,10 @@ fn overlaps(scope: &str, holds: &[Hold<'_>], violations: &mut Vec<PendingViolati
         running.retain(|earlier| earlier.until_true_us > later.from_true_us);
         let (earlier, message) = if later.is_empty() {
             let covering = running.iter().find(|earlier| {
-                earlier.owner != later.owner && earlier.from_true_us <= later.invoked_true_us
+                // Strictly: stamps in one microsecond prove no order, so a
+                // request in the microsecond the other's hold began may
+                // have been granted before it.
+                earlier.owner != later.owner && earlier.from_true_us < later.invoked_true_us
             });
             let Some(earlier) = covering else { continue };
             let message = format!(
@@ -280,10 +283,11 @@ pub(super) fn certain_holds<'h>(
 /// How long a lock without a lifetime certainly held: its session may have
 /// ended at any instant after the grant, so until the invocation of the last
 /// operation of the holder that proves it still held — an ok renewal or an
-/// ok release (the lock was held when it ran, so throughout since the
-/// grant) — before its next acquisition; `from_true_us` (nothing beyond the
-/// grant's acknowledgement) without one. The proving operation's invoke
-/// event comes with it.
+/// ok release, which the protocol defines as found held by that very
+/// session (the lock was held when it ran, so throughout since the grant) —
+/// before its next acquisition, its first refused renewal or its release;
+/// `from_true_us` (nothing beyond the grant's acknowledgement) without one.
+/// The proving operation's invoke event comes with it.
 fn session_proven_until(from_true_us: i64, later: &[&OpRecord<'_>]) -> (i64, Option<u64>) {
     let mut proven = (from_true_us, None);
     for record in later {
@@ -297,7 +301,10 @@ fn session_proven_until(from_true_us: i64, later: &[&OpRecord<'_>]) -> (i64, Opt
                     break;
                 }
             }
-            (Op::Release { .. }, _) => break,
+            // A release that did not take effect, or a renewal refused, is
+            // the holder's own word that the lock was no longer its: no
+            // later answer bridges it.
+            (Op::Release { .. }, _) | (Op::Renew { .. }, Some((_, Outcome::Fail { .. }))) => break,
             _ => {}
         }
     }

@@ -10,7 +10,7 @@
 //!   whose whole span, invoke to completion, lies inside another owner's
 //!   certain hold of the scope (see `certain_holds`) committed while the lock
 //!   was promised to that rival — unless the writer's own certain hold,
-//!   granted after the rival's began, covers the write too: the lock then
+//!   acknowledged after the rival's began, covers the write too: the lock then
 //!   broke its promise to the rival (I1), and it is the rival's writes that
 //!   are stale, not the newer holder's.
 //! - **Commit order** (the store's commit clock): A's write under grant G_A
@@ -175,10 +175,12 @@ impl<'h> Checker<'h> {
             let invoked_true_us = write.record.invoke_true_us;
             let scope_holds = holds.get(write.scope).map_or(&[][..], Vec::as_slice);
             // The writer's own certain holds around the whole write (one
-            // ending at the write's answer covers it: a lock without a
-            // lifetime is certain only up to its incarnation's last event).
+            // ending at the write's answer covers it: a session lock is
+            // certain up to the invocation of its next proof, which may
+            // follow the answer at once). An empty hold covers nothing.
             let own_holds = scope_holds.iter().filter(|hold| {
                 hold.owner == write.owner
+                    && !hold.is_empty()
                     && hold.from_true_us <= invoked_true_us
                     && completed_true_us <= hold.until_true_us
             });

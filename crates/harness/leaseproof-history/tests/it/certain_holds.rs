@@ -401,6 +401,17 @@ fn granted(op_id: u64, token: Option<u64>) -> EventKind {
     }
 }
 
+/// A release answered ok: for a session lock, the proof that it still held
+/// when the release ran.
+fn unlocked(op_id: u64) -> EventKind {
+    EventKind::Complete {
+        op_id,
+        outcome: Outcome::Ok {
+            result: OpResult::Unlocked {},
+        },
+    }
+}
+
 fn release_op(worker: &str) -> Op {
     Op::Release {
         scope: "t".to_string(),
@@ -418,9 +429,38 @@ fn holds_that_only_touch_do_not_overlap() {
         ("b", 50, invoke(1, acquire_op("b"))),
         ("a", 100, invoke(2, release_op("a"))),
         ("b", 100, granted(1, None)),
+        ("a", 105, unlocked(2)),
         ("b", 200, invoke(3, release_op("b"))),
+        ("b", 205, unlocked(3)),
     ]);
     assert_passes(&history);
+}
+
+#[test]
+fn a_grant_asked_the_instant_another_hold_began_is_not_certainly_inside_it() {
+    // a holds from 10 (proven to its release at 100); b asked at 10 exactly
+    // and was answered at 12, nothing proven after: one microsecond proves
+    // no order, so b may have been granted before a.
+    let story = |b_asks: i64| {
+        at_times(&[
+            ("a", 1, invoke(0, acquire_op("a"))),
+            ("a", 10, granted(0, None)),
+            ("b", b_asks, invoke(1, acquire_op("b"))),
+            ("b", 12, granted(1, None)),
+            ("a", 100, invoke(2, release_op("a"))),
+            ("a", 105, unlocked(2)),
+        ])
+    };
+    assert_passes(&story(10));
+    // Asked a microsecond later: granted while a certainly held.
+    let violation = only_violation(&story(11));
+    assert_eq!(violation.invariant, Invariant::MutualExclusion);
+    assert!(
+        violation.message.starts_with(
+            "a certainly held t in [10, 100) while b was granted it (asked at 11, granted by 12)"
+        ),
+        "{violation}"
+    );
 }
 
 #[test]
@@ -432,9 +472,11 @@ fn a_grant_acknowledged_as_the_other_was_invoked_is_not_certainly_first() {
         ("a", 10, granted(0, Some(5))),
         ("b", 10, invoke(1, acquire_op("b"))),
         ("a", 20, invoke(2, release_op("a"))),
+        ("a", 25, unlocked(2)),
         ("b", 30, granted(1, Some(4))),
         // b's hold must not be empty, or it proves nothing either way.
         ("b", 40, invoke(3, release_op("b"))),
+        ("b", 45, unlocked(3)),
     ]);
     assert_passes(&history);
     // One microsecond earlier, a was certainly first: token 4 after 5 is I2.
@@ -459,7 +501,9 @@ fn an_empty_hold_at_the_instant_another_begins_is_no_overlap() {
         ("a", 10, granted(0, None)),
         ("b", 10, granted(1, None)),
         ("b", 10, invoke(2, release_op("b"))),
+        ("b", 11, unlocked(2)),
         ("a", 100, invoke(3, release_op("a"))),
+        ("a", 101, unlocked(3)),
     ]);
     assert_passes(&history);
 }
@@ -485,36 +529,87 @@ fn the_holders_next_acquisition_ends_its_certain_hold() {
         ("b", 56, invoke(2, acquire_op("b"))),
         ("b", 60, granted(2, None)),
         ("b", 100, invoke(3, release_op("b"))),
+        ("b", 101, unlocked(3)),
         ("a", 200, invoke(4, release_op("a"))),
+        ("a", 201, unlocked(4)),
     ]);
     assert_passes(&history);
 }
 
 #[test]
-fn an_empty_certain_hold_proves_nothing() {
+fn an_empty_certain_hold_is_a_double_grant_only_inside_another_certain_hold() {
     // a's promise (50 µs from its invocation at 100) ran out the instant it
-    // was acknowledged (150): nothing was certainly held, so b's hold around
-    // it is not proven to overlap.
+    // was acknowledged (150): nothing of a's was certain after. b's hold
+    // from 10 is certain only if proven: with b's release answered ok at
+    // 300, a was granted at some instant in [100, 150] while b held (I1);
+    // without that answer nothing proves b held then.
+    let story = |b_proven: bool| {
+        let mut events = vec![
+            ("b", 1, invoke(0, acquire_op("b"))),
+            ("b", 10, granted(0, None)),
+            ("a", 100, invoke(1, acquire_op("a"))),
+            (
+                "a",
+                150,
+                EventKind::Complete {
+                    op_id: 1,
+                    outcome: Outcome::Ok {
+                        result: OpResult::Lock {
+                            token: None,
+                            lifetime_us: Some(50),
+                        },
+                    },
+                },
+            ),
+            ("b", 300, invoke(2, release_op("b"))),
+        ];
+        if b_proven {
+            events.push(("b", 305, unlocked(2)));
+        }
+        at_times(&events)
+    };
+    assert_passes(&story(false));
+    assert_eq!(
+        only_violation(&story(true)).invariant,
+        Invariant::MutualExclusion
+    );
+}
+
+#[test]
+fn a_refused_renewal_ends_what_later_answers_can_prove() {
+    // a's renewal at 50 is refused (stale): a's own word that the lock was
+    // gone. Its later ok release at 300 bridges nothing, so b's grant at
+    // 100 is no proven double grant.
+    let renew = Op::Renew {
+        scope: "t".to_string(),
+        owner: "a".to_string(),
+        token: 0,
+        ttl_us: 100,
+    };
     let history = at_times(&[
-        ("b", 1, invoke(0, acquire_op("b"))),
-        ("b", 10, granted(0, None)),
-        ("a", 100, invoke(1, acquire_op("a"))),
+        ("a", 1, invoke(0, acquire_op("a"))),
+        ("a", 10, granted(0, None)),
+        ("a", 50, invoke(1, renew)),
         (
             "a",
-            150,
+            55,
             EventKind::Complete {
                 op_id: 1,
-                outcome: Outcome::Ok {
-                    result: OpResult::Lock {
-                        token: None,
-                        lifetime_us: Some(50),
-                    },
+                outcome: Outcome::Fail {
+                    reason: leaseproof_history::FailReason::Stale,
                 },
             },
         ),
-        ("b", 300, invoke(2, release_op("b"))),
+        ("b", 90, invoke(2, acquire_op("b"))),
+        ("b", 100, granted(2, None)),
+        ("b", 200, invoke(3, release_op("b"))),
+        ("b", 205, unlocked(3)),
+        ("a", 300, invoke(4, release_op("a"))),
+        ("a", 305, unlocked(4)),
     ]);
-    assert_passes(&history);
+    assert!(check(&history, &CheckConfig::default())
+        .violations_of(Invariant::MutualExclusion)
+        .is_empty());
 }
 
 #[test]
