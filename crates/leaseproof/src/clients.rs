@@ -40,7 +40,8 @@ pub struct ClientsArgs {
     pub ttl_ms: u64,
     /// Fault kinds a seed may turn on: `all`, `none`, or a comma list of
     /// pause-short, pause-long, kill, partition, lose-reply, reset, latency,
-    /// terminate-backends, redis-restart, clock-skew.
+    /// terminate-backends, redis-restart, clock-skew, terminate-lock-session,
+    /// stall-after-reply (the last two aimed at protocol moments).
     #[arg(long, default_value = "all", value_parser = parse_faults)]
     pub faults: FaultList,
     /// Write the judged history of the (single) run here (docs/history-format.md).
@@ -209,6 +210,9 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         undecided.len(),
         seeds_named(&undecided),
     );
+    if runs > 1 {
+        println!("{}", hit_rate(&failed, runs));
+    }
     if !failed.is_empty() {
         ExitCode::from(1)
     } else if args.fail_on_possible && !undecided.is_empty() {
@@ -226,8 +230,55 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
     }
 }
 
-/// One JSON line per seed (format `leaseproof-clients-seed`, version 4:
-/// version 4 added `started_after_ms`, `own_exits` and `unanswered`, what
+/// How often the seeds run found a violation, with the exact one-sided 95 %
+/// lower bound of the rate (Clopper-Pearson) and the first seed that found
+/// one: what a user needs to pick how many seeds to run.
+fn hit_rate(failed: &[u64], runs: u64) -> String {
+    let found = failed.len() as u64;
+    let first = match failed.first() {
+        Some(seed) => format!("; first at seed {seed}"),
+        None => String::new(),
+    };
+    format!(
+        "hit rate: {found} of {runs} seeds with a violation (>= {:.2} at 95 %){first}",
+        rate_lower_bound(found, runs)
+    )
+}
+
+/// The one-sided 95 % Clopper-Pearson lower bound of a rate seen `found`
+/// times in `runs`: the rate `p` at which `found` or more hits would happen
+/// with probability 0.05 (bisection on the binomial tail).
+fn rate_lower_bound(found: u64, runs: u64) -> f64 {
+    assert!(found <= runs);
+    if found == 0 {
+        return 0.0;
+    }
+    let tail_at_least = |p: f64| -> f64 {
+        // P(X >= found) = 1 - P(X < found), the pmf built in log space.
+        let (ln_p, ln_q) = (p.ln(), (1.0 - p).ln());
+        let (mut ln_choose, mut below) = (0.0_f64, 0.0_f64);
+        for i in 0..found {
+            if i > 0 {
+                ln_choose += ((runs - i + 1) as f64).ln() - (i as f64).ln();
+            }
+            below += (ln_choose + i as f64 * ln_p + (runs - i) as f64 * ln_q).exp();
+        }
+        1.0 - below
+    };
+    let (mut low, mut high) = (0.0_f64, 1.0_f64);
+    for _ in 0..60 {
+        let middle = (low + high) / 2.0;
+        if tail_at_least(middle) < 0.05 {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    low
+}
+
+/// One JSON line per seed (format `leaseproof-clients-seed`, version 5:
+/// version 5 added the proxies' `stalled_chunks`; version 4 added `started_after_ms`, `own_exits` and `unanswered`, what
 /// the clients did of their own; version 3 `possible`, the findings the
 /// evidence could not decide; version 2 `skipped`, `proxy` and `process`,
 /// what the strikes did).
@@ -248,7 +299,7 @@ fn append_json(
     let tally = &outcome.tally;
     let line = serde_json::json!({
         "format": "leaseproof-clients-seed",
-        "version": 4,
+        "version": 5,
         "passed": outcome.passed(),
         "seed": seed,
         "design": outcome.design,
@@ -260,6 +311,7 @@ fn append_json(
             "partition_holds": outcome.proxy_effects.partition_holds,
             "delayed_chunks": outcome.proxy_effects.delayed_chunks,
             "connections_reset": outcome.proxy_effects.connections_reset,
+            "stalled_chunks": outcome.proxy_effects.stalled_chunks,
         },
         "process": {
             "stopped": outcome.process_effects.processes_stopped,
@@ -355,7 +407,7 @@ fn print_outcome(outcome: &ClientRunReport) {
     }
     let tally = &outcome.tally;
     println!(
-        "grants={} refusals={} writes={} writes_refused={} unknown={} lost_notices={} incarnations={} distinct_winners={} proxy: replies_dropped={} partition_holds={} delayed_chunks={} connections_reset={}",
+        "grants={} refusals={} writes={} writes_refused={} unknown={} lost_notices={} incarnations={} distinct_winners={} proxy: replies_dropped={} partition_holds={} delayed_chunks={} connections_reset={} stalled_chunks={}",
         tally.grants,
         tally.refusals,
         tally.writes,
@@ -367,7 +419,8 @@ fn print_outcome(outcome: &ClientRunReport) {
         outcome.proxy_effects.replies_dropped,
         outcome.proxy_effects.partition_holds,
         outcome.proxy_effects.delayed_chunks,
-        outcome.proxy_effects.connections_reset
+        outcome.proxy_effects.connections_reset,
+        outcome.proxy_effects.stalled_chunks
     );
     let process = &outcome.process_effects;
     println!(
@@ -413,6 +466,26 @@ mod tests {
         assert_eq!(file_slug("../../etc/passwd"), "etc-passwd");
         assert_eq!(file_slug("ロック"), "design");
         assert_eq!(file_slug(&"a".repeat(100)).len(), 40);
+    }
+
+    #[test]
+    fn hit_rates_carry_their_exact_lower_bound() {
+        // 20 of 20: 0.05^(1/20); the others from the binomial tail.
+        assert!((rate_lower_bound(20, 20) - 0.05_f64.powf(1.0 / 20.0)).abs() < 1e-9);
+        assert!((rate_lower_bound(1, 1) - 0.05).abs() < 1e-9);
+        assert_eq!(rate_lower_bound(0, 20), 0.0);
+        let bound = rate_lower_bound(19, 20);
+        assert!((0.780..0.790).contains(&bound), "{bound}");
+        let bound = rate_lower_bound(3, 10);
+        assert!((0.085..0.095).contains(&bound), "{bound}");
+        assert_eq!(
+            hit_rate(&[4, 7], 10),
+            "hit rate: 2 of 10 seeds with a violation (>= 0.04 at 95 %); first at seed 4"
+        );
+        assert_eq!(
+            hit_rate(&[], 4),
+            "hit rate: 0 of 4 seeds with a violation (>= 0.00 at 95 %)"
+        );
     }
 
     #[test]

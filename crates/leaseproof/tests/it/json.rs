@@ -299,7 +299,7 @@ async fn a_clients_seed_line_says_what_its_strikes_did() {
     let (code, text) = run_off_the_runtime(&args, &path).await;
     let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
     assert_eq!(line["format"], "leaseproof-clients-seed");
-    assert_eq!(line["version"], 4);
+    assert_eq!(line["version"], 5);
     assert!(line["possible"].is_u64(), "{text}");
     assert!(line["started_after_ms"].is_u64(), "{text}");
     // The lease's client neither crashes nor hangs by itself: every exit
@@ -324,6 +324,7 @@ async fn a_clients_seed_line_says_what_its_strikes_did() {
         "partition_holds",
         "delayed_chunks",
         "connections_reset",
+        "stalled_chunks",
     ] {
         assert_eq!(
             line["proxy"][count], 0,

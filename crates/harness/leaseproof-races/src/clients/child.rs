@@ -231,7 +231,15 @@ impl ClientProcess {
     }
 
     /// Sends `request` and waits for its answer, at most `timeout`.
-    pub async fn ask(&mut self, request: &Request, timeout: Duration) -> Result<Message, NoAnswer> {
+    ///
+    /// `on_sent` runs once the request is written and flushed, before its
+    /// answer is awaited: a strike aimed at a request in flight lands then.
+    pub async fn ask(
+        &mut self,
+        request: &Request,
+        timeout: Duration,
+        on_sent: impl FnOnce(),
+    ) -> Result<Message, NoAnswer> {
         let (answer_tx, answer_rx) = oneshot::channel();
         lock(&self.asked_tables).insert(request.table().to_string());
         match lock(&self.pending).as_mut() {
@@ -252,6 +260,7 @@ impl ClientProcess {
             }
             return Err(self.why_no_answer());
         }
+        on_sent();
         match tokio::time::timeout(timeout, answer_rx).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(_)) => Err(self.why_no_answer()),

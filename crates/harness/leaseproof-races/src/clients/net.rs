@@ -13,7 +13,13 @@
 //!   connection is reset — the store did the work, the client never hears;
 //! - *reset*: every open connection is closed with a TCP reset, and the
 //!   store sees its session end;
-//! - *latency*: each chunk waits that long.
+//! - *latency*: each chunk waits that long;
+//! - *stall after a reply*: the store's next reply passes, then whatever the
+//!   client sends waits that long — a request of two statements is split
+//!   between them, as a check-then-act design's gap widened past a TTL. In
+//!   front of PostgreSQL ([`FaultProxy::start_postgres`]) the reply is the
+//!   next one that completed a statement (`CommandComplete`): a prepare
+//!   round (parse, describe) passes without starting the stall.
 //!
 //! The proxy remembers the local port of each upstream connection, so a
 //! PostgreSQL backend can be told apart by `pg_stat_activity.client_port`
@@ -51,6 +57,14 @@ struct State {
     delayed_chunks: AtomicU64,
     /// Connections closed by a reset.
     connections_reset: AtomicU64,
+    /// Armed: how long the client's chunks wait once the next reply passed.
+    stall_after_reply_ms: AtomicU64,
+    /// Until when the client's chunks wait (a stall begun by a reply).
+    stalled_until: Mutex<Option<tokio::time::Instant>>,
+    /// Chunks of the client's a stall held back.
+    stalled_chunks: AtomicU64,
+    /// The store is PostgreSQL: its messages are followed per connection.
+    postgres: bool,
 }
 
 /// What a proxy's faults did, counted: a strike that acted on nothing
@@ -65,6 +79,8 @@ pub struct ProxyEffects {
     pub delayed_chunks: u64,
     /// Connections closed by a reset.
     pub connections_reset: u64,
+    /// Chunks of the client's held back after a reply (stall-after-reply).
+    pub stalled_chunks: u64,
 }
 
 impl ProxyEffects {
@@ -74,6 +90,7 @@ impl ProxyEffects {
         self.partition_holds += other.partition_holds;
         self.delayed_chunks += other.delayed_chunks;
         self.connections_reset += other.connections_reset;
+        self.stalled_chunks += other.stalled_chunks;
     }
 }
 
@@ -96,6 +113,16 @@ impl Drop for FaultProxy {
 impl FaultProxy {
     /// Starts forwarding from a free loopback port to `upstream` (loopback).
     pub async fn start(upstream: SocketAddr) -> std::io::Result<FaultProxy> {
+        FaultProxy::start_for(upstream, false).await
+    }
+
+    /// [`FaultProxy::start`] in front of PostgreSQL: a stall after a reply
+    /// waits for a reply that completed a statement.
+    pub async fn start_postgres(upstream: SocketAddr) -> std::io::Result<FaultProxy> {
+        FaultProxy::start_for(upstream, true).await
+    }
+
+    async fn start_for(upstream: SocketAddr, postgres: bool) -> std::io::Result<FaultProxy> {
         assert!(
             upstream.ip().is_loopback(),
             "the proxy only forwards to loopback"
@@ -113,6 +140,10 @@ impl FaultProxy {
             partition_holds: AtomicU64::new(0),
             delayed_chunks: AtomicU64::new(0),
             connections_reset: AtomicU64::new(0),
+            stall_after_reply_ms: AtomicU64::new(0),
+            stalled_until: Mutex::new(None),
+            stalled_chunks: AtomicU64::new(0),
+            postgres,
         });
         let accept_state = Arc::clone(&state);
         let accept_task = tokio::spawn(async move {
@@ -148,6 +179,17 @@ impl FaultProxy {
         self.state.latency_ms.store(latency_ms, Ordering::SeqCst);
     }
 
+    /// The store's next reply passes; then what the client sends waits
+    /// `lasting` (on every connection).
+    pub fn stall_after_next_reply(&self, lasting: Duration) {
+        let lasting_ms = u64::try_from(lasting.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        self.state
+            .stall_after_reply_ms
+            .store(lasting_ms, Ordering::SeqCst);
+    }
+
     /// Closes every open connection with a TCP reset.
     pub fn reset_all(&self) {
         self.state.resets.send_modify(|resets| *resets += 1);
@@ -166,6 +208,7 @@ impl FaultProxy {
             partition_holds: state.partition_holds.load(Ordering::SeqCst),
             delayed_chunks: state.delayed_chunks.load(Ordering::SeqCst),
             connections_reset: state.connections_reset.load(Ordering::SeqCst),
+            stalled_chunks: state.stalled_chunks.load(Ordering::SeqCst),
         }
     }
 }
@@ -234,6 +277,7 @@ async fn pump(
     from_store: bool,
 ) {
     let mut buffer = vec![0_u8; 16 * 1024];
+    let mut framing = (from_store && state.postgres).then(Framing::default);
     loop {
         let read = match from.read(&mut buffer).await {
             Ok(0) | Err(_) => return,
@@ -249,9 +293,91 @@ async fn pump(
             state.delayed_chunks.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(latency_ms)).await;
         }
+        if from_store {
+            let completed = framing
+                .as_mut()
+                .is_none_or(|framing| framing.completed_a_statement(&buffer[..read]));
+            // Begun as the reply leaves: nothing the client sends after
+            // reading it can pass first.
+            if completed {
+                start_armed_stall(state);
+            }
+        } else {
+            wait_out_stall(state).await;
+        }
         if to.write_all(&buffer[..read]).await.is_err() {
             return;
         }
+    }
+}
+
+/// PostgreSQL's backend messages on one connection, followed across chunks
+/// (a type byte, then a length that counts itself), to tell a reply that
+/// completed a statement from a prepare round. A stream it cannot follow
+/// (TLS, or a length no message has) counts every chunk as a completion.
+#[derive(Debug, Default)]
+struct Framing {
+    /// The bytes of a message not whole yet.
+    carry: Vec<u8>,
+    /// The connection's first byte was seen (an SSL answer, `N`, precedes
+    /// the messages when the client asked for TLS and was refused).
+    started: bool,
+    /// The stream cannot be followed.
+    lost: bool,
+}
+
+impl Framing {
+    /// Takes the next chunk from the server: whether a `CommandComplete`
+    /// ended in it.
+    fn completed_a_statement(&mut self, chunk: &[u8]) -> bool {
+        let mut chunk = chunk;
+        if !self.started {
+            self.started = true;
+            match chunk.first() {
+                Some(b'N') => chunk = &chunk[1..],
+                Some(b'S') => self.lost = true,
+                _ => {}
+            }
+        }
+        if self.lost {
+            return true;
+        }
+        self.carry.extend_from_slice(chunk);
+        let (mut position, mut completed) = (0, false);
+        while let Some(header) = self.carry.get(position..position + 5) {
+            let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+            if length < 4 {
+                self.lost = true;
+                self.carry.clear();
+                return true;
+            }
+            let end = position + 1 + length;
+            if self.carry.len() < end {
+                break;
+            }
+            completed |= header[0] == b'C';
+            position = end;
+        }
+        self.carry.drain(..position);
+        completed
+    }
+}
+
+/// A reply passed: an armed stall begins now.
+fn start_armed_stall(state: &State) {
+    let stall_ms = state.stall_after_reply_ms.swap(0, Ordering::SeqCst);
+    if stall_ms > 0 {
+        let until = tokio::time::Instant::now() + Duration::from_millis(stall_ms);
+        *lock(&state.stalled_until) = Some(until);
+    }
+}
+
+/// Holds a chunk of the client's until a stall begun by a reply is over.
+async fn wait_out_stall(state: &State) {
+    let until = *lock(&state.stalled_until);
+    if let Some(until) = until.filter(|until| *until > tokio::time::Instant::now()) {
+        state.stalled_chunks.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep_until(until).await;
     }
 }
 
@@ -282,6 +408,45 @@ mod tests {
         let mut buffer = vec![0_u8; text.len()];
         socket.read_exact(&mut buffer).await?;
         Ok(buffer)
+    }
+
+    /// A backend message: its type, its length (counting itself), its body.
+    fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut bytes = vec![kind];
+        bytes.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    #[test]
+    fn framing_tells_a_completed_statement_from_a_prepare_round_across_chunks() {
+        let mut framing = Framing::default();
+        // The refused SSL answer, authentication, ready.
+        let mut start = b"N".to_vec();
+        start.extend(message(b'R', &[0, 0, 0, 0]));
+        start.extend(message(b'Z', b"I"));
+        assert!(!framing.completed_a_statement(&start));
+        // A prepare round: parse complete, parameters, rows described, ready.
+        let mut prepare = message(b'1', b"");
+        prepare.extend(message(b't', &[0, 0]));
+        prepare.extend(message(b'T', &[0, 0]));
+        prepare.extend(message(b'Z', b"I"));
+        assert!(!framing.completed_a_statement(&prepare));
+        // An execution, split mid-message: complete only once whole.
+        let mut execute = message(b'2', b"");
+        execute.extend(message(b'C', b"SELECT 1\0"));
+        execute.extend(message(b'Z', b"I"));
+        let (first, second) = execute.split_at(8);
+        assert!(!framing.completed_a_statement(first));
+        assert!(framing.completed_a_statement(second));
+        assert!(framing.carry.is_empty());
+        // A stream it cannot follow counts every chunk.
+        let mut tls = Framing::default();
+        assert!(tls.completed_a_statement(b"S"));
+        assert!(tls.completed_a_statement(&[0x16, 3, 1]));
+        let mut garbage = Framing::default();
+        assert!(garbage.completed_a_statement(&[b'X', 0, 0, 0, 1]));
+        assert!(garbage.lost);
     }
 
     #[tokio::test]
@@ -319,6 +484,21 @@ mod tests {
             round_trip(&mut second, b"gone").await.is_err(),
             "a reset closes open connections"
         );
+        let mut stalled = TcpStream::connect(proxy.local_addr()).await.unwrap();
+        proxy.stall_after_next_reply(Duration::from_millis(300));
+        assert_eq!(
+            round_trip(&mut stalled, b"pass").await.unwrap(),
+            b"pass",
+            "the next reply passes"
+        );
+        let before = tokio::time::Instant::now();
+        assert_eq!(round_trip(&mut stalled, b"late").await.unwrap(), b"late");
+        assert!(
+            before.elapsed() >= Duration::from_millis(250),
+            "what the client sends after that reply waits"
+        );
+        assert_eq!(proxy.effects().stalled_chunks, 1);
+        assert_eq!(round_trip(&mut stalled, b"free").await.unwrap(), b"free");
         let mut third = TcpStream::connect(proxy.local_addr()).await.unwrap();
         assert_eq!(
             round_trip(&mut third, b"new!").await.unwrap(),

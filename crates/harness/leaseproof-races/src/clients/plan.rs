@@ -8,6 +8,14 @@
 //! is drawn the same way. Everything is relative to the run's start and its
 //! TTL, so the plan is a pure function of (seed, clients, duration, TTL,
 //! kinds allowed).
+//!
+//! A strike meant for the holder may also be aimed at a protocol moment
+//! ([`Moment`]): from its planned time on, it waits for the next grant
+//! answered ok (and the holder waits for it before its next request), the
+//! next write sent, or the next renewal sent, so the fault lands where a
+//! design is exposed instead of wherever the clock put it. The moments and
+//! the kinds added after the first ten are drawn from streams of their own:
+//! every seed's clock-timed plan of the first ten kinds stays what it was.
 //! Invariant: the plan is exact and printed; the interleaving of real
 //! processes is not, and the run says so.
 
@@ -42,11 +50,47 @@ pub enum FaultKind {
     /// The client process runs with a skewed clock (libfaketime): an offset
     /// and a rate, for wall and monotonic time.
     ClockSkew,
+    /// PostgreSQL terminates only the backend that holds the client's
+    /// advisory lock (from `pg_locks`), right after a grant is answered: the
+    /// client's other connections live on, so a design whose work does not
+    /// go through its lock session writes on, unaware.
+    TerminateLockSession,
+    /// While a write is in flight, the store's next reply to the client
+    /// passes and then whatever the client sends waits past the TTL: a
+    /// write of two statements (check, then act) is split between them.
+    StallAfterReply,
+}
+
+/// When in the protocol a strike lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Moment {
+    /// At its planned time on the run's clock (exploration).
+    Clock,
+    /// At the first grant answered ok from its planned time on, before the
+    /// holder's next request (the holder waits until the fault began).
+    Granted,
+    /// Right after the first write request sent from its planned time on,
+    /// while the write is in flight (a check-then-act design's gap).
+    WriteInFlight,
+    /// Right after the first renewal request sent from its planned time on.
+    RenewalSent,
+}
+
+impl Moment {
+    /// How the plan names it (nothing for [`Moment::Clock`]).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Moment::Clock => "",
+            Moment::Granted => "at the next grant",
+            Moment::WriteInFlight => "on the next write in flight",
+            Moment::RenewalSent => "on the next renewal sent",
+        }
+    }
 }
 
 impl FaultKind {
     /// Every kind, in the plan's order.
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::PauseShort,
         FaultKind::PauseLong,
         FaultKind::Kill,
@@ -57,7 +101,14 @@ impl FaultKind {
         FaultKind::TerminateBackends,
         FaultKind::RedisRestart,
         FaultKind::ClockSkew,
+        FaultKind::TerminateLockSession,
+        FaultKind::StallAfterReply,
     ];
+
+    /// The kinds whose on/off the plan's first stream draws: the first ten,
+    /// in that order, so a seed's plan of them never changes as kinds are
+    /// added after them.
+    const FIRST_STREAM: &'static [FaultKind] = FaultKind::ALL.split_at(10).0;
 
     /// The name used on the command line and in the plan.
     pub fn name(self) -> &'static str {
@@ -72,6 +123,8 @@ impl FaultKind {
             FaultKind::TerminateBackends => "terminate-backends",
             FaultKind::RedisRestart => "redis-restart",
             FaultKind::ClockSkew => "clock-skew",
+            FaultKind::TerminateLockSession => "terminate-lock-session",
+            FaultKind::StallAfterReply => "stall-after-reply",
         }
     }
 
@@ -114,6 +167,8 @@ pub struct Strike {
     pub holder_first: bool,
     /// How long it lasts (pauses, partitions, latency); zero for instant kinds.
     pub lasting: Duration,
+    /// When in the protocol it lands, from `at` on.
+    pub moment: Moment,
 }
 
 /// A client process's clock under libfaketime.
@@ -190,68 +245,135 @@ fn scaled(ttl: Duration, low: f64, high: f64, rng: &mut ChaCha8Rng) -> Duration 
     ttl.mul_f64(rng.gen_range(low..high))
 }
 
+/// The stream the moments and the later kinds are drawn from.
+fn aim_stream(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ 0xa1_3ed5_7121_e500)
+}
+
+/// The kinds a seed turns on: swarm, each allowed kind on for half the
+/// seeds, and at least one when any is allowed (a run asked for
+/// `--faults kill` that killed nothing would say nothing).
+fn draw_kinds(rng: &mut ChaCha8Rng, aim_rng: &mut ChaCha8Rng, shape: &PlanShape) -> Vec<FaultKind> {
+    let allowed = |kind: &FaultKind| shape.allowed.contains(kind);
+    let mut kinds: Vec<FaultKind> = FaultKind::FIRST_STREAM
+        .iter()
+        .copied()
+        .filter(|kind| rng.gen_bool(0.5) && allowed(kind))
+        .collect();
+    let first_allowed: Vec<FaultKind> = FaultKind::FIRST_STREAM
+        .iter()
+        .copied()
+        .filter(allowed)
+        .collect();
+    if kinds.is_empty() && !first_allowed.is_empty() {
+        kinds.push(first_allowed[rng.gen_range(0..first_allowed.len())]);
+    }
+    let later: Vec<FaultKind> = FaultKind::ALL
+        .into_iter()
+        .filter(|kind| !FaultKind::FIRST_STREAM.contains(kind) && allowed(kind))
+        .collect();
+    for &kind in &later {
+        if aim_rng.gen_bool(0.5) {
+            kinds.push(kind);
+        }
+    }
+    if kinds.is_empty() && !later.is_empty() {
+        kinds.push(later[aim_rng.gen_range(0..later.len())]);
+    }
+    kinds
+}
+
+/// How long a strike of `kind` lasts.
+fn draw_lasting(kind: FaultKind, ttl: Duration, rng: &mut ChaCha8Rng) -> Duration {
+    match kind {
+        FaultKind::PauseShort => scaled(ttl, 0.2, 0.7, rng),
+        FaultKind::PauseLong | FaultKind::StallAfterReply => scaled(ttl, 1.3, 2.0, rng),
+        FaultKind::Partition => scaled(ttl, 0.3, 1.6, rng),
+        FaultKind::Latency => scaled(ttl, 0.5, 1.5, rng),
+        FaultKind::Kill
+        | FaultKind::LoseReply
+        | FaultKind::Reset
+        | FaultKind::TerminateBackends
+        | FaultKind::RedisRestart
+        | FaultKind::ClockSkew
+        | FaultKind::TerminateLockSession => Duration::ZERO,
+    }
+}
+
+/// One to three strikes of `kind`, each after a short start and over by
+/// [`STRIKES_OVER_BY_PERCENT`] of the run (a pause that outlasted the run
+/// showed nothing).
+fn draw_strikes(kind: FaultKind, rng: &mut ChaCha8Rng, shape: &PlanShape) -> Vec<Strike> {
+    let window_ms = u64::try_from(shape.duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(10);
+    let count = rng.gen_range(1..=3);
+    (0..count)
+        .map(|_| {
+            let lasting = draw_lasting(kind, shape.ttl, rng);
+            let lasting_ms = u64::try_from(lasting.as_millis()).unwrap_or(u64::MAX);
+            let earliest_ms = window_ms / 10;
+            let latest_ms = (window_ms * STRIKES_OVER_BY_PERCENT / 100)
+                .saturating_sub(lasting_ms)
+                .max(earliest_ms + 1);
+            let at = Duration::from_millis(rng.gen_range(earliest_ms..latest_ms));
+            let client = rng.gen_range(0..shape.clients);
+            let holder_first = kind != FaultKind::RedisRestart && rng.gen_bool(0.75);
+            Strike {
+                at,
+                kind,
+                client,
+                holder_first,
+                lasting,
+                moment: Moment::Clock,
+            }
+        })
+        .collect()
+}
+
+/// Where a strike meant for the holder lands: half of them on the clock
+/// (exploration), the others at a protocol moment. A lock session is
+/// terminated at a grant only: that is when it holds what it protects.
+fn draw_moment(strike: &Strike, aim_rng: &mut ChaCha8Rng) -> Moment {
+    match strike.kind {
+        FaultKind::TerminateLockSession => Moment::Granted,
+        FaultKind::StallAfterReply => Moment::WriteInFlight,
+        FaultKind::RedisRestart | FaultKind::ClockSkew => Moment::Clock,
+        _ if !strike.holder_first => Moment::Clock,
+        _ => match aim_rng.gen_range(0..8) {
+            0..=3 => Moment::Clock,
+            4 | 5 => Moment::Granted,
+            6 => Moment::WriteInFlight,
+            _ => Moment::RenewalSent,
+        },
+    }
+}
+
 impl FaultPlan {
     /// Draws the plan of `seed` for `shape`.
     pub fn draw(seed: u64, shape: &PlanShape) -> FaultPlan {
         assert!(shape.clients >= 1);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        // Swarm: each allowed kind is on for half the seeds.
-        let mut kinds: Vec<FaultKind> = FaultKind::ALL
-            .into_iter()
-            .filter(|kind| rng.gen_bool(0.5) && shape.allowed.contains(kind))
-            .collect();
-        // A seed with faults allowed strikes with at least one of them: a
-        // run asked for `--faults kill` that killed nothing would say nothing.
-        if kinds.is_empty() && !shape.allowed.is_empty() {
-            let allowed: Vec<FaultKind> = FaultKind::ALL
-                .into_iter()
-                .filter(|kind| shape.allowed.contains(kind))
-                .collect();
-            kinds.push(allowed[rng.gen_range(0..allowed.len())]);
-        }
+        let mut aim_rng = aim_stream(seed);
+        let kinds = draw_kinds(&mut rng, &mut aim_rng, shape);
         let mut strikes = Vec::new();
-        let window_ms = u64::try_from(shape.duration.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(10);
         for &kind in &kinds {
-            if kind == FaultKind::ClockSkew {
-                continue;
-            }
-            let count = rng.gen_range(1..=3);
-            for _ in 0..count {
-                let lasting = match kind {
-                    FaultKind::PauseShort => scaled(shape.ttl, 0.2, 0.7, &mut rng),
-                    FaultKind::PauseLong => scaled(shape.ttl, 1.3, 2.0, &mut rng),
-                    FaultKind::Partition => scaled(shape.ttl, 0.3, 1.6, &mut rng),
-                    FaultKind::Latency => scaled(shape.ttl, 0.5, 1.5, &mut rng),
-                    FaultKind::Kill
-                    | FaultKind::LoseReply
-                    | FaultKind::Reset
-                    | FaultKind::TerminateBackends
-                    | FaultKind::RedisRestart
-                    | FaultKind::ClockSkew => Duration::ZERO,
-                };
-                // A strike lands after a short start and is over by
-                // `STRIKES_OVER_BY_PERCENT` of the run (a pause that outlasted
-                // the run showed nothing).
-                let lasting_ms = u64::try_from(lasting.as_millis()).unwrap_or(u64::MAX);
-                let earliest_ms = window_ms / 10;
-                let latest_ms = (window_ms * STRIKES_OVER_BY_PERCENT / 100)
-                    .saturating_sub(lasting_ms)
-                    .max(earliest_ms + 1);
-                let at = Duration::from_millis(rng.gen_range(earliest_ms..latest_ms));
-                let client = rng.gen_range(0..shape.clients);
-                let holder_first = kind != FaultKind::RedisRestart && rng.gen_bool(0.75);
-                strikes.push(Strike {
-                    at,
-                    kind,
-                    client,
-                    holder_first,
-                    lasting,
-                });
+            match kind {
+                FaultKind::ClockSkew => {}
+                FaultKind::TerminateLockSession | FaultKind::StallAfterReply => {
+                    let mut aimed = draw_strikes(kind, &mut aim_rng, shape);
+                    for strike in &mut aimed {
+                        strike.holder_first = true;
+                    }
+                    strikes.extend(aimed);
+                }
+                _ => strikes.extend(draw_strikes(kind, &mut rng, shape)),
             }
         }
         strikes.sort_by_key(|strike| (strike.at, strike.kind, strike.client));
+        for strike in &mut strikes {
+            strike.moment = draw_moment(strike, &mut aim_rng);
+        }
         let skewed = kinds.contains(&FaultKind::ClockSkew);
         // The skews come from a stream of their own; the two draws they once
         // took from the plan's stream are still taken, so every draw after
@@ -312,11 +434,17 @@ impl fmt::Display for FaultPlan {
             )?;
             match strike.kind {
                 FaultKind::RedisRestart => {}
+                _ if strike.holder_first && strike.moment != Moment::Clock => {
+                    write!(f, " the holder")?
+                }
                 _ if strike.holder_first => write!(f, " the holder (else w{})", strike.client)?,
                 _ => write!(f, " w{}", strike.client)?,
             }
             if !strike.lasting.is_zero() {
                 write!(f, " for {} ms", strike.lasting.as_millis())?;
+            }
+            if strike.moment != Moment::Clock {
+                write!(f, ", {}", strike.moment.describe())?;
             }
             writeln!(f)?;
         }
@@ -435,6 +563,70 @@ mod tests {
             rate: 0.25,
         };
         assert_eq!(skew.faketime(), "+120.000 x0.25");
+    }
+
+    #[test]
+    fn later_kinds_and_moments_leave_the_first_kinds_plan_as_it_was() {
+        let mut first = shape();
+        first.allowed = FaultKind::FIRST_STREAM.to_vec();
+        for seed in 0..64 {
+            let all = FaultPlan::draw(seed, &shape());
+            let alone = FaultPlan::draw(seed, &first);
+            let clock_timed =
+                |plan: &FaultPlan| -> Vec<(Duration, FaultKind, usize, bool, Duration)> {
+                    plan.strikes
+                        .iter()
+                        .filter(|strike| FaultKind::FIRST_STREAM.contains(&strike.kind))
+                        .map(|s| (s.at, s.kind, s.client, s.holder_first, s.lasting))
+                        .collect()
+                };
+            assert_eq!(clock_timed(&all), clock_timed(&alone), "seed {seed}");
+            assert_eq!(all.clocks, alone.clocks);
+            assert_eq!(all.redis_persistent, alone.redis_persistent);
+        }
+    }
+
+    #[test]
+    fn holders_strikes_are_aimed_at_moments_and_lock_sessions_at_grants() {
+        let mut moments = std::collections::BTreeMap::new();
+        for seed in 0..64 {
+            let plan = FaultPlan::draw(seed, &shape());
+            for strike in &plan.strikes {
+                *moments.entry(strike.moment).or_insert(0) += 1;
+                if strike.kind == FaultKind::TerminateLockSession {
+                    assert_eq!(strike.moment, Moment::Granted, "{plan}");
+                    assert!(strike.holder_first);
+                    assert!(plan
+                        .to_string()
+                        .contains("terminate-lock-session the holder, at the next grant"));
+                }
+                if strike.kind == FaultKind::StallAfterReply {
+                    assert_eq!(strike.moment, Moment::WriteInFlight, "{plan}");
+                    assert!(strike.lasting > Duration::from_secs(3), "{plan}");
+                }
+                if !strike.holder_first || strike.kind == FaultKind::RedisRestart {
+                    assert_eq!(strike.moment, Moment::Clock, "{plan}");
+                }
+            }
+        }
+        for moment in [
+            Moment::Clock,
+            Moment::Granted,
+            Moment::WriteInFlight,
+            Moment::RenewalSent,
+        ] {
+            assert!(
+                moments.get(&moment).copied().unwrap_or(0) >= 10,
+                "{moments:?}"
+            );
+        }
+        let mut alone = shape();
+        alone.allowed = vec![FaultKind::TerminateLockSession];
+        for seed in 0..16 {
+            let plan = FaultPlan::draw(seed, &alone);
+            assert_eq!(plan.kinds, vec![FaultKind::TerminateLockSession]);
+            assert!(!plan.strikes.is_empty());
+        }
     }
 
     #[test]

@@ -29,8 +29,9 @@ use rand_chacha::ChaCha8Rng;
 
 use super::child::{ClientProcess, NoAnswer, StartError};
 use super::effects::{loads_libfaketime, seen_gone, seen_stopped, ProcessEffects};
+use super::moments::{until_onset, Moments};
 use super::net::{FaultProxy, ProxyEffects};
-use super::plan::{FaultKind, FaultPlan, PlanShape, Strike};
+use super::plan::{FaultKind, FaultPlan, Moment, PlanShape, Strike};
 use super::wire::{FailKind, Message, Request, WireError};
 use crate::clock::RunClock;
 
@@ -49,6 +50,11 @@ const ROWS_DDL: &str = "CREATE TABLE leaseproof_client_rows (
     item integer NOT NULL,
     written_at timestamptz NOT NULL DEFAULT now()
 )";
+
+/// How long a worker held at its grant waits for the strike that took the
+/// moment to begin (a signal or a query: milliseconds, unless the machine
+/// stalls).
+const ONSET_PATIENCE: Duration = Duration::from_secs(5);
 
 /// What a client run is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -347,6 +353,8 @@ struct Run {
     /// Each recorded operation's request, by op id: its `msg_id` and type,
     /// so a refusal names what the client was answering.
     requests: Mutex<BTreeMap<u64, (u64, &'static str)>>,
+    /// The strikes waiting for a protocol moment.
+    moments: Moments,
 }
 
 /// One worker's place at the held start: it arrives once, when its first
@@ -496,7 +504,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
     };
     let mut slots = Vec::new();
     for _ in 0..config.clients {
-        let mut proxies = vec![FaultProxy::start(pg_upstream)
+        let mut proxies = vec![FaultProxy::start_postgres(pg_upstream)
             .await
             .map_err(|error| ClientRunError::Store(format!("proxy: {error}")))?];
         if let Some(upstream) = redis_upstream {
@@ -537,6 +545,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         requests: Mutex::new(BTreeMap::new()),
         marks: Mutex::new(Vec::new()),
         unanswered: Mutex::new(Vec::new()),
+        moments: Moments::default(),
         start: HeldStart::new(config.clients),
     });
 
@@ -1098,6 +1107,10 @@ impl Worker {
                     Some((table.clone(), token.unwrap_or(0))),
                 );
                 self.tally.grants += 1;
+                // A strike aimed at this grant begins before the next request.
+                if let Some(onset) = self.run.moments.reached(Moment::Granted, self.index) {
+                    until_onset(onset, ONSET_PATIENCE).await;
+                }
                 (token, is_lease)
             }
             (Reply::Failed(reason), _) => {
@@ -1364,7 +1377,18 @@ async fn exchange(
     let Some(client) = process.as_mut() else {
         return (Answer::Lost("no process".to_string()), op_id);
     };
-    let answer = match client.ask(request, timeout).await {
+    let in_flight = match request {
+        Request::Write { .. } => Some(Moment::WriteInFlight),
+        Request::Renew { .. } => Some(Moment::RenewalSent),
+        _ => None,
+    };
+    let on_sent = || {
+        if let Some(moment) = in_flight {
+            // The request is out: the strike races the client, unwaited.
+            run.moments.reached(moment, index);
+        }
+    };
+    let answer = match client.ask(request, timeout, on_sent).await {
         Ok(message) => Answer::Message(message),
         Err(NoAnswer::Died) => {
             if let Some(code) = client.exit_code(Duration::from_millis(500)).await {
@@ -1602,12 +1626,52 @@ async fn aim(run: &Arc<Run>, strike: &Strike) -> (usize, String) {
     (client, what)
 }
 
+/// Whom a strike aimed at a protocol moment hits: the client that reaches
+/// the moment first from the strike's planned time on, waited for as long
+/// as a strike may still wait (its share of the run, at least a TTL); a
+/// moment that never comes is a strike not struck, with the reason.
+async fn aim_at_moment(
+    run: &Arc<Run>,
+    strike: &Strike,
+) -> Result<(usize, String, tokio::sync::oneshot::Sender<()>), String> {
+    let looked_us = run.clock.elapsed_us();
+    let over_by = run.config.duration * super::plan::STRIKES_OVER_BY_PERCENT as u32 / 100;
+    let patience = over_by
+        .saturating_sub(strike.at + strike.lasting)
+        .max(run.config.ttl);
+    let planned_ms = strike.at.as_millis();
+    let waiting = run.moments.wait_for(strike.moment);
+    let Ok(Ok(offer)) = tokio::time::timeout(patience, waiting).await else {
+        return Err(format!(
+            "at {planned_ms} ms: {} the holder, {}: not struck, the moment did not come within {} ms",
+            strike.kind.name(),
+            strike.moment.describe(),
+            patience.as_millis()
+        ));
+    };
+    let waited_ms = (run.clock.elapsed_us() - looked_us) / 1_000;
+    let what = format!(
+        "at {} ms (planned {planned_ms} ms; +{waited_ms} ms waiting): {} w{} (the holder, {})",
+        planned_ms + waited_ms.unsigned_abs() as u128,
+        strike.kind.name(),
+        offer.client,
+        strike.moment.describe()
+    );
+    Ok((offer.client, what, offer.onset))
+}
+
 /// Aims `strike`, lands it and marks it on the timeline (on its victim's
 /// lanes, at the moment it landed) when it acted.
 async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> {
-    let (client, what) = aim(run, strike).await;
+    let (client, what, onset) = if strike.moment == Moment::Clock {
+        let (client, what) = aim(run, strike).await;
+        (client, what, None)
+    } else {
+        let (client, what, onset) = aim_at_moment(run, strike).await?;
+        (client, what, Some(onset))
+    };
     let landed_us = run.clock.elapsed_us();
-    let done = land(run, strike, client, what).await?;
+    let done = land(run, strike, client, what, onset).await?;
     lock(&run.marks).push(Annotation {
         true_time_us: landed_us,
         worker: (strike.kind != FaultKind::RedisRestart).then(|| format!("w{client}")),
@@ -1616,12 +1680,15 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
     Ok(done)
 }
 
-/// Does what `strike` does to `client`; `what` names it.
+/// Does what `strike` does to `client`; `what` names it. `onset`, when the
+/// strike took a moment, is dropped as soon as the fault has begun (a
+/// worker held at its grant goes on then).
 async fn land(
     run: &Arc<Run>,
     strike: &Strike,
     client: usize,
     what: String,
+    mut onset: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<String, String> {
     let slot = &run.slots[client];
     let signal = |name: &str| {
@@ -1655,6 +1722,7 @@ async fn land(
                 resume();
                 return Err(format!("{what}: no process"));
             }
+            drop(onset.take());
             if !already_paused && seen_stopped(pgid, Duration::from_secs(1)).await {
                 lock(&run.process_effects).processes_stopped += 1;
             }
@@ -1678,6 +1746,7 @@ async fn land(
             if !signal("KILL") {
                 return Err(format!("{what}: no process"));
             }
+            drop(onset.take());
             end_incarnation(run, client, None, "killed");
             if seen_gone(pgid, Duration::from_secs(2)).await {
                 lock(&run.process_effects).processes_killed += 1;
@@ -1687,6 +1756,7 @@ async fn land(
             for proxy in &slot.proxies {
                 proxy.set_partitioned(true);
             }
+            drop(onset.take());
             tokio::time::sleep(strike.lasting).await;
             for proxy in &slot.proxies {
                 proxy.set_partitioned(false);
@@ -1706,21 +1776,45 @@ async fn land(
             for proxy in &slot.proxies {
                 proxy.set_latency(Duration::from_millis(200));
             }
+            drop(onset.take());
             tokio::time::sleep(strike.lasting).await;
             for proxy in &slot.proxies {
                 proxy.set_latency(Duration::ZERO);
             }
         }
-        FaultKind::TerminateBackends => terminate_backends(run, slot, &what).await?,
+        FaultKind::TerminateBackends => terminate_backends(run, slot, Backends::All, &what).await?,
+        FaultKind::TerminateLockSession => {
+            terminate_backends(run, slot, Backends::HoldingAdvisoryLock, &what).await?
+        }
+        FaultKind::StallAfterReply => {
+            // The work store's (PostgreSQL's, the first) only: the write in
+            // flight goes there, and a lock store armed too would stall at
+            // whatever reply came next.
+            slot.proxies[0].stall_after_next_reply(strike.lasting);
+        }
         FaultKind::RedisRestart => restart_redis(run, &what).await?,
         FaultKind::ClockSkew => {}
     }
     Ok(what)
 }
 
-/// `pg_terminate_backend` of the client's PostgreSQL sessions, counted once
-/// the server no longer lists them.
-async fn terminate_backends(run: &Arc<Run>, slot: &Slot, what: &str) -> Result<(), String> {
+/// Which of a client's PostgreSQL sessions a termination ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backends {
+    /// Every one.
+    All,
+    /// Only those holding an advisory lock (`pg_locks`): the lock session.
+    HoldingAdvisoryLock,
+}
+
+/// `pg_terminate_backend` of the client's PostgreSQL sessions (`which`),
+/// counted once the server no longer lists them.
+async fn terminate_backends(
+    run: &Arc<Run>,
+    slot: &Slot,
+    which: Backends,
+    what: &str,
+) -> Result<(), String> {
     let ports: Vec<i32> = slot.proxies[0]
         .upstream_ports()
         .into_iter()
@@ -1733,16 +1827,29 @@ async fn terminate_backends(run: &Arc<Run>, slot: &Slot, what: &str) -> Result<(
     )
     .await
     .map_err(|error| format!("{what}: {error}"))?;
-    let backends: Vec<i32> = sqlx::query_scalar(
-        "SELECT pid FROM pg_stat_activity \
-         WHERE client_port = ANY($1) AND pid <> pg_backend_pid()",
-    )
-    .bind(&ports)
-    .fetch_all(&mut admin)
-    .await
-    .map_err(|error| format!("{what}: {error}"))?;
+    let query = match which {
+        Backends::All => {
+            "SELECT pid FROM pg_stat_activity \
+             WHERE client_port = ANY($1) AND pid <> pg_backend_pid()"
+        }
+        Backends::HoldingAdvisoryLock => {
+            "SELECT DISTINCT a.pid FROM pg_stat_activity a \
+             JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.granted \
+             WHERE a.client_port = ANY($1) AND a.pid <> pg_backend_pid()"
+        }
+    };
+    let backends: Vec<i32> = sqlx::query_scalar(query)
+        .bind(&ports)
+        .fetch_all(&mut admin)
+        .await
+        .map_err(|error| format!("{what}: {error}"))?;
     if backends.is_empty() {
-        return Err(format!("{what}: no backend of the client"));
+        return Err(match which {
+            Backends::All => format!("{what}: no backend of the client"),
+            Backends::HoldingAdvisoryLock => format!(
+                "{what}: no session of the client holds an advisory lock (its lock lives elsewhere)"
+            ),
+        });
     }
     sqlx::query("SELECT pg_terminate_backend(pid) FROM unnest($1::int4[]) AS pid")
         .bind(&backends)

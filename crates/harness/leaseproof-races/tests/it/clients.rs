@@ -175,6 +175,20 @@ pub(super) async fn caught_within(
     );
 }
 
+/// The run of the first seed whose plan aims two strikes of `kind` at the
+/// holder, allowed nothing else: an aimed fault's finding shows on it.
+async fn aimed_run(
+    command: String,
+    kind: FaultKind,
+    duration_ms: u64,
+    ttl_ms: u64,
+) -> ClientRunReport {
+    let seed = seeds_striking_holders(kind, 2, &[kind], duration_ms, ttl_ms)
+        .next()
+        .expect("a seed");
+    judged(config(command, seed, &[kind], duration_ms, ttl_ms)).await
+}
+
 /// The crate's `lock-client` example: built beside the test binary by
 /// `cargo test` (examples are), else built here once.
 fn lock_client(kind: &str) -> String {
@@ -297,11 +311,12 @@ async fn every_network_strike_acts_on_a_holders_connections_and_the_reference_st
     }
     // Which count a strike of the kind must move.
     type Effect = fn(&ProxyEffects) -> u64;
-    let effects: [(FaultKind, Effect); 4] = [
+    let effects: [(FaultKind, Effect); 5] = [
         (FaultKind::LoseReply, |effects| effects.replies_dropped),
         (FaultKind::Partition, |effects| effects.partition_holds),
         (FaultKind::Latency, |effects| effects.delayed_chunks),
         (FaultKind::Reset, |effects| effects.connections_reset),
+        (FaultKind::StallAfterReply, |effects| effects.stalled_chunks),
     ];
     for (kind, effect) in effects {
         let mut acted = 0;
@@ -466,20 +481,58 @@ async fn pg_partsmiths_redis_manager_runs_as_it_ships_and_is_clean_without_fault
 async fn pg_partsmiths_advisory_lock_is_lost_to_backend_termination_and_the_holder_writes_on() {
     // pg_partsmith's advisory manager never probes its lock session: when
     // the server terminates it, a rival takes the lock at once while the
-    // holder, unaware, keeps writing — its writes land under the rival's
-    // lock (I3), the finding. (No double grant: the session had ended.)
+    // holder, unaware, keeps writing on its other connection — its writes
+    // land under the rival's lock (I3), the finding. (No double grant: the
+    // session had ended.) The strike is aimed: only the lock session, right
+    // after a grant, before the holder's first write — so one seed shows it.
     if !servers().await {
         return;
     }
     let Some(python) = python() else { return };
-    let outcome = caught_within(
-        &python_client(&python, "partsmith_advisory.py"),
-        FaultKind::TerminateBackends,
-        3,
-        6_000,
-        3_000,
-    )
-    .await;
+    let command = python_client(&python, "partsmith_advisory.py");
+    let outcome = aimed_run(command, FaultKind::TerminateLockSession, 6_000, 3_000).await;
+    assert!(
+        outcome
+            .strikes
+            .iter()
+            .any(|strike| strike.contains("terminate-lock-session w")
+                && strike.contains("at the next grant")),
+        "{}",
+        describe(&outcome)
+    );
+    assert!(
+        !outcome
+            .report
+            .violations_of(Invariant::FencedWrites)
+            .is_empty(),
+        "{}",
+        describe(&outcome)
+    );
+}
+
+#[tokio::test]
+async fn a_check_then_act_lease_is_caught_when_its_write_in_flight_is_split() {
+    // The lease checks it is still the holder, then inserts in a second
+    // statement: a stall after the check's reply holds the insert past the
+    // TTL, a rival takes the lease over and writes, and the stale insert
+    // lands under the rival's lease (I3). Aimed at a write in flight, so
+    // one seed shows it.
+    if !servers().await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let command = python_client(&python, "check_then_act.py");
+    let outcome = aimed_run(command, FaultKind::StallAfterReply, 8_000, 2_000).await;
+    assert!(
+        outcome.design.contains("checked, then written"),
+        "{}",
+        outcome.design
+    );
+    assert!(
+        outcome.proxy_effects.stalled_chunks > 0,
+        "{}",
+        describe(&outcome)
+    );
     assert!(
         !outcome
             .report
