@@ -176,17 +176,24 @@ pub(super) async fn caught_within(
 }
 
 /// The run of the first seed whose plan aims two strikes of `kind` at the
-/// holder, allowed nothing else: an aimed fault's finding shows on it.
-async fn aimed_run(
+/// holder, allowed nothing else: an aimed fault's finding shows on it, and
+/// it must show `invariant` broken.
+async fn aimed_conviction(
     command: String,
     kind: FaultKind,
-    duration_ms: u64,
-    ttl_ms: u64,
+    (duration_ms, ttl_ms): (u64, u64),
+    invariant: Invariant,
 ) -> ClientRunReport {
     let seed = seeds_striking_holders(kind, 2, &[kind], duration_ms, ttl_ms)
         .next()
         .expect("a seed");
-    judged(config(command, seed, &[kind], duration_ms, ttl_ms)).await
+    let outcome = judged(config(command, seed, &[kind], duration_ms, ttl_ms)).await;
+    assert!(
+        !outcome.report.violations_of(invariant).is_empty(),
+        "{invariant:?} not shown:\n{}",
+        describe(&outcome)
+    );
+    outcome
 }
 
 /// The crate's `lock-client` example: built beside the test binary by
@@ -490,21 +497,14 @@ async fn pg_partsmiths_advisory_lock_is_lost_to_backend_termination_and_the_hold
     }
     let Some(python) = python() else { return };
     let command = python_client(&python, "partsmith_advisory.py");
-    let outcome = aimed_run(command, FaultKind::TerminateLockSession, 6_000, 3_000).await;
+    let kind = FaultKind::TerminateLockSession;
+    let outcome = aimed_conviction(command, kind, (6_000, 3_000), Invariant::FencedWrites).await;
     assert!(
         outcome
             .strikes
             .iter()
             .any(|strike| strike.contains("terminate-lock-session w")
                 && strike.contains("at the next grant")),
-        "{}",
-        describe(&outcome)
-    );
-    assert!(
-        !outcome
-            .report
-            .violations_of(Invariant::FencedWrites)
-            .is_empty(),
         "{}",
         describe(&outcome)
     );
@@ -522,7 +522,8 @@ async fn a_check_then_act_lease_is_caught_when_its_write_in_flight_is_split() {
     }
     let Some(python) = python() else { return };
     let command = python_client(&python, "check_then_act.py");
-    let outcome = aimed_run(command, FaultKind::StallAfterReply, 8_000, 2_000).await;
+    let kind = FaultKind::StallAfterReply;
+    let outcome = aimed_conviction(command, kind, (8_000, 2_000), Invariant::FencedWrites).await;
     assert!(
         outcome.design.contains("checked, then written"),
         "{}",
@@ -530,14 +531,6 @@ async fn a_check_then_act_lease_is_caught_when_its_write_in_flight_is_split() {
     );
     assert!(
         outcome.proxy_effects.stalled_chunks > 0,
-        "{}",
-        describe(&outcome)
-    );
-    assert!(
-        !outcome
-            .report
-            .violations_of(Invariant::FencedWrites)
-            .is_empty(),
         "{}",
         describe(&outcome)
     );
