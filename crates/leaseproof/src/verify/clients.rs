@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use leaseproof_races::clients::{run_clients, ClientRunConfig, ClientRunReport, FaultKind};
+use leaseproof_races::clients::{run_clients, ClientRunConfig, ClientRunReport, FaultKind, Moment};
 
 use super::Report;
 
@@ -130,7 +130,8 @@ pub(crate) async fn clients_stage(report: &mut Report) {
     let started = Instant::now();
     let mut seen = Vec::new();
     let mut caught = None;
-    for seed in (0..).filter(|seed| holder_pauses(*seed) >= 2).take(3) {
+    let telling = |seed: &u64| matches!(holder_pauses(*seed), (pauses, true) if pauses >= 2);
+    for seed in (0..).filter(telling).take(3) {
         match run_clients(config(
             script("broken_plain_del.py"),
             seed,
@@ -173,11 +174,15 @@ async fn run_reported(report: &mut Report, subjects: Vec<(String, String)>) {
     }
 }
 
-fn holder_pauses(seed: u64) -> usize {
-    config(String::new(), seed, &[FaultKind::PauseLong], 1_500)
-        .plan()
+/// Long pauses of holders in `seed`'s plan, and whether one is aimed at a
+/// grant (the holder stopped before its first write: the finding's moment).
+fn holder_pauses(seed: u64) -> (usize, bool) {
+    let plan = config(String::new(), seed, &[FaultKind::PauseLong], 1_500).plan();
+    let pauses: Vec<_> = plan
         .strikes
         .iter()
         .filter(|strike| strike.kind == FaultKind::PauseLong && strike.holder_first)
-        .count()
+        .collect();
+    let at_a_grant = pauses.iter().any(|strike| strike.moment == Moment::Granted);
+    (pauses.len(), at_a_grant)
 }

@@ -57,8 +57,9 @@ struct State {
     delayed_chunks: AtomicU64,
     /// Connections closed by a reset.
     connections_reset: AtomicU64,
-    /// Armed: how long the client's chunks wait once the next reply passed.
-    stall_after_reply_ms: AtomicU64,
+    /// Armed: how many replies are still to pass, and how long the
+    /// client's chunks wait once they did.
+    stall_armed: Mutex<Option<(u32, Duration)>>,
     /// Until when the client's chunks wait (a stall begun by a reply).
     stalled_until: Mutex<Option<tokio::time::Instant>>,
     /// Chunks of the client's a stall held back.
@@ -140,7 +141,7 @@ impl FaultProxy {
             partition_holds: AtomicU64::new(0),
             delayed_chunks: AtomicU64::new(0),
             connections_reset: AtomicU64::new(0),
-            stall_after_reply_ms: AtomicU64::new(0),
+            stall_armed: Mutex::new(None),
             stalled_until: Mutex::new(None),
             stalled_chunks: AtomicU64::new(0),
             postgres,
@@ -179,15 +180,12 @@ impl FaultProxy {
         self.state.latency_ms.store(latency_ms, Ordering::SeqCst);
     }
 
-    /// The store's next reply passes; then what the client sends waits
+    /// The store's next `replies` replies pass (each one that completed a
+    /// statement, in front of PostgreSQL); then what the client sends waits
     /// `lasting` (on every connection).
-    pub fn stall_after_next_reply(&self, lasting: Duration) {
-        let lasting_ms = u64::try_from(lasting.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        self.state
-            .stall_after_reply_ms
-            .store(lasting_ms, Ordering::SeqCst);
+    pub fn stall_after_replies(&self, replies: u32, lasting: Duration) {
+        assert!(replies >= 1, "a stall begins after a reply");
+        *lock(&self.state.stall_armed) = Some((replies, lasting));
     }
 
     /// Closes every open connection with a TCP reset.
@@ -365,9 +363,14 @@ impl Framing {
 
 /// A reply passed: an armed stall begins now.
 fn start_armed_stall(state: &State) {
-    let stall_ms = state.stall_after_reply_ms.swap(0, Ordering::SeqCst);
-    if stall_ms > 0 {
-        let until = tokio::time::Instant::now() + Duration::from_millis(stall_ms);
+    let mut armed = lock(&state.stall_armed);
+    let Some((replies, lasting)) = armed.as_mut() else {
+        return;
+    };
+    *replies -= 1;
+    if *replies == 0 {
+        let until = tokio::time::Instant::now() + *lasting;
+        *armed = None;
         *lock(&state.stalled_until) = Some(until);
     }
 }
@@ -485,12 +488,14 @@ mod tests {
             "a reset closes open connections"
         );
         let mut stalled = TcpStream::connect(proxy.local_addr()).await.unwrap();
-        proxy.stall_after_next_reply(Duration::from_millis(300));
-        assert_eq!(
-            round_trip(&mut stalled, b"pass").await.unwrap(),
-            b"pass",
-            "the next reply passes"
-        );
+        proxy.stall_after_replies(2, Duration::from_millis(300));
+        for text in [b"pas1", b"pas2"] {
+            assert_eq!(
+                round_trip(&mut stalled, text).await.unwrap(),
+                text,
+                "the next two replies pass"
+            );
+        }
         let before = tokio::time::Instant::now();
         assert_eq!(round_trip(&mut stalled, b"late").await.unwrap(), b"late");
         assert!(

@@ -1790,7 +1790,7 @@ async fn land(
             // The work store's (PostgreSQL's, the first) only: the write in
             // flight goes there, and a lock store armed too would stall at
             // whatever reply came next.
-            slot.proxies[0].stall_after_next_reply(strike.lasting);
+            slot.proxies[0].stall_after_replies(strike.replies_before_stall, strike.lasting);
         }
         FaultKind::RedisRestart => restart_redis(run, &what).await?,
         FaultKind::ClockSkew => {}

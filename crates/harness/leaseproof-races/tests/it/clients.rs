@@ -21,7 +21,7 @@ use leaseproof_history::Invariant;
 use leaseproof_races::clients::effects::ProcessEffects;
 use leaseproof_races::clients::net::ProxyEffects;
 use leaseproof_races::clients::{
-    run_clients, ClientRunConfig, ClientRunError, ClientRunReport, FaultKind, FaultPlan,
+    run_clients, ClientRunConfig, ClientRunError, ClientRunReport, FaultKind, FaultPlan, Moment,
 };
 
 /// One client run at a time across this binary's tests.
@@ -145,8 +145,9 @@ fn seeds_striking_holders(
     })
 }
 
-/// Runs seeds whose plans strike holders with `kind` until one shows a
-/// violation (at most `tries`); returns it, or panics with every run.
+/// Runs seeds whose plans strike holders with `kind`, one of them aimed at
+/// a grant, until one shows a violation (at most `tries`); returns it, or
+/// panics with every run.
 pub(super) async fn caught_within(
     command: &str,
     kind: FaultKind,
@@ -155,7 +156,15 @@ pub(super) async fn caught_within(
     ttl_ms: u64,
 ) -> ClientRunReport {
     let mut runs = Vec::new();
-    for seed in seeds_striking_holders(kind, 2, &[kind], duration_ms, ttl_ms).take(tries) {
+    let aimed_at_a_grant = |seed: &u64| {
+        let plan = config(String::new(), *seed, &[kind], duration_ms, ttl_ms).plan();
+        plan.strikes
+            .iter()
+            .any(|strike| strike.kind == kind && strike.moment == Moment::Granted)
+    };
+    let seeds =
+        seeds_striking_holders(kind, 2, &[kind], duration_ms, ttl_ms).filter(aimed_at_a_grant);
+    for seed in seeds.take(tries) {
         let outcome = judged(config(
             command.to_string(),
             seed,
