@@ -64,6 +64,11 @@ struct State {
     stalled_until: Mutex<Option<tokio::time::Instant>>,
     /// Chunks of the client's a stall held back.
     stalled_chunks: AtomicU64,
+    /// Stalls begun.
+    stalls_begun: AtomicU64,
+    /// Replies that completed a statement (every reply, but in front of
+    /// PostgreSQL).
+    replies_completing: AtomicU64,
     /// The store is PostgreSQL: its messages are followed per connection.
     postgres: bool,
 }
@@ -144,6 +149,8 @@ impl FaultProxy {
             stall_armed: Mutex::new(None),
             stalled_until: Mutex::new(None),
             stalled_chunks: AtomicU64::new(0),
+            stalls_begun: AtomicU64::new(0),
+            replies_completing: AtomicU64::new(0),
             postgres,
         });
         let accept_state = Arc::clone(&state);
@@ -186,6 +193,28 @@ impl FaultProxy {
     pub fn stall_after_replies(&self, replies: u32, lasting: Duration) {
         assert!(replies >= 1, "a stall begins after a reply");
         *lock(&self.state.stall_armed) = Some((replies, lasting));
+    }
+
+    /// Takes back an armed stall that has not begun (the request it was
+    /// meant to split was answered first).
+    pub fn disarm_stall(&self) {
+        *lock(&self.state.stall_armed) = None;
+    }
+
+    /// Whether a stall is armed and has not begun.
+    pub fn stall_armed(&self) -> bool {
+        lock(&self.state.stall_armed).is_some()
+    }
+
+    /// How many replies completed a statement so far (every reply, but in
+    /// front of PostgreSQL).
+    pub fn replies_completing(&self) -> u64 {
+        self.state.replies_completing.load(Ordering::SeqCst)
+    }
+
+    /// How many stalls have begun.
+    pub fn stalls_begun(&self) -> u64 {
+        self.state.stalls_begun.load(Ordering::SeqCst)
     }
 
     /// Closes every open connection with a TCP reset.
@@ -298,6 +327,7 @@ async fn pump(
             // Begun as the reply leaves: nothing the client sends after
             // reading it can pass first.
             if completed {
+                state.replies_completing.fetch_add(1, Ordering::SeqCst);
                 start_armed_stall(state);
             }
         } else {
@@ -372,6 +402,7 @@ fn start_armed_stall(state: &State) {
         let until = tokio::time::Instant::now() + *lasting;
         *armed = None;
         *lock(&state.stalled_until) = Some(until);
+        state.stalls_begun.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -503,6 +534,11 @@ mod tests {
             "what the client sends after that reply waits"
         );
         assert_eq!(proxy.effects().stalled_chunks, 1);
+        assert_eq!(proxy.stalls_begun(), 1);
+        proxy.stall_after_replies(5, Duration::from_millis(300));
+        assert!(proxy.stall_armed());
+        proxy.disarm_stall();
+        assert!(!proxy.stall_armed());
         assert_eq!(round_trip(&mut stalled, b"free").await.unwrap(), b"free");
         let mut third = TcpStream::connect(proxy.local_addr()).await.unwrap();
         assert_eq!(

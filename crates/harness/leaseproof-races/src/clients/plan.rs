@@ -169,9 +169,10 @@ pub struct Strike {
     pub lasting: Duration,
     /// When in the protocol it lands, from `at` on.
     pub moment: Moment,
-    /// For a stall after a reply: how many replies completing a statement
-    /// pass first (1 to 3: a check may come after a `BEGIN`, a fence after
-    /// both); zero for the other kinds.
+    /// For a stall after a reply: which gap between the write's statements
+    /// it splits (1 to 3, counted modulo the gaps the client's writes were
+    /// seen to have: a check may come after a `BEGIN`, a fence after both);
+    /// zero for the other kinds.
     pub replies_before_stall: u32,
 }
 
@@ -454,11 +455,7 @@ impl fmt::Display for FaultPlan {
                 write!(f, " for {} ms", strike.lasting.as_millis())?;
             }
             if strike.replies_before_stall > 0 {
-                write!(
-                    f,
-                    " after {} completed statement(s)",
-                    strike.replies_before_stall
-                )?;
+                write!(f, " at gap {}", strike.replies_before_stall)?;
             }
             if strike.moment != Moment::Clock {
                 write!(f, ", {}", strike.moment.describe())?;

@@ -317,6 +317,10 @@ struct Slot {
     pauses: Mutex<(u32, u64)>,
     belief: Arc<Mutex<Belief>>,
     proxies: Vec<FaultProxy>,
+    /// How many replies completing a statement the client's last write
+    /// answered `ok` took on the work store (0: none seen yet): where a
+    /// stall can split a write.
+    write_statements: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -520,6 +524,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
             pauses: Mutex::new((0, 0)),
             belief: Arc::default(),
             proxies,
+            write_statements: AtomicU64::new(0),
         });
     }
     let dir = tempfile::Builder::new()
@@ -1382,13 +1387,24 @@ async fn exchange(
         Request::Renew { .. } => Some(Moment::RenewalSent),
         _ => None,
     };
-    let on_sent = || {
-        if let Some(moment) = in_flight {
-            // The request is out: the strike races the client, unwaited.
-            run.moments.reached(moment, index);
+    // The request is out: the strike races the client, unwaited; the
+    // onset's receiver is held while the request is in flight, so the strike
+    // can tell that it still is.
+    let mut in_flight_onset = None;
+    let on_sent =
+        || in_flight_onset = in_flight.and_then(|moment| run.moments.reached(moment, index));
+    let completing_before = slot.proxies[0].replies_completing();
+    let answer = client.ask(request, timeout, on_sent).await;
+    if in_flight == Some(Moment::WriteInFlight) {
+        // A stall meant to split this write that has not begun never will.
+        slot.proxies[0].disarm_stall();
+        if let Ok(Message::Ok { .. }) = &answer {
+            let statements = slot.proxies[0].replies_completing() - completing_before;
+            slot.write_statements.store(statements, Ordering::SeqCst);
         }
-    };
-    let answer = match client.ask(request, timeout, on_sent).await {
+    }
+    drop(in_flight_onset);
+    let answer = match answer {
         Ok(message) => Answer::Message(message),
         Err(NoAnswer::Died) => {
             if let Some(code) = client.exit_code(Duration::from_millis(500)).await {
@@ -1787,15 +1803,66 @@ async fn land(
             terminate_backends(run, slot, Backends::HoldingAdvisoryLock, &what).await?
         }
         FaultKind::StallAfterReply => {
-            // The work store's (PostgreSQL's, the first) only: the write in
-            // flight goes there, and a lock store armed too would stall at
-            // whatever reply came next.
-            slot.proxies[0].stall_after_replies(strike.replies_before_stall, strike.lasting);
+            let in_flight = onset.take();
+            stall_the_write(run, slot, strike, in_flight, &what).await?
         }
         FaultKind::RedisRestart => restart_redis(run, &what).await?,
         FaultKind::ClockSkew => {}
     }
     Ok(what)
+}
+
+/// Arms the work store's proxy (PostgreSQL's, the first: the write in
+/// flight goes there, and a lock store's would stall at whatever reply came
+/// next) and waits until the stall began — or the write was answered first
+/// (fewer completed statements than drawn), which is no strike.
+async fn stall_the_write(
+    run: &Arc<Run>,
+    slot: &Slot,
+    strike: &Strike,
+    in_flight: Option<tokio::sync::oneshot::Sender<()>>,
+    what: &str,
+) -> Result<(), String> {
+    let proxy = &slot.proxies[0];
+    let begun_before = proxy.stalls_begun();
+    // Split at one of the gaps the client's writes have: after the k-th of
+    // their statements but never after the last (that would stall the next
+    // request, not this one).
+    let statements = slot.write_statements.load(Ordering::SeqCst);
+    if statements == 1 {
+        return Err(format!(
+            "{what}: not struck, the client's writes are one statement each: nothing to split"
+        ));
+    }
+    let gaps = u32::try_from(statements.saturating_sub(1))
+        .unwrap_or(u32::MAX)
+        .max(1);
+    let replies = 1 + (strike.replies_before_stall - 1) % gaps;
+    proxy.stall_after_replies(replies, strike.lasting);
+    // The worker drops the other end once the write is answered.
+    let answered = || in_flight.as_ref().is_some_and(|onset| onset.is_closed());
+    let begun = || proxy.stalls_begun() != begun_before;
+    let deadline = tokio::time::Instant::now() + run.config.request_timeout();
+    loop {
+        if begun() {
+            return Ok(());
+        }
+        let why = if answered() || !proxy.stall_armed() {
+            format!("the write was answered before {replies} completed statement(s)")
+        } else if tokio::time::Instant::now() >= deadline {
+            "the write never completed a statement".to_string()
+        } else {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            continue;
+        };
+        proxy.disarm_stall();
+        // It may have begun in the meantime: then it struck.
+        return if begun() {
+            Ok(())
+        } else {
+            Err(format!("{what}: not struck, {why}"))
+        };
+    }
 }
 
 /// Which of a client's PostgreSQL sessions a termination ends.
