@@ -1644,8 +1644,9 @@ async fn aim(run: &Arc<Run>, strike: &Strike) -> (usize, String) {
 
 /// Whom a strike aimed at a protocol moment hits: the client that reaches
 /// the moment first from the strike's planned time on, waited for as long
-/// as a strike may still wait (its share of the run, at least a TTL); a
-/// moment that never comes is a strike not struck, with the reason.
+/// as a strike may still wait (its share of the run, at least two TTLs: an
+/// earlier strike may hold every client up that long); a moment that never
+/// comes is a strike not struck, with the reason.
 async fn aim_at_moment(
     run: &Arc<Run>,
     strike: &Strike,
@@ -1654,7 +1655,7 @@ async fn aim_at_moment(
     let over_by = run.config.duration * super::plan::STRIKES_OVER_BY_PERCENT as u32 / 100;
     let patience = over_by
         .saturating_sub(strike.at + strike.lasting)
-        .max(run.config.ttl);
+        .max(run.config.ttl * 2);
     let planned_ms = strike.at.as_millis();
     let waiting = run.moments.wait_for(strike.moment);
     let Ok(Ok(offer)) = tokio::time::timeout(patience, waiting).await else {
@@ -1834,10 +1835,11 @@ async fn stall_the_write(
             "{what}: not struck, the client's writes are one statement each: nothing to split"
         ));
     }
-    let gaps = u32::try_from(statements.saturating_sub(1))
-        .unwrap_or(u32::MAX)
-        .max(1);
-    let replies = 1 + (strike.replies_before_stall - 1) % gaps;
+    // Before any write was seen, the drawn gap as it is.
+    let replies = match u32::try_from(statements.saturating_sub(1)).unwrap_or(u32::MAX) {
+        0 => strike.replies_before_stall,
+        gaps => 1 + (strike.replies_before_stall - 1) % gaps,
+    };
     proxy.stall_after_replies(replies, strike.lasting);
     // The worker drops the other end once the write is answered.
     let answered = || in_flight.as_ref().is_some_and(|onset| onset.is_closed());
