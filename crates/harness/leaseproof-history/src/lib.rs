@@ -50,6 +50,7 @@ mod document;
 mod event;
 mod field_path;
 mod history;
+pub mod model;
 mod recorder;
 mod timeline;
 

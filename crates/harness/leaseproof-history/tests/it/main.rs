@@ -13,6 +13,7 @@ mod fenced_writes;
 mod format;
 mod lines;
 mod lock_writes;
+mod model;
 mod mutual_exclusion;
 mod nothing_lost;
 mod refused;

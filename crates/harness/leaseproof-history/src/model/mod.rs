@@ -1,0 +1,284 @@
+//! The judge's model of a lease: a history passes iff some explanation of
+//! it exists.
+//!
+//! Goal: report a violation only when no assignment of effect instants,
+//! store-clock readings and unknown outcomes satisfies the lease's
+//! specification, and carry the proof beside every verdict. `docs/model.md`
+//! states the model; [`lease`] is its letter.
+//!
+//! Method, per scope (scopes share nothing): pair the operations
+//! ([`operations`]), search for an explanation ([`search`]: Wing and Gong's
+//! order search, the clock's unknowns as difference constraints in a
+//! [`zone::Zone`]). Found: the explanation, replayed to concrete readings
+//! ([`Explanation`]), which [`validate`] checks without the zone. None:
+//! search again with one part of the specification dropped at a time to
+//! name what no explanation satisfies ([`Certificate::invariants`]), and
+//! weaken the operations that are not needed to unknown outcome, one at a
+//! time, to keep the smallest set that still has none. Over the budget:
+//! could not judge.
+
+mod certificate;
+mod lease;
+mod operations;
+mod search;
+pub mod validate;
+mod zone;
+
+use std::fmt;
+
+use crate::check::Invariant;
+use crate::design::{CheckConfig, GrantStamps};
+use crate::history::History;
+
+pub use lease::Choice;
+pub use operations::{Answer, Call, Operation};
+
+use lease::{Relax, Row, KEPT, LAST};
+use search::{Found, Placed, Scope};
+use zone::Zone;
+
+/// How hard the search may look, per scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// States tried before a scope is reported as not judged.
+    pub states: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget { states: 2_000_000 }
+    }
+}
+
+/// Explanations are drawn to concrete readings up to this many effects.
+const EXPLAINED_EFFECTS_MAX: usize = 400;
+
+/// The model's verdict on every scope of a history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelReport {
+    /// One verdict per scope, by name.
+    pub scopes: Vec<ScopeVerdict>,
+}
+
+/// The verdict on one scope and how hard the search looked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeVerdict {
+    /// The scope.
+    pub scope: String,
+    /// Its lease operations.
+    pub operations: Vec<Operation>,
+    /// States the searches tried.
+    pub states: u64,
+    /// What was found.
+    pub verdict: Verdict,
+}
+
+/// What the model says of a scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// An explanation exists; here is one (none drawn for a long scope).
+    Explained(Option<Explanation>),
+    /// Explained as the stamps are declared (`statement-start`), not if
+    /// they were decision stamps: a violation only under that assumption.
+    Possible(Certificate),
+    /// No explanation exists.
+    Violated(Certificate),
+    /// The search went over its budget.
+    CouldNotJudge(String),
+    /// The scope is not the model's (its grants answer `lock`).
+    NotModelled(String),
+}
+
+/// One legal schedule: the effects in the order they took place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explanation {
+    /// The effects, in order.
+    pub effects: Vec<Effect>,
+}
+
+/// One effect of an [`Explanation`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Effect {
+    /// The operation (an index in [`ScopeVerdict::operations`]).
+    pub operation: usize,
+    /// What it did.
+    pub choice: Choice,
+    /// The store's clock when it decided.
+    pub decision_us: i64,
+    /// The stamp it wrote.
+    pub stamp_us: i64,
+}
+
+/// Why no explanation exists: what it breaks, and the operations that
+/// alone have none (every other one read as of unknown outcome).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Certificate {
+    /// The parts of the specification that, dropped together, leave an
+    /// explanation: I1, I2, or H (the clock). Empty: none does.
+    pub invariants: Vec<Invariant>,
+    /// The operations kept as answered (indices in [`ScopeVerdict::operations`]).
+    pub operations: Vec<usize>,
+}
+
+/// Judges every scope of `history`, its stamps read as `config` says.
+pub fn judge(history: &History, config: &CheckConfig, budget: Budget) -> ModelReport {
+    let scopes = operations::lease_operations(history)
+        .into_iter()
+        .map(|(scope, operations)| match operations {
+            Err(reason) => ScopeVerdict {
+                scope,
+                operations: Vec::new(),
+                states: 0,
+                verdict: Verdict::NotModelled(reason),
+            },
+            Ok(operations) => judge_scope(scope, operations, config.grant_stamps, budget),
+        })
+        .collect();
+    ModelReport { scopes }
+}
+
+/// Judges one scope's operations.
+pub fn judge_scope(
+    scope: String,
+    operations: Vec<Operation>,
+    stamps: GrantStamps,
+    budget: Budget,
+) -> ScopeVerdict {
+    let mut states = 0;
+    let verdict = decide(&operations, stamps, budget, &mut states);
+    ScopeVerdict {
+        scope,
+        operations,
+        states,
+        verdict,
+    }
+}
+
+fn decide(
+    operations: &[Operation],
+    stamps: GrantStamps,
+    budget: Budget,
+    states: &mut u64,
+) -> Verdict {
+    let over = |states: u64| {
+        Verdict::CouldNotJudge(format!(
+            "the search tried {states} states, its budget, without deciding"
+        ))
+    };
+    let scope = Scope::new(operations, stamps);
+    match search::search(&scope, Relax::default(), budget.states, states) {
+        Found::OverBudget => over(*states),
+        Found::None => Verdict::Violated(certificate::find(operations, stamps, budget, states)),
+        Found::Explanation(path) if stamps == GrantStamps::StatementStart => {
+            let decided = Scope::new(operations, GrantStamps::Decision);
+            match search::search(&decided, Relax::default(), budget.states, states) {
+                Found::None => Verdict::Possible(certificate::find(
+                    operations,
+                    GrantStamps::Decision,
+                    budget,
+                    states,
+                )),
+                _ => Verdict::Explained(explain(&scope, &path)),
+            }
+        }
+        Found::Explanation(path) => Verdict::Explained(explain(&scope, &path)),
+    }
+}
+
+/// The explanation `path` with concrete readings: the path replayed with
+/// every reading kept, then each fixed in turn.
+fn explain(scope: &Scope<'_>, path: &[Placed]) -> Option<Explanation> {
+    if path.len() > EXPLAINED_EFFECTS_MAX {
+        return None;
+    }
+    let mut zone = Zone::new(KEPT - 1);
+    let mut row = Row::default();
+    let mut latest_completion = Some(i64::MIN);
+    let mut readings = Vec::new();
+    for placed in path {
+        let operation = &scope.operations[placed.operation];
+        let context = scope.context(placed.operation, latest_completion, Relax::default());
+        let read = lease::read_clock(&mut zone, &context).expect("the path was placed");
+        row = lease::step(&row, &mut zone, read, operation, placed.choice, &context)
+            .expect("the path was placed");
+        zone.assign(LAST, read.decision);
+        readings.push(read);
+        latest_completion = latest_completion
+            .zip(operation.deadline_us())
+            .map(|(a, b)| a.max(b));
+    }
+    let values = zone.solution();
+    let effects = path
+        .iter()
+        .zip(readings)
+        .map(|(placed, read)| Effect {
+            operation: placed.operation,
+            choice: placed.choice,
+            decision_us: values[read.decision],
+            stamp_us: values[read.stamp],
+        })
+        .collect();
+    Some(Explanation { effects })
+}
+
+impl ModelReport {
+    /// Whether no scope is violated (possible ones and unjudged ones aside).
+    pub fn is_ok(&self) -> bool {
+        !self
+            .scopes
+            .iter()
+            .any(|scope| matches!(scope.verdict, Verdict::Violated(_)))
+    }
+
+    /// The invariants every violated scope breaks.
+    pub fn violated(&self) -> Vec<Invariant> {
+        let mut invariants: Vec<Invariant> = self
+            .scopes
+            .iter()
+            .filter_map(|scope| match &scope.verdict {
+                Verdict::Violated(certificate) => Some(certificate.invariants.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        invariants.sort();
+        invariants.dedup();
+        invariants
+    }
+}
+
+impl fmt::Display for ModelReport {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for scope in &self.scopes {
+            write!(formatter, "{scope}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for ScopeVerdict {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let looked = format!(
+            "{} operations, {} states tried",
+            self.operations.len(),
+            self.states
+        );
+        match &self.verdict {
+            Verdict::Explained(_) => {
+                writeln!(formatter, "scope {:?}: explained ({looked})", self.scope)
+            }
+            Verdict::NotModelled(reason) => {
+                writeln!(formatter, "scope {:?}: not modelled: {reason}", self.scope)
+            }
+            Verdict::CouldNotJudge(reason) => writeln!(
+                formatter,
+                "scope {:?}: could not judge ({looked}): {reason}",
+                self.scope
+            ),
+            Verdict::Violated(certificate) | Verdict::Possible(certificate) => {
+                let possible = matches!(self.verdict, Verdict::Possible(_));
+                certificate::describe(formatter, self, certificate, possible)
+            }
+        }
+    }
+}

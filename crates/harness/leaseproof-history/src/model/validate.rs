@@ -1,0 +1,206 @@
+//! An explanation checked on its own: the effects replayed with concrete
+//! readings against the table of `docs/model.md`, with no search and no zone.
+//!
+//! Written apart from [`crate::model::lease`] so that the two must agree on
+//! the model, not on code: the tests run it on every explanation the judge
+//! gives.
+
+use crate::design::GrantStamps;
+use crate::model::lease::Choice;
+use crate::model::operations::{Answer, Call, Operation};
+use crate::model::Explanation;
+
+#[derive(Default)]
+struct Row {
+    holder: Option<(String, u64)>,
+    granted_at: i64,
+    expires_at: i64,
+    max_token: u64,
+}
+
+/// `Ok` when `explanation` is a legal schedule of `operations`: every
+/// operation answered `ok` placed once inside its window, none refused
+/// placed, the store's clock never back, and every effect what the row
+/// allows and what was answered.
+pub fn validate(
+    operations: &[Operation],
+    stamps: GrantStamps,
+    explanation: &Explanation,
+) -> Result<(), String> {
+    let mut seen = vec![false; operations.len()];
+    let mut now_us = i64::MIN;
+    let mut clock_us = i64::MIN;
+    let mut latest_completion = Some(i64::MIN);
+    let mut row = Row::default();
+    for (position, effect) in explanation.effects.iter().enumerate() {
+        let operation = operations.get(effect.operation).ok_or(format!(
+            "effect {position}: no operation {}",
+            effect.operation
+        ))?;
+        let at = |problem: String| {
+            format!(
+                "effect {position} (event {}): {problem}",
+                operation.invoke_event
+            )
+        };
+        if std::mem::replace(&mut seen[effect.operation], true) {
+            return Err(at("placed twice".into()));
+        }
+        if operation.answer == Answer::Refused {
+            return Err(at("a refused operation took effect".into()));
+        }
+        now_us = now_us.max(operation.invoke_us);
+        if operation.took_effect() && operation.complete_us.is_some_and(|done| now_us > done) {
+            return Err(at(format!(
+                "it cannot take effect at {now_us} µs, after its completion"
+            )));
+        }
+        if effect.decision_us < clock_us {
+            return Err(at(format!(
+                "the clock went back from {clock_us} to {}",
+                effect.decision_us
+            )));
+        }
+        let stamp_ok = match stamps {
+            GrantStamps::Decision => effect.stamp_us == effect.decision_us,
+            GrantStamps::StatementStart => {
+                effect.stamp_us <= effect.decision_us
+                    && (latest_completion.is_none_or(|done| done >= operation.invoke_us)
+                        || effect.stamp_us >= clock_us)
+            }
+        };
+        if !stamp_ok {
+            return Err(at(format!(
+                "stamp {} does not fit {stamps} stamps",
+                effect.stamp_us
+            )));
+        }
+        clock_us = effect.decision_us;
+        latest_completion = latest_completion
+            .zip(operation.deadline_us())
+            .map(|(a, b)| a.max(b));
+        apply(
+            &mut row,
+            operation,
+            effect.choice,
+            effect.decision_us,
+            effect.stamp_us,
+        )
+        .map_err(at)?;
+    }
+    match operations
+        .iter()
+        .zip(&seen)
+        .find(|(operation, seen)| operation.took_effect() && !**seen)
+    {
+        Some((operation, _)) => Err(format!(
+            "event {}: answered ok, but takes no effect",
+            operation.invoke_event
+        )),
+        None => Ok(()),
+    }
+}
+
+fn apply(
+    row: &mut Row,
+    operation: &Operation,
+    choice: Choice,
+    now: i64,
+    stamp: i64,
+) -> Result<(), String> {
+    let owner = operation.owner.as_str();
+    let live = row.expires_at > now;
+    let holds = |token: Option<u64>| {
+        row.holder
+            .as_ref()
+            .is_some_and(|(o, t)| o == owner && token.is_none_or(|token| *t == token))
+    };
+    match (choice, &operation.call) {
+        (Choice::NewGrant { token }, Call::Acquire { ttl_us }) => {
+            if row.holder.is_some() && live {
+                return Err(format!(
+                    "a new grant while the row is live until {}",
+                    row.expires_at
+                ));
+            }
+            if token <= row.max_token {
+                return Err(format!("token {token} after token {}", row.max_token));
+            }
+            let expires_at = match &operation.answer {
+                Answer::Lease {
+                    token: answered,
+                    owner: named,
+                    granted_at_us,
+                    expires_at_us,
+                } => {
+                    if *answered != token || named != owner || *granted_at_us != stamp {
+                        return Err("the answer is not the grant made".into());
+                    }
+                    *expires_at_us
+                }
+                _ => stamp + ttl_us,
+            };
+            *row = Row {
+                holder: Some((owner.to_string(), token)),
+                granted_at: stamp,
+                expires_at,
+                max_token: token,
+            };
+        }
+        (Choice::Extended { extends, restamped }, call) => {
+            let (ttl_us, named) = match *call {
+                Call::Acquire { ttl_us } => (ttl_us, None),
+                Call::Renew { token, ttl_us } => (ttl_us, Some(token)),
+                Call::Release { .. } => return Err("a release does not extend".into()),
+            };
+            if !holds(named) || (named.is_none() && !live) {
+                return Err("extends a grant that is not the caller's live one".into());
+            }
+            let greatest = row.expires_at.max(stamp + ttl_us);
+            if extends != (stamp + ttl_us >= row.expires_at) && stamp + ttl_us != row.expires_at {
+                return Err("the expiry did not move as the choice says".into());
+            }
+            if let Answer::Lease {
+                token,
+                owner: named_owner,
+                granted_at_us,
+                expires_at_us,
+            } = &operation.answer
+            {
+                let held = row.holder.as_ref().map(|(_, t)| *t);
+                let granted = if restamped { stamp } else { row.granted_at };
+                if Some(*token) != held
+                    || named_owner != owner
+                    || *expires_at_us != greatest
+                    || *granted_at_us != granted
+                {
+                    return Err(format!(
+                        "answered {expires_at_us}, the row holds {greatest}"
+                    ));
+                }
+            }
+            if restamped {
+                row.granted_at = stamp;
+            }
+            row.expires_at = greatest;
+        }
+        (Choice::Ended, Call::Release { token }) => {
+            if !holds(Some(*token)) || !live {
+                return Err("ends a grant that is not the caller's live one".into());
+            }
+            row.expires_at = stamp;
+        }
+        (Choice::Nothing, Call::Release { token }) => {
+            if holds(Some(*token)) && live {
+                return Err("a release that found its grant live ended nothing".into());
+            }
+        }
+        (choice, call) => return Err(format!("{choice:?} is no effect of {call:?}")),
+    }
+    if let Answer::Released { at_us: Some(at) } = operation.answer {
+        if at != stamp {
+            return Err(format!("released at {at}, stamped {stamp}"));
+        }
+    }
+    Ok(())
+}
