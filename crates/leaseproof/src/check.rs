@@ -3,14 +3,16 @@
 //! The format is documented in `docs/history-format.md` (version 1) with
 //! examples in `examples/histories/`. Exit codes: 0 clean (possible
 //! violations, which the evidence cannot decide, are printed but do not fail),
-//! 1 a violation, 2 bad input (the line and field that are wrong).
+//! 1 a violation, 2 bad input (the line and field that are wrong), 3 could
+//! not judge (`--model`: a scope's search ran over its budget).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use leaseproof_history::Document as _;
 
-use leaseproof_history::{check, CheckConfig, GrantStamps, History, HistoryError};
+use leaseproof_history::model::{check_with_model, Budget, Verdict};
+use leaseproof_history::{check, CheckConfig, CheckReport, GrantStamps, History, HistoryError};
 
 /// `leaseproof check FILE [--grant-stamps decision|statement-start] [--unfenced-worker W]…`.
 ///
@@ -42,6 +44,16 @@ pub struct CheckArgs {
     /// (by default those are printed and do not fail).
     #[arg(long)]
     pub fail_on_possible: bool,
+    /// Judge the lease scopes' I1, I2 and server clock by the model
+    /// (docs/model.md): a violation only where no explanation of the
+    /// evidence exists, with the operations that have none; exit 3 when a
+    /// scope's search runs over its budget.
+    #[arg(long)]
+    pub model: bool,
+    /// With --model: print each explained scope's explanation, the order
+    /// its operations took effect in and the store clock's readings.
+    #[arg(long, requires = "model")]
+    pub explain: bool,
     /// List at most this many findings of each kind (violations, possible,
     /// not judged); a line counts the rest. `--json` has them all.
     #[arg(long, value_name = "N", default_value_t = 20)]
@@ -136,7 +148,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     let mut unfenced_workers = declared.unfenced_workers;
-    unfenced_workers.extend(args.unfenced_workers);
+    unfenced_workers.extend(args.unfenced_workers.iter().cloned());
     let config = CheckConfig {
         unfenced_workers,
         grant_stamps,
@@ -170,7 +182,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
                 .collect::<String>()
         );
     }
-    let report = check(&history, &config);
+    let (report, unjudged) = judge(&history, &config, &args);
     let shown = report.shown(args.show);
     print!("{shown}");
     if shown.cut() {
@@ -201,6 +213,10 @@ pub fn run(args: CheckArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
+    if report.is_ok() && unjudged {
+        println!("COULD NOT JUDGE: a scope's search ran over its budget");
+        return ExitCode::from(3);
+    }
     if report.is_ok() {
         if report.possible.is_empty() {
             println!("PASS: {} events, no violation", history.events.len());
@@ -215,4 +231,36 @@ pub fn run(args: CheckArgs) -> ExitCode {
         println!("FAIL: {} violation(s)", report.violations.len());
         ExitCode::FAILURE
     }
+}
+
+/// The verdict on `history`: the rules', or with `--model` the model's for
+/// the lease scopes (its verdicts printed, and whether a scope could not be
+/// judged).
+fn judge(history: &History, config: &CheckConfig, args: &CheckArgs) -> (CheckReport, bool) {
+    if !args.model {
+        return (check(history, config), false);
+    }
+    let (report, model) = check_with_model(history, config, Budget::default());
+    for scope in &model.scopes {
+        print!("{scope}");
+        if let (true, Verdict::Explained(Some(explanation))) = (args.explain, &scope.verdict) {
+            for (position, effect) in explanation.effects.iter().enumerate() {
+                let operation = &scope.operations[effect.operation];
+                println!(
+                    "  {}. event {} ({:?}): {:?}, decided at {}, stamped {}",
+                    position + 1,
+                    operation.invoke_event,
+                    operation.owner,
+                    effect.choice,
+                    effect.decision_us,
+                    effect.stamp_us
+                );
+            }
+        }
+    }
+    let unjudged = model
+        .scopes
+        .iter()
+        .any(|scope| matches!(scope.verdict, Verdict::CouldNotJudge(_)));
+    (report, unjudged)
 }

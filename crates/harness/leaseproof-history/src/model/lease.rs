@@ -15,8 +15,13 @@ pub(crate) const LAST: Var = 1;
 pub(crate) const EXPIRES: Var = 2;
 /// The row's `granted_at`.
 pub(crate) const GRANTED: Var = 3;
+/// The store clock's reading at the last effect placed whose answer came.
+pub(crate) const LAST_ANSWERED: Var = 4;
+/// How far a stamp may fall below a reading taken before its statement
+/// began: a store that stamps milliseconds rounds that much away.
+pub(crate) const ROUNDING_US: i64 = 1_000;
 /// Readings kept between steps (`ZERO` included).
-pub(crate) const KEPT: usize = 4;
+pub(crate) const KEPT: usize = 5;
 
 /// The row, apart from its times.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -63,12 +68,15 @@ pub enum Choice {
 }
 
 /// What a step needs beside the row: the caller, the stamps' meaning, what
-/// is relaxed, and whether every effect placed completed before the call.
+/// is relaxed, and whether every answered effect placed completed before
+/// the call.
 pub(crate) struct Context<'c> {
     pub owner: usize,
     pub stamps: GrantStamps,
     pub relax: Relax,
-    pub after_every_effect: bool,
+    /// Every answered effect placed had completed before the call was
+    /// sent (so its statement began after them).
+    pub after_the_answered: bool,
     /// The tokens this owner is seen to know (a grant of unknown outcome
     /// may have had any of them).
     pub known_tokens: &'c [u64],
@@ -126,27 +134,32 @@ fn new_tokens<'a>(row: &'a Row, context: &'a Context<'_>) -> impl Iterator<Item 
 pub(crate) struct Readings {
     pub decision: Var,
     pub stamp: Var,
+    /// What the store compared with: its stamp, for decision stamps; its
+    /// clock at the effect, for statement-start stamps.
+    pub compare: Var,
 }
 
-/// Adds the effect's readings and the clock's constraints on them.
+/// Adds the effect's readings and the clock's constraints on them: the
+/// clock never goes back; a stamp was read when the statement began, at or
+/// before its effect, and after every answered effect that had completed
+/// when the call was sent (less [`ROUNDING_US`]). The store compares with
+/// the stamp (decision) or with its clock at the effect (statement-start).
 pub(crate) fn read_clock(zone: &mut Zone, context: &Context<'_>) -> Option<Readings> {
     let decision = zone.push();
     let stamp = zone.push();
-    let mut ok = true;
-    if !context.relax.clock {
-        ok &= zone.constrain(LAST, decision, 0);
-    }
-    match context.stamps {
-        GrantStamps::Decision => ok &= zone.equal(stamp, decision, 0),
-        GrantStamps::StatementStart if !context.relax.clock => {
-            ok &= zone.constrain(stamp, decision, 0);
-            if context.after_every_effect {
-                ok &= zone.constrain(LAST, stamp, 0);
-            }
-        }
-        GrantStamps::StatementStart => {}
-    }
-    ok.then_some(Readings { decision, stamp })
+    let ok = context.relax.clock
+        || (zone.constrain(LAST, decision, 0)
+            && zone.constrain(stamp, decision, 0)
+            && (!context.after_the_answered || zone.constrain(LAST_ANSWERED, stamp, ROUNDING_US)));
+    let compare = match context.stamps {
+        GrantStamps::Decision => stamp,
+        GrantStamps::StatementStart => decision,
+    };
+    ok.then_some(Readings {
+        decision,
+        stamp,
+        compare,
+    })
 }
 
 /// The row after `operation` took effect as `choice` says, the zone
@@ -220,7 +233,7 @@ fn new_grant(
     }
     let free = row.holder.is_none()
         || context.relax.mutual_exclusion
-        || zone.constrain(EXPIRES, readings.decision, 0);
+        || zone.constrain(EXPIRES, readings.compare, 0);
     if !free {
         return false;
     }
@@ -234,6 +247,36 @@ fn new_grant(
         } => zone.fix(readings.stamp, granted_at_us) && zone.fix(EXPIRES, expires_at_us),
         _ => zone.equal(EXPIRES, readings.stamp, ttl_us),
     }
+}
+
+/// Whether the row lets the caller's call extend a grant: an acquisition
+/// its own live one, a renewal the one the row names with its token. With
+/// I2 dropped a renewal may also revive a free row (whatever it names);
+/// with I1 dropped, any. A grant revived so is forgotten (its times too).
+fn may_extend(
+    row: &Row,
+    zone: &mut Zone,
+    readings: Readings,
+    named: Option<u64>,
+    context: &Context<'_>,
+) -> bool {
+    let relax = context.relax;
+    let names_caller = row.holder.is_some_and(|(holder, held)| {
+        holder == context.owner && named.is_none_or(|token| token == held || relax.tokens)
+    });
+    if named.is_none() {
+        return names_caller && zone.constrain(readings.compare, EXPIRES, -1);
+    }
+    if names_caller {
+        return true;
+    }
+    let revives = relax.mutual_exclusion
+        || (relax.tokens && (row.holder.is_none() || zone.constrain(EXPIRES, readings.compare, 0)));
+    if revives {
+        zone.forget(EXPIRES);
+        zone.forget(GRANTED);
+    }
+    revives
 }
 
 /// An acquisition that keeps the caller's live grant, or a renewal:
@@ -252,18 +295,7 @@ fn extend(
         Call::Renew { token, ttl_us } => (ttl_us, Some(token)),
         Call::Release { .. } => return false,
     };
-    let Some((holder, held)) = row.holder else {
-        return context.relax.mutual_exclusion && named.is_some();
-    };
-    let rival = holder != context.owner
-        || (!context.relax.tokens && named.is_some_and(|token| token != held));
-    if rival && !(named.is_some() && context.relax.mutual_exclusion) {
-        return false;
-    }
-    if named.is_none() && !zone.constrain(readings.decision, EXPIRES, -1) {
-        return false;
-    }
-    if !answers_the_caller(operation, context) {
+    if !may_extend(row, zone, readings, named, context) || !answers_the_caller(operation, context) {
         return false;
     }
     let Answer::Lease {
@@ -289,24 +321,21 @@ fn extend(
         }
         return zone.equal(EXPIRES, readings.stamp, ttl_us);
     };
-    if !context.relax.tokens && token != named.unwrap_or(held) {
+    let held = named.or(row.holder.map(|(_, held)| held));
+    if !context.relax.tokens && Some(token) != held {
         return false;
     }
     let expiry = if extends {
         zone.fix(readings.stamp, expires_at_us - ttl_us)
-            && (rival || zone.constrain(EXPIRES, ZERO, expires_at_us))
+            && zone.constrain(EXPIRES, ZERO, expires_at_us)
     } else {
-        !rival
-            && zone.fix(EXPIRES, expires_at_us)
+        zone.fix(EXPIRES, expires_at_us)
             && zone.constrain(readings.stamp, ZERO, expires_at_us - ttl_us)
     };
     if !expiry {
         return false;
     }
     zone.forget(EXPIRES);
-    if rival {
-        zone.forget(GRANTED);
-    }
     let granted = if restamped {
         zone.fix(readings.stamp, granted_at_us) && {
             zone.assign(GRANTED, readings.stamp);
@@ -336,13 +365,13 @@ fn release(
     }
     let names_caller = row.holder == Some((context.owner, token));
     let ok = if ends {
-        names_caller && zone.constrain(readings.decision, EXPIRES, -1) && {
+        names_caller && zone.constrain(readings.compare, EXPIRES, -1) && {
             zone.forget(EXPIRES);
             zone.assign(EXPIRES, readings.stamp);
             true
         }
     } else {
-        !names_caller || zone.constrain(EXPIRES, readings.decision, 0)
+        !names_caller || zone.constrain(EXPIRES, readings.compare, 0)
     };
     ok.then(|| row.clone())
 }

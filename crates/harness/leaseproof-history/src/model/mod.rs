@@ -17,6 +17,7 @@
 //! time, to keep the smallest set that still has none. Over the budget:
 //! could not judge.
 
+pub(crate) mod beside;
 mod certificate;
 mod lease;
 mod operations;
@@ -24,16 +25,17 @@ mod search;
 pub mod validate;
 mod zone;
 
+use std::collections::BTreeSet;
 use std::fmt;
 
-use crate::check::Invariant;
+use crate::check::{CheckReport, Invariant, Violation};
 use crate::design::{CheckConfig, GrantStamps};
 use crate::history::History;
 
 pub use lease::Choice;
 pub use operations::{Answer, Call, Operation};
 
-use lease::{Relax, Row, KEPT, LAST};
+use lease::{Relax, Row, KEPT, LAST, LAST_ANSWERED};
 use search::{Found, Placed, Scope};
 use zone::Zone;
 
@@ -193,7 +195,7 @@ fn explain(scope: &Scope<'_>, path: &[Placed]) -> Option<Explanation> {
     }
     let mut zone = Zone::new(KEPT - 1);
     let mut row = Row::default();
-    let mut latest_completion = Some(i64::MIN);
+    let mut latest_completion = i64::MIN;
     let mut readings = Vec::new();
     for placed in path {
         let operation = &scope.operations[placed.operation];
@@ -202,10 +204,11 @@ fn explain(scope: &Scope<'_>, path: &[Placed]) -> Option<Explanation> {
         row = lease::step(&row, &mut zone, read, operation, placed.choice, &context)
             .expect("the path was placed");
         zone.assign(LAST, read.decision);
+        if let Some(completed) = operation.deadline_us() {
+            zone.assign(LAST_ANSWERED, read.decision);
+            latest_completion = latest_completion.max(completed);
+        }
         readings.push(read);
-        latest_completion = latest_completion
-            .zip(operation.deadline_us())
-            .map(|(a, b)| a.max(b));
     }
     let values = zone.solution();
     let effects = path
@@ -219,6 +222,82 @@ fn explain(scope: &Scope<'_>, path: &[Placed]) -> Option<Explanation> {
         })
         .collect();
     Some(Explanation { effects })
+}
+
+/// The rules' report of `history` with the lease scopes' I1, I2 and clock
+/// findings replaced by the model's; the rules still judge commits, writes,
+/// beliefs and locks without server times.
+pub fn check_with_model(
+    history: &History,
+    config: &CheckConfig,
+    budget: Budget,
+) -> (CheckReport, ModelReport) {
+    let mut report = crate::check::check(history, config);
+    let model = judge(history, config, budget);
+    let modelled: BTreeSet<&str> = model
+        .scopes
+        .iter()
+        .filter(|scope| !matches!(scope.verdict, Verdict::NotModelled(_)))
+        .map(|scope| scope.scope.as_str())
+        .collect();
+    let the_models = |violation: &Violation| {
+        modelled.contains(violation.scope.as_str())
+            && match violation.invariant {
+                Invariant::MutualExclusion | Invariant::TokenOrder => true,
+                Invariant::WellFormed => violation.message.starts_with("server times go back"),
+                _ => false,
+            }
+    };
+    report.violations.retain(|violation| !the_models(violation));
+    report.possible.retain(|violation| !the_models(violation));
+    for scope in &model.scopes {
+        match &scope.verdict {
+            Verdict::Violated(certificate) => report.violations.push(scope.finding(certificate)),
+            Verdict::Possible(certificate) => report.possible.push(scope.finding(certificate)),
+            Verdict::CouldNotJudge(reason) => report
+                .not_judged
+                .push(format!("I1, I2 of scope {:?}: {reason}", scope.scope)),
+            Verdict::Explained(_) | Verdict::NotModelled(_) => {}
+        }
+    }
+    (report, model)
+}
+
+impl ScopeVerdict {
+    /// The violation `certificate` proves, as the rules' reports list them.
+    fn finding(&self, certificate: &Certificate) -> Violation {
+        let mut events: Vec<u64> = certificate
+            .operations
+            .iter()
+            .flat_map(|&index| self.operations[index].events())
+            .collect();
+        events.sort_unstable();
+        let facts: Vec<String> = certificate
+            .operations
+            .iter()
+            .map(|&index| certificate::fact(&self.operations[index]))
+            .collect();
+        Violation {
+            invariant: certificate
+                .invariants
+                .first()
+                .copied()
+                .unwrap_or(Invariant::WellFormed),
+            scope: self.scope.clone(),
+            events,
+            rows: Vec::new(),
+            message: format!(
+                "no explanation ({} of the specification dropped would give one): {}",
+                certificate
+                    .invariants
+                    .iter()
+                    .map(|invariant| invariant.code())
+                    .collect::<Vec<_>>()
+                    .join("+"),
+                facts.join("; ")
+            ),
+        }
+    }
 }
 
 impl ModelReport {

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::design::GrantStamps;
-use crate::model::lease::{self, Choice, Context, Relax, Row, KEPT, LAST};
+use crate::model::lease::{self, Choice, Context, Relax, Row, KEPT, LAST, LAST_ANSWERED};
 use crate::model::operations::{Answer, Call, Operation};
 use crate::model::zone::Zone;
 
@@ -25,6 +25,8 @@ pub(crate) struct Scope<'s> {
     known_tokens: Vec<Vec<u64>>,
     /// Operations answered `ok`, by completion: the order their deadlines come.
     by_deadline: Vec<usize>,
+    /// Operations never worth placing: see [`inert`].
+    inert: Vec<bool>,
     pub stamps: GrantStamps,
 }
 
@@ -54,6 +56,7 @@ impl<'s> Scope<'s> {
             .collect();
         by_deadline.sort_by_key(|&index| operations[index].deadline_us());
         Scope {
+            inert: inert(operations),
             operations,
             owners,
             known_tokens: known
@@ -67,12 +70,12 @@ impl<'s> Scope<'s> {
 }
 
 impl Scope<'_> {
-    /// What a step of operation `index` needs, after effects whose latest
-    /// completion was `latest_completion` (`None`: one of unknown outcome).
+    /// What a step of operation `index` needs, after answered effects
+    /// whose latest completion was `latest_completion`.
     pub(crate) fn context(
         &self,
         index: usize,
-        latest_completion: Option<i64>,
+        latest_completion: i64,
         relax: Relax,
     ) -> Context<'_> {
         let owner = self.owners[index];
@@ -81,10 +84,36 @@ impl Scope<'_> {
             owner,
             stamps: self.stamps,
             relax,
-            after_every_effect: latest_completion.is_some_and(|at| at < invoke_us),
+            after_the_answered: latest_completion < invoke_us,
             known_tokens: &self.known_tokens[owner],
         }
     }
+}
+
+/// Acquisitions and renewals of unknown outcome whose owner got no answer
+/// to anything it sent later. Such an effect only takes the lease or keeps
+/// it, which only its owner's later operations could need: an explanation
+/// that places it stays one without it (and without its owner's later
+/// operations of unknown outcome), so the search never places it.
+fn inert(operations: &[Operation]) -> Vec<bool> {
+    let mut answered_later: BTreeMap<&str, i64> = BTreeMap::new();
+    for operation in operations
+        .iter()
+        .filter(|operation| operation.took_effect())
+    {
+        let latest = answered_later.entry(&operation.owner).or_insert(i64::MIN);
+        *latest = (*latest).max(operation.invoke_us);
+    }
+    operations
+        .iter()
+        .map(|operation| {
+            operation.answer == Answer::Unknown
+                && !matches!(operation.call, Call::Release { .. })
+                && answered_later
+                    .get(operation.owner.as_str())
+                    .is_none_or(|&latest| latest <= operation.invoke_us)
+        })
+        .collect()
 }
 
 /// One effect of an explanation: which operation, and what it did.
@@ -111,9 +140,8 @@ struct State {
     placed: Vec<u64>,
     /// How many operations answered `ok` are placed.
     mandatory: usize,
-    /// The latest completion of an effect placed; `None` once one of
-    /// unknown outcome is (it may have come at any time).
-    latest_completion: Option<i64>,
+    /// The latest completion of an answered effect placed.
+    latest_completion: i64,
     row: Row,
     zone: Zone,
 }
@@ -131,7 +159,7 @@ pub(crate) fn search(scope: &Scope<'_>, relax: Relax, budget: u64, states: &mut 
     let start = State {
         placed: vec![0; scope.operations.len().div_ceil(64)],
         mandatory: 0,
-        latest_completion: Some(i64::MIN),
+        latest_completion: i64::MIN,
         row: Row::default(),
         zone: Zone::new(KEPT - 1),
     };
@@ -187,7 +215,7 @@ fn successors(scope: &Scope<'_>, state: &State, relax: Relax) -> Vec<(Placed, St
         if operation.invoke_us > deadline {
             break;
         }
-        if is_placed(state, index) || operation.answer == Answer::Refused {
+        if is_placed(state, index) || operation.answer == Answer::Refused || scope.inert[index] {
             continue;
         }
         let context = scope.context(index, state.latest_completion, relax);
@@ -220,14 +248,17 @@ fn place(
     let operation = &scope.operations[index];
     let row = lease::step(&state.row, &mut zone, readings, operation, choice, context)?;
     zone.assign(LAST, readings.decision);
+    let deadline = operation.deadline_us();
+    if deadline.is_some() {
+        zone.assign(LAST_ANSWERED, readings.decision);
+    }
     zone.truncate(KEPT);
     let mut placed = state.placed.clone();
     placed[index / 64] |= 1 << (index % 64);
-    let deadline = operation.deadline_us();
     Some(State {
         placed,
         mandatory: state.mandatory + usize::from(deadline.is_some()),
-        latest_completion: state.latest_completion.zip(deadline).map(|(a, b)| a.max(b)),
+        latest_completion: state.latest_completion.max(deadline.unwrap_or(i64::MIN)),
         row,
         zone,
     })

@@ -10,6 +10,9 @@ use crate::model::lease::Choice;
 use crate::model::operations::{Answer, Call, Operation};
 use crate::model::Explanation;
 
+/// How far below the clock a stamp may be (a store that stamps milliseconds).
+const ROUNDING_US: i64 = 1_000;
+
 #[derive(Default)]
 struct Row {
     holder: Option<(String, u64)>,
@@ -30,7 +33,8 @@ pub fn validate(
     let mut seen = vec![false; operations.len()];
     let mut now_us = i64::MIN;
     let mut clock_us = i64::MIN;
-    let mut latest_completion = Some(i64::MIN);
+    let mut latest_completion = i64::MIN;
+    let mut last_answered_us = i64::MIN;
     let mut row = Row::default();
     for (position, effect) in explanation.effects.iter().enumerate() {
         let operation = operations.get(effect.operation).ok_or(format!(
@@ -61,13 +65,12 @@ pub fn validate(
                 effect.decision_us
             )));
         }
-        let stamp_ok = match stamps {
-            GrantStamps::Decision => effect.stamp_us == effect.decision_us,
-            GrantStamps::StatementStart => {
-                effect.stamp_us <= effect.decision_us
-                    && (latest_completion.is_none_or(|done| done >= operation.invoke_us)
-                        || effect.stamp_us >= clock_us)
-            }
+        let stamp_ok = effect.stamp_us <= effect.decision_us
+            && (latest_completion >= operation.invoke_us
+                || effect.stamp_us >= last_answered_us.saturating_sub(ROUNDING_US));
+        let compared_us = match stamps {
+            GrantStamps::Decision => effect.stamp_us,
+            GrantStamps::StatementStart => effect.decision_us,
         };
         if !stamp_ok {
             return Err(at(format!(
@@ -76,14 +79,15 @@ pub fn validate(
             )));
         }
         clock_us = effect.decision_us;
-        latest_completion = latest_completion
-            .zip(operation.deadline_us())
-            .map(|(a, b)| a.max(b));
+        if let Some(completed) = operation.deadline_us() {
+            latest_completion = latest_completion.max(completed);
+            last_answered_us = effect.decision_us;
+        }
         apply(
             &mut row,
             operation,
             effect.choice,
-            effect.decision_us,
+            compared_us,
             effect.stamp_us,
         )
         .map_err(at)?;

@@ -48,6 +48,10 @@ struct Design {
 
 const SERVER_OFFSET_US: i64 = 1_000_000;
 
+/// Times are drawn in milliseconds and written in microseconds (a stamp
+/// may be rounded by up to a millisecond, so the stories are told slower).
+const MS: i64 = 1_000;
+
 #[derive(Default)]
 struct Row {
     holder: Option<(usize, u64)>,
@@ -98,7 +102,7 @@ impl Sim {
 
     /// Worker `worker` sends its next call at `at`.
     fn send(&mut self, worker: usize, at: i64) {
-        let ttl = [40, 80, 160][self.rng.below(3) as usize];
+        let ttl = [40, 80, 160][self.rng.below(3) as usize] * MS;
         let name = owner(worker);
         let op = match self.workers[worker].token {
             None => acquire(&name, ttl),
@@ -119,17 +123,17 @@ impl Sim {
         self.stamps.push(0);
         self.results.push(None);
         let dropped = self.rng.chance(5);
-        let effect_at = at + 1 + self.rng.below(30) as i64;
+        let effect_at = at + (1 + self.rng.below(30) as i64) * MS;
         if !dropped {
             self.schedule(effect_at, told, 1);
         }
-        let answered_at = effect_at + 1 + self.rng.below(30) as i64;
+        let answered_at = effect_at + (1 + self.rng.below(30) as i64) * MS;
         self.schedule(answered_at, told, 2);
     }
 
     fn run(mut self, operations: usize) -> (Story, Vec<Effect>, Vec<i64>, Design) {
         for worker in 0..self.workers.len() {
-            let at = self.rng.below(20) as i64;
+            let at = self.rng.below(20) as i64 * MS;
             self.send(worker, at);
         }
         while let Some(Reverse((at, _, told, kind))) = self.queue.pop() {
@@ -243,7 +247,7 @@ impl Sim {
             _ => knows.token,
         };
         if !crashed && self.story.told.len() < operations {
-            let next = at + 1 + self.rng.below(25) as i64;
+            let next = at + (1 + self.rng.below(25) as i64) * MS;
             self.send(worker, next);
         }
     }
@@ -322,7 +326,8 @@ fn every_generated_correct_history_is_explained_and_its_explanation_validates() 
 /// which ended a live grant, when a rival was then granted before that
 /// grant's expiry (decision stamps, no other release of that holder of
 /// unknown outcome): the rival's grant overlaps the holder's.
-/// (The holder's every operation answered, so its expiry is proven.)
+/// (The holder's every operation answered, so its expiry is proven; the
+/// rival's every one before its grant, so the grant is the one answered.)
 fn without_a_release(story: &Story, effects: &[Effect]) -> Option<Story> {
     effects.iter().enumerate().find_map(|(position, effect)| {
         let ended = &story.told[effect.told];
@@ -339,12 +344,15 @@ fn without_a_release(story: &Story, effects: &[Effect]) -> Option<Story> {
         let End::Ok(OpResult::Lease { granted_at_us, .. }) = granted.end else {
             return None;
         };
-        let unknown_release = story
-            .told
-            .iter()
-            .any(|other| other.owner == *holder && !matches!(other.end, End::Ok(_) | End::Refused));
+        // Neither may have an operation of unknown outcome before: the
+        // rival's may have been its grant, restamped earlier by its retry.
+        let unknown_release = story.told.iter().any(|other| {
+            (other.owner == *holder
+                || (other.owner == granted.owner && other.invoke_us < granted.complete_us))
+                && !matches!(other.end, End::Ok(_) | End::Refused)
+        });
         let before = ended.complete_us < granted.invoke_us;
-        (granted_at_us < effect.expires_before
+        (granted_at_us + MS < effect.expires_before
             && !unknown_release
             && before
             && granted.owner != *holder)
