@@ -4,14 +4,14 @@
 //! examples in `examples/histories/`. Exit codes: 0 clean (possible
 //! violations, which the evidence cannot decide, are printed but do not fail),
 //! 1 a violation, 2 bad input (the line and field that are wrong), 3 could
-//! not judge (`--model`: a scope's search ran over its budget).
+//! not judge (`--model`: a scope's search ran over its assumptions).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use leaseproof_history::Document as _;
 
-use leaseproof_history::model::{check_with_model, Budget, Verdict};
+use leaseproof_history::model::{check_with_model, Assumptions, Verdict};
 use leaseproof_history::{check, CheckConfig, CheckReport, GrantStamps, History, HistoryError};
 
 /// `leaseproof check FILE [--grant-stamps decision|statement-start] [--unfenced-worker W]…`.
@@ -47,13 +47,23 @@ pub struct CheckArgs {
     /// Judge the lease scopes' I1, I2 and server clock by the model
     /// (docs/model.md): a violation only where no explanation of the
     /// evidence exists, with the operations that have none; exit 3 when a
-    /// scope's search runs over its budget.
+    /// scope's search runs over its assumptions.
     #[arg(long)]
     pub model: bool,
     /// With --model: print each explained scope's explanation, the order
     /// its operations took effect in and the store clock's readings.
     #[arg(long, requires = "model")]
     pub explain: bool,
+    /// With --model: how far below the store's clock a stamp may be
+    /// (rounding): 1000 for a store that stamps milliseconds, 0 for
+    /// PostgreSQL's microseconds. The default assumes nothing.
+    #[arg(long, value_name = "US", default_value_t = 1_000, requires = "model")]
+    pub stamp_rounding_us: i64,
+    /// With --model: the store never restamps `granted_at` when a grant is
+    /// re-acquired or renewed (the reference keeps it), so a grant answered
+    /// with a later start is a new one.
+    #[arg(long, requires = "model")]
+    pub no_restamps: bool,
     /// List at most this many findings of each kind (violations, possible,
     /// not judged); a line counts the rest. `--json` has them all.
     #[arg(long, value_name = "N", default_value_t = 20)]
@@ -214,7 +224,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     if report.is_ok() && unjudged {
-        println!("COULD NOT JUDGE: a scope's search ran over its budget");
+        println!("COULD NOT JUDGE: a scope's search ran over its assumptions");
         return ExitCode::from(3);
     }
     if report.is_ok() {
@@ -240,7 +250,15 @@ fn judge(history: &History, config: &CheckConfig, args: &CheckArgs) -> (CheckRep
     if !args.model {
         return (check(history, config), false);
     }
-    let (report, model) = check_with_model(history, config, Budget::default());
+    let (report, model) = check_with_model(
+        history,
+        config,
+        Assumptions {
+            stamp_rounding_us: args.stamp_rounding_us,
+            restamps: !args.no_restamps,
+            ..Assumptions::default()
+        },
+    );
     for scope in &model.scopes {
         print!("{scope}");
         if let (true, Verdict::Explained(Some(explanation))) = (args.explain, &scope.verdict) {

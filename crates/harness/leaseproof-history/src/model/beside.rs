@@ -4,7 +4,9 @@
 //! rules judge is judged by the model too, and each one whose lease scopes
 //! the two judge differently (a violation of I1, I2 or the server clock on
 //! one side only) is saved to `DIR` with both verdicts, for the model to
-//! settle. Nothing changes in the rules' report.
+//! settle. Nothing changes in the rules' report. The programs that judge
+//! histories so record PostgreSQL's or a simulation's microseconds (no
+//! rounding) of a lease that keeps `granted_at` (no restamps).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
@@ -12,7 +14,7 @@ use std::path::Path;
 use crate::check::{CheckReport, Invariant};
 use crate::design::CheckConfig;
 use crate::history::History;
-use crate::model::{judge, Budget, Verdict};
+use crate::model::{judge, Assumptions, Verdict};
 
 /// Saves `history` to `directory` when the model and `rules` disagree.
 pub(crate) fn compare(
@@ -21,7 +23,15 @@ pub(crate) fn compare(
     rules: &CheckReport,
     directory: &Path,
 ) {
-    let model = judge(history, config, Budget { states: 200_000 });
+    let model = judge(
+        history,
+        config,
+        Assumptions {
+            states: 200_000,
+            stamp_rounding_us: 0,
+            restamps: false,
+        },
+    );
     let mut disagreements = Vec::new();
     for scope in &model.scopes {
         let by_rules = rules.violations.iter().any(|violation| {

@@ -5,7 +5,7 @@
 //! still have done what it did), so a set of operations kept as answered,
 //! every other one weakened, that has no explanation proves the whole
 //! scope has none. The set is shrunk one operation at a time, latest
-//! first; a trial over its budget keeps the operation (never a guess).
+//! first; a trial over its assumptions keeps the operation (never a guess).
 
 use std::fmt;
 
@@ -14,16 +14,16 @@ use crate::design::GrantStamps;
 use crate::model::lease::Relax;
 use crate::model::operations::{Answer, Call, Operation};
 use crate::model::search::{self, Found, Scope};
-use crate::model::{Budget, Certificate, ScopeVerdict};
+use crate::model::{Assumptions, Certificate, ScopeVerdict};
 
 /// The certificate of `operations`, which have no explanation.
 pub(crate) fn find(
     operations: &[Operation],
     stamps: GrantStamps,
-    budget: Budget,
+    assumptions: Assumptions,
     states: &mut u64,
 ) -> Certificate {
-    let invariants = blame(operations, stamps, budget, states);
+    let invariants = blame(operations, stamps, assumptions, states);
     let mut weakened = operations.to_vec();
     let mut kept: Vec<usize> = (0..operations.len())
         .filter(|&index| operations[index].took_effect())
@@ -32,9 +32,14 @@ pub(crate) fn find(
         let index = kept[position];
         let mut trial = weakened.clone();
         trial[index].answer = Answer::Unknown;
-        let scope = Scope::new(&trial, stamps);
+        let scope = Scope::new(&trial, stamps, assumptions);
         let mut tried = 0;
-        let found = search::search(&scope, Relax::default(), budget.states / 16, &mut tried);
+        let found = search::search(
+            &scope,
+            Relax::default(),
+            assumptions.states / 16,
+            &mut tried,
+        );
         *states += tried;
         if found == Found::None {
             weakened = trial;
@@ -52,7 +57,7 @@ pub(crate) fn find(
 fn blame(
     operations: &[Operation],
     stamps: GrantStamps,
-    budget: Budget,
+    assumptions: Assumptions,
     states: &mut u64,
 ) -> Vec<Invariant> {
     let parts = [
@@ -78,10 +83,10 @@ fn blame(
             },
         ),
     ];
-    let scope = Scope::new(operations, stamps);
+    let scope = Scope::new(operations, stamps, assumptions);
     let explains = |relax: Relax, states: &mut u64| {
         matches!(
-            search::search(&scope, relax, budget.states, states),
+            search::search(&scope, relax, assumptions.states, states),
             Found::Explanation(_)
         )
     };

@@ -17,9 +17,6 @@ pub(crate) const EXPIRES: Var = 2;
 pub(crate) const GRANTED: Var = 3;
 /// The store clock's reading at the last effect placed whose answer came.
 pub(crate) const LAST_ANSWERED: Var = 4;
-/// How far a stamp may fall below a reading taken before its statement
-/// began: a store that stamps milliseconds rounds that much away.
-pub(crate) const ROUNDING_US: i64 = 1_000;
 /// Readings kept between steps (`ZERO` included).
 pub(crate) const KEPT: usize = 5;
 
@@ -73,10 +70,18 @@ pub enum Choice {
 pub(crate) struct Context<'c> {
     pub owner: usize,
     pub stamps: GrantStamps,
+    /// How far the store rounds its stamps.
+    pub rounding_us: i64,
+    /// Whether it may restamp a grant's `granted_at`.
+    pub restamps: bool,
     pub relax: Relax,
     /// Every answered effect placed had completed before the call was
     /// sent (so its statement began after them).
     pub after_the_answered: bool,
+    /// Every effect placed came before the call was sent: an answered
+    /// operation still to take effect (it, or this one) was answered no
+    /// later than the call was sent.
+    pub after_every_effect: bool,
     /// The tokens this owner is seen to know (a grant of unknown outcome
     /// may have had any of them).
     pub known_tokens: &'c [u64],
@@ -86,7 +91,11 @@ pub(crate) struct Context<'c> {
 pub(crate) fn choices(row: &Row, operation: &Operation, context: &Context<'_>) -> Vec<Choice> {
     let own = row.holder.is_some_and(|(owner, _)| owner == context.owner);
     let both = |extends: &[bool]| -> Vec<Choice> {
-        let restamps: &[bool] = &[false, true];
+        let restamps: &[bool] = if context.restamps {
+            &[false, true]
+        } else {
+            &[false]
+        };
         let mut choices = Vec::new();
         for &extends in extends {
             for &restamped in restamps {
@@ -142,7 +151,7 @@ pub(crate) struct Readings {
 /// Adds the effect's readings and the clock's constraints on them: the
 /// clock never goes back; a stamp was read when the statement began, at or
 /// before its effect, and after every answered effect that had completed
-/// when the call was sent (less [`ROUNDING_US`]). The store compares with
+/// when the call was sent (less the store's rounding). The store compares with
 /// the stamp (decision) or with its clock at the effect (statement-start).
 pub(crate) fn read_clock(zone: &mut Zone, context: &Context<'_>) -> Option<Readings> {
     let decision = zone.push();
@@ -150,7 +159,7 @@ pub(crate) fn read_clock(zone: &mut Zone, context: &Context<'_>) -> Option<Readi
     let ok = context.relax.clock
         || (zone.constrain(LAST, decision, 0)
             && zone.constrain(stamp, decision, 0)
-            && (!context.after_the_answered || zone.constrain(LAST_ANSWERED, stamp, ROUNDING_US)));
+            && began_after(zone, stamp, context));
     let compare = match context.stamps {
         GrantStamps::Decision => stamp,
         GrantStamps::StatementStart => decision,
@@ -160,6 +169,18 @@ pub(crate) fn read_clock(zone: &mut Zone, context: &Context<'_>) -> Option<Readi
         stamp,
         compare,
     })
+}
+
+/// A stamp is no earlier than the effects that certainly came before its
+/// call was sent, less the store's rounding.
+fn began_after(zone: &mut Zone, stamp: Var, context: &Context<'_>) -> bool {
+    if context.after_every_effect {
+        zone.constrain(LAST, stamp, context.rounding_us)
+    } else if context.after_the_answered {
+        zone.constrain(LAST_ANSWERED, stamp, context.rounding_us)
+    } else {
+        true
+    }
 }
 
 /// The row after `operation` took effect as `choice` says, the zone

@@ -14,7 +14,7 @@
 //! search again with one part of the specification dropped at a time to
 //! name what no explanation satisfies ([`Certificate::invariants`]), and
 //! weaken the operations that are not needed to unknown outcome, one at a
-//! time, to keep the smallest set that still has none. Over the budget:
+//! time, to keep the smallest set that still has none. Over the assumptions:
 //! could not judge.
 
 pub(crate) mod beside;
@@ -39,16 +39,30 @@ use lease::{Relax, Row, KEPT, LAST, LAST_ANSWERED};
 use search::{Found, Placed, Scope};
 use zone::Zone;
 
-/// How hard the search may look, per scope.
+/// What the judge assumes of the store beyond the history, and how hard it
+/// may look.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    /// States tried before a scope is reported as not judged.
+pub struct Assumptions {
+    /// States tried per scope before it is reported as not judged.
     pub states: u64,
+    /// How far below a reading taken before its statement began a stamp
+    /// may be: a store that stamps milliseconds rounds up to 1,000 µs
+    /// away; PostgreSQL's `now()` none.
+    pub stamp_rounding_us: i64,
+    /// Whether a re-acquisition or renewal may restamp its grant's
+    /// `granted_at` (the reference keeps it).
+    pub restamps: bool,
 }
 
-impl Default for Budget {
-    fn default() -> Budget {
-        Budget { states: 2_000_000 }
+impl Default for Assumptions {
+    /// Two million states; a millisecond of rounding and restamps, which
+    /// assume nothing of the store that a file does not say.
+    fn default() -> Assumptions {
+        Assumptions {
+            states: 2_000_000,
+            stamp_rounding_us: 1_000,
+            restamps: true,
+        }
     }
 }
 
@@ -85,7 +99,7 @@ pub enum Verdict {
     Possible(Certificate),
     /// No explanation exists.
     Violated(Certificate),
-    /// The search went over its budget.
+    /// The search went over its assumptions.
     CouldNotJudge(String),
     /// The scope is not the model's (its grants answer `lock`).
     NotModelled(String),
@@ -123,7 +137,7 @@ pub struct Certificate {
 }
 
 /// Judges every scope of `history`, its stamps read as `config` says.
-pub fn judge(history: &History, config: &CheckConfig, budget: Budget) -> ModelReport {
+pub fn judge(history: &History, config: &CheckConfig, assumptions: Assumptions) -> ModelReport {
     let scopes = operations::lease_operations(history)
         .into_iter()
         .map(|(scope, operations)| match operations {
@@ -133,7 +147,7 @@ pub fn judge(history: &History, config: &CheckConfig, budget: Budget) -> ModelRe
                 states: 0,
                 verdict: Verdict::NotModelled(reason),
             },
-            Ok(operations) => judge_scope(scope, operations, config.grant_stamps, budget),
+            Ok(operations) => judge_scope(scope, operations, config.grant_stamps, assumptions),
         })
         .collect();
     ModelReport { scopes }
@@ -144,10 +158,10 @@ pub fn judge_scope(
     scope: String,
     operations: Vec<Operation>,
     stamps: GrantStamps,
-    budget: Budget,
+    assumptions: Assumptions,
 ) -> ScopeVerdict {
     let mut states = 0;
-    let verdict = decide(&operations, stamps, budget, &mut states);
+    let verdict = decide(&operations, stamps, assumptions, &mut states);
     ScopeVerdict {
         scope,
         operations,
@@ -159,25 +173,27 @@ pub fn judge_scope(
 fn decide(
     operations: &[Operation],
     stamps: GrantStamps,
-    budget: Budget,
+    assumptions: Assumptions,
     states: &mut u64,
 ) -> Verdict {
     let over = |states: u64| {
         Verdict::CouldNotJudge(format!(
-            "the search tried {states} states, its budget, without deciding"
+            "the search tried {states} states, its assumptions, without deciding"
         ))
     };
-    let scope = Scope::new(operations, stamps);
-    match search::search(&scope, Relax::default(), budget.states, states) {
+    let scope = Scope::new(operations, stamps, assumptions);
+    match search::search(&scope, Relax::default(), assumptions.states, states) {
         Found::OverBudget => over(*states),
-        Found::None => Verdict::Violated(certificate::find(operations, stamps, budget, states)),
+        Found::None => {
+            Verdict::Violated(certificate::find(operations, stamps, assumptions, states))
+        }
         Found::Explanation(path) if stamps == GrantStamps::StatementStart => {
-            let decided = Scope::new(operations, GrantStamps::Decision);
-            match search::search(&decided, Relax::default(), budget.states, states) {
+            let decided = Scope::new(operations, GrantStamps::Decision, assumptions);
+            match search::search(&decided, Relax::default(), assumptions.states, states) {
                 Found::None => Verdict::Possible(certificate::find(
                     operations,
                     GrantStamps::Decision,
-                    budget,
+                    assumptions,
                     states,
                 )),
                 _ => Verdict::Explained(explain(&scope, &path)),
@@ -197,9 +213,19 @@ fn explain(scope: &Scope<'_>, path: &[Placed]) -> Option<Explanation> {
     let mut row = Row::default();
     let mut latest_completion = i64::MIN;
     let mut readings = Vec::new();
-    for placed in path {
+    for (position, placed) in path.iter().enumerate() {
         let operation = &scope.operations[placed.operation];
-        let context = scope.context(placed.operation, latest_completion, Relax::default());
+        let deadline = path[position..]
+            .iter()
+            .filter_map(|later| scope.operations[later.operation].deadline_us())
+            .min()
+            .unwrap_or(i64::MAX);
+        let context = scope.context(
+            placed.operation,
+            latest_completion,
+            deadline,
+            Relax::default(),
+        );
         let read = lease::read_clock(&mut zone, &context).expect("the path was placed");
         row = lease::step(&row, &mut zone, read, operation, placed.choice, &context)
             .expect("the path was placed");
@@ -230,10 +256,10 @@ fn explain(scope: &Scope<'_>, path: &[Placed]) -> Option<Explanation> {
 pub fn check_with_model(
     history: &History,
     config: &CheckConfig,
-    budget: Budget,
+    assumptions: Assumptions,
 ) -> (CheckReport, ModelReport) {
     let mut report = crate::check::check(history, config);
-    let model = judge(history, config, budget);
+    let model = judge(history, config, assumptions);
     let modelled: BTreeSet<&str> = model
         .scopes
         .iter()

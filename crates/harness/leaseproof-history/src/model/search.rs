@@ -15,6 +15,7 @@ use crate::design::GrantStamps;
 use crate::model::lease::{self, Choice, Context, Relax, Row, KEPT, LAST, LAST_ANSWERED};
 use crate::model::operations::{Answer, Call, Operation};
 use crate::model::zone::Zone;
+use crate::model::Assumptions;
 
 /// One scope's operations, as the search reads them.
 pub(crate) struct Scope<'s> {
@@ -28,10 +29,15 @@ pub(crate) struct Scope<'s> {
     /// Operations never worth placing: see [`inert`].
     inert: Vec<bool>,
     pub stamps: GrantStamps,
+    assumptions: Assumptions,
 }
 
 impl<'s> Scope<'s> {
-    pub(crate) fn new(operations: &'s [Operation], stamps: GrantStamps) -> Scope<'s> {
+    pub(crate) fn new(
+        operations: &'s [Operation],
+        stamps: GrantStamps,
+        assumptions: Assumptions,
+    ) -> Scope<'s> {
         let mut names = BTreeMap::new();
         let owners: Vec<usize> = operations
             .iter()
@@ -65,17 +71,21 @@ impl<'s> Scope<'s> {
                 .collect(),
             by_deadline,
             stamps,
+            assumptions,
         }
     }
 }
 
 impl Scope<'_> {
     /// What a step of operation `index` needs, after answered effects
-    /// whose latest completion was `latest_completion`.
+    /// whose latest completion was `latest_completion`, when the earliest
+    /// completion of an answered operation still to take effect (this one
+    /// included) is `deadline`.
     pub(crate) fn context(
         &self,
         index: usize,
         latest_completion: i64,
+        deadline: i64,
         relax: Relax,
     ) -> Context<'_> {
         let owner = self.owners[index];
@@ -83,8 +93,11 @@ impl Scope<'_> {
         Context {
             owner,
             stamps: self.stamps,
+            rounding_us: self.assumptions.stamp_rounding_us,
+            restamps: self.assumptions.restamps,
             relax,
             after_the_answered: latest_completion < invoke_us,
+            after_every_effect: deadline <= invoke_us,
             known_tokens: &self.known_tokens[owner],
         }
     }
@@ -218,7 +231,7 @@ fn successors(scope: &Scope<'_>, state: &State, relax: Relax) -> Vec<(Placed, St
         if is_placed(state, index) || operation.answer == Answer::Refused || scope.inert[index] {
             continue;
         }
-        let context = scope.context(index, state.latest_completion, relax);
+        let context = scope.context(index, state.latest_completion, deadline, relax);
         for choice in lease::choices(&state.row, operation, &context) {
             if let Some(after) = place(scope, state, index, choice, &context) {
                 next.push((

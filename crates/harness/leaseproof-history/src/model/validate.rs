@@ -8,10 +8,7 @@
 use crate::design::GrantStamps;
 use crate::model::lease::Choice;
 use crate::model::operations::{Answer, Call, Operation};
-use crate::model::Explanation;
-
-/// How far below the clock a stamp may be (a store that stamps milliseconds).
-const ROUNDING_US: i64 = 1_000;
+use crate::model::{Assumptions, Explanation};
 
 #[derive(Default)]
 struct Row {
@@ -28,8 +25,10 @@ struct Row {
 pub fn validate(
     operations: &[Operation],
     stamps: GrantStamps,
+    assumptions: Assumptions,
     explanation: &Explanation,
 ) -> Result<(), String> {
+    let rounding_us = assumptions.stamp_rounding_us;
     let mut seen = vec![false; operations.len()];
     let mut now_us = i64::MIN;
     let mut clock_us = i64::MIN;
@@ -65,9 +64,24 @@ pub fn validate(
                 effect.decision_us
             )));
         }
+        // The effects certainly before the call was sent: all of them,
+        // when an operation answered no later than it was sent is still to
+        // come (it, or one after it); else the answered ones, when every
+        // one of them had completed.
+        let deadline = explanation.effects[position..]
+            .iter()
+            .filter_map(|later| operations.get(later.operation)?.deadline_us())
+            .min()
+            .unwrap_or(i64::MAX);
+        let floor = if deadline <= operation.invoke_us {
+            clock_us
+        } else if latest_completion < operation.invoke_us {
+            last_answered_us
+        } else {
+            i64::MIN
+        };
         let stamp_ok = effect.stamp_us <= effect.decision_us
-            && (latest_completion >= operation.invoke_us
-                || effect.stamp_us >= last_answered_us.saturating_sub(ROUNDING_US));
+            && effect.stamp_us >= floor.saturating_sub(rounding_us);
         let compared_us = match stamps {
             GrantStamps::Decision => effect.stamp_us,
             GrantStamps::StatementStart => effect.decision_us,
@@ -84,6 +98,7 @@ pub fn validate(
             last_answered_us = effect.decision_us;
         }
         apply(
+            assumptions.restamps,
             &mut row,
             operation,
             effect.choice,
@@ -106,6 +121,7 @@ pub fn validate(
 }
 
 fn apply(
+    restamps: bool,
     row: &mut Row,
     operation: &Operation,
     choice: Choice,
@@ -151,6 +167,12 @@ fn apply(
                 max_token: token,
             };
         }
+        (
+            Choice::Extended {
+                restamped: true, ..
+            },
+            _,
+        ) if !restamps => return Err("restamps a grant, which the store never does".into()),
         (Choice::Extended { extends, restamped }, call) => {
             let (ttl_us, named) = match *call {
                 Call::Acquire { ttl_us } => (ttl_us, None),

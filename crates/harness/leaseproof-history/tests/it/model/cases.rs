@@ -4,8 +4,11 @@
 use leaseproof_history::model::Verdict;
 use leaseproof_history::{GrantStamps, Invariant};
 
+use leaseproof_history::model::Assumptions;
+
 use super::story::{
-    acquire, judged, lease, release, released, renew, unlocked, verdict, End, Story,
+    acquire, judged, judged_assuming, lease, release, released, renew, unlocked, verdict, End,
+    Story,
 };
 
 fn blamed(story: &Story, stamps: GrantStamps) -> Vec<Invariant> {
@@ -147,4 +150,37 @@ fn overlapping_windows_are_explained_in_the_one_order_that_works() {
         .op(acquire("b", 100), 20, 50, lease("b", 1, 1_000, 1_100))
         .op(release("b", 1), 55, 58, released(1_050));
     explained(&story, GrantStamps::Decision);
+}
+
+/// A renewal lost, then a re-acquisition answered with the same token and a
+/// later start: the renewal may have kept the grant and the re-acquisition
+/// restamped it — unless the store never restamps (the reference keeps
+/// `granted_at`), and then the token was granted twice.
+#[test]
+fn a_restamp_explains_a_same_token_grant_only_where_the_store_restamps() {
+    let mut story = Story::default();
+    story
+        .op(
+            acquire("a", 100_000),
+            10,
+            20,
+            lease("a", 1, 1_000_000, 1_100_000),
+        )
+        .op(renew("a", 1, 100_000), 30, 40, End::Unknown)
+        .op(
+            acquire("a", 100_000),
+            50,
+            60,
+            lease("a", 1, 1_150_000, 1_250_000),
+        );
+    explained(&story, GrantStamps::Decision);
+    let keeps = Assumptions {
+        restamps: false,
+        ..Assumptions::default()
+    };
+    let report = judged_assuming(&story.history(), GrantStamps::Decision, keeps);
+    let Verdict::Violated(certificate) = verdict(&report) else {
+        panic!("{report}")
+    };
+    assert_eq!(certificate.invariants, [Invariant::TokenOrder], "{report}");
 }

@@ -1,7 +1,7 @@
 //! Histories told as stories of operations with windows, for the model's
 //! tests: each operation is an invoke and, if it came, a completion.
 
-use leaseproof_history::model::{self, validate::validate, Budget, ModelReport, Verdict};
+use leaseproof_history::model::{self, validate::validate, Assumptions, ModelReport, Verdict};
 use leaseproof_history::{
     CheckConfig, EventKind, FailReason, GrantStamps, History, Op, OpResult, Outcome,
 };
@@ -127,15 +127,27 @@ impl Story {
 /// The model's report on `history`, every explanation checked by the
 /// independent validator.
 pub fn judged(history: &History, stamps: GrantStamps) -> ModelReport {
+    judged_assuming(history, stamps, Assumptions::default())
+}
+
+/// [`judged`], assuming `assumptions` of the store.
+pub fn judged_assuming(
+    history: &History,
+    stamps: GrantStamps,
+    assumptions: Assumptions,
+) -> ModelReport {
     let config = CheckConfig {
         grant_stamps: stamps,
         ..CheckConfig::default()
     };
-    let report = model::judge(history, &config, Budget::default());
+    let report = model::judge(history, &config, assumptions);
     for scope in &report.scopes {
         if let Verdict::Explained(Some(explanation)) = &scope.verdict {
-            if let Err(problem) = validate(&scope.operations, stamps, explanation) {
-                panic!("the validator refuses the explanation of {:?}: {problem}\n{explanation:#?}\n{history:#?}", scope.scope);
+            if let Err(problem) = validate(&scope.operations, stamps, assumptions, explanation) {
+                panic!(
+                    "the validator refuses the explanation of {:?}: {problem}\n{explanation:#?}\n{history:#?}",
+                    scope.scope
+                );
             }
         }
     }
