@@ -4,7 +4,7 @@
 //! examples in `examples/histories/`. Exit codes: 0 clean (possible
 //! violations, which the evidence cannot decide, are printed but do not fail),
 //! 1 a violation, 2 bad input (the line and field that are wrong), 3 could
-//! not judge (`--model`: a scope's search ran over its assumptions).
+//! not judge (`--model`: a scope's search ran over its budget).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,7 +47,7 @@ pub struct CheckArgs {
     /// Judge the lease scopes' I1, I2 and server clock by the model
     /// (docs/model.md): a violation only where no explanation of the
     /// evidence exists, with the operations that have none; exit 3 when a
-    /// scope's search runs over its assumptions.
+    /// scope's search runs over its budget.
     #[arg(long)]
     pub model: bool,
     /// With --model: print each explained scope's explanation, the order
@@ -224,7 +224,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     if report.is_ok() && unjudged {
-        println!("COULD NOT JUDGE: a scope's search ran over its assumptions");
+        println!("COULD NOT JUDGE: a scope's search ran over its budget");
         return ExitCode::from(3);
     }
     if report.is_ok() {

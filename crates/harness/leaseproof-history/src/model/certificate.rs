@@ -5,7 +5,7 @@
 //! still have done what it did), so a set of operations kept as answered,
 //! every other one weakened, that has no explanation proves the whole
 //! scope has none. The set is shrunk one operation at a time, latest
-//! first; a trial over its assumptions keeps the operation (never a guess).
+//! first; a trial over its budget keeps the operation (never a guess).
 
 use std::fmt;
 

@@ -24,9 +24,36 @@ pub(crate) const KEPT: usize = 5;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Row {
     /// The owner (an index in the scope's owners) and token the row names.
-    pub holder: Option<(usize, u64)>,
-    /// The largest token ever granted.
+    pub holder: Option<(usize, Token)>,
+    /// The largest token ever granted is at least this.
     pub max_token: u64,
+}
+
+/// A token the row names: one answered, or one a grant of unknown outcome
+/// made, which nobody saw — larger than `above`, and learnt exactly when an
+/// answer or a call of its owner names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Token {
+    Seen(u64),
+    Unseen { above: u64 },
+}
+
+impl Token {
+    /// Whether it may be `token`.
+    pub(crate) fn may_be(self, token: u64) -> bool {
+        match self {
+            Token::Seen(seen) => seen == token,
+            Token::Unseen { above } => token > above,
+        }
+    }
+
+    /// The smallest it may be.
+    pub(crate) fn least(self) -> u64 {
+        match self {
+            Token::Seen(seen) => seen,
+            Token::Unseen { above } => above + 1,
+        }
+    }
 }
 
 /// Which parts of the specification are dropped (to find which one no
@@ -44,11 +71,8 @@ pub(crate) struct Relax {
 /// What one effect did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Choice {
-    /// A new grant of this token.
-    NewGrant {
-        /// Its token.
-        token: u64,
-    },
+    /// A new grant (of the token answered, or of one nobody saw).
+    NewGrant,
     /// The caller's live grant kept (acquire) or renewed: its `expires_at`
     /// moved to `stamp + ttl` (`extends`) or stayed, and its `granted_at`
     /// answered was the stamp (`restamped`) or the grant's own.
@@ -67,7 +91,7 @@ pub enum Choice {
 /// What a step needs beside the row: the caller, the stamps' meaning, what
 /// is relaxed, and whether every answered effect placed completed before
 /// the call.
-pub(crate) struct Context<'c> {
+pub(crate) struct Context {
     pub owner: usize,
     pub stamps: GrantStamps,
     /// How far the store rounds its stamps.
@@ -82,13 +106,10 @@ pub(crate) struct Context<'c> {
     /// operation still to take effect (it, or this one) was answered no
     /// later than the call was sent.
     pub after_every_effect: bool,
-    /// The tokens this owner is seen to know (a grant of unknown outcome
-    /// may have had any of them).
-    pub known_tokens: &'c [u64],
 }
 
 /// The choices worth trying for `operation` on `row`.
-pub(crate) fn choices(row: &Row, operation: &Operation, context: &Context<'_>) -> Vec<Choice> {
+pub(crate) fn choices(row: &Row, operation: &Operation, context: &Context) -> Vec<Choice> {
     let own = row.holder.is_some_and(|(owner, _)| owner == context.owner);
     let both = |extends: &[bool]| -> Vec<Choice> {
         let restamps: &[bool] = if context.restamps {
@@ -106,13 +127,8 @@ pub(crate) fn choices(row: &Row, operation: &Operation, context: &Context<'_>) -
     };
     let extends: &[bool] = &[true, false];
     match (&operation.call, &operation.answer) {
-        (Call::Acquire { .. }, answer) => {
-            let mut choices = match answer {
-                Answer::Lease { token, .. } => vec![Choice::NewGrant { token: *token }],
-                _ => new_tokens(row, context)
-                    .map(|token| Choice::NewGrant { token })
-                    .collect(),
-            };
+        (Call::Acquire { .. }, _) => {
+            let mut choices = vec![Choice::NewGrant];
             if own {
                 choices.extend(both(extends));
             }
@@ -122,19 +138,6 @@ pub(crate) fn choices(row: &Row, operation: &Operation, context: &Context<'_>) -
         (Call::Release { .. }, Answer::Unknown) => vec![Choice::Ended],
         (Call::Release { .. }, _) => vec![Choice::Ended, Choice::Nothing],
     }
-}
-
-/// Tokens a grant nobody saw may have had: the next one, or one its owner
-/// is later seen to know.
-fn new_tokens<'a>(row: &'a Row, context: &'a Context<'_>) -> impl Iterator<Item = u64> + 'a {
-    let next = row.max_token + 1;
-    std::iter::once(next).chain(
-        context
-            .known_tokens
-            .iter()
-            .copied()
-            .filter(move |&token| token > next),
-    )
 }
 
 /// The readings one effect adds to the zone: the store's clock at the
@@ -153,7 +156,7 @@ pub(crate) struct Readings {
 /// before its effect, and after every answered effect that had completed
 /// when the call was sent (less the store's rounding). The store compares with
 /// the stamp (decision) or with its clock at the effect (statement-start).
-pub(crate) fn read_clock(zone: &mut Zone, context: &Context<'_>) -> Option<Readings> {
+pub(crate) fn read_clock(zone: &mut Zone, context: &Context) -> Option<Readings> {
     let decision = zone.push();
     let stamp = zone.push();
     let ok = context.relax.clock
@@ -173,7 +176,7 @@ pub(crate) fn read_clock(zone: &mut Zone, context: &Context<'_>) -> Option<Readi
 
 /// A stamp is no earlier than the effects that certainly came before its
 /// call was sent, less the store's rounding.
-fn began_after(zone: &mut Zone, stamp: Var, context: &Context<'_>) -> bool {
+fn began_after(zone: &mut Zone, stamp: Var, context: &Context) -> bool {
     if context.after_every_effect {
         zone.constrain(LAST, stamp, context.rounding_us)
     } else if context.after_the_answered {
@@ -191,12 +194,12 @@ pub(crate) fn step(
     readings: Readings,
     operation: &Operation,
     choice: Choice,
-    context: &Context<'_>,
+    context: &Context,
 ) -> Option<Row> {
-    let ok = match choice {
-        Choice::NewGrant { token } => new_grant(row, zone, readings, operation, token, context),
+    let holder = match choice {
+        Choice::NewGrant => new_grant(row, zone, readings, operation, context)?,
         Choice::Extended { extends, restamped } => {
-            extend(row, zone, readings, operation, extends, restamped, context)
+            extend(row, zone, readings, operation, extends, restamped, context)?
         }
         Choice::Ended | Choice::Nothing => {
             return release(
@@ -209,87 +212,79 @@ pub(crate) fn step(
             )
         }
     };
-    ok.then(|| Row {
-        holder: Some((context.owner, token_after(row, operation, choice))),
-        max_token: match choice {
-            Choice::NewGrant { token } => row.max_token.max(token),
-            _ => row.max_token,
-        },
+    Some(Row {
+        holder: Some((context.owner, holder)),
+        max_token: row.max_token.max(holder.least()),
     })
 }
 
-fn token_after(row: &Row, operation: &Operation, choice: Choice) -> u64 {
-    match (choice, &operation.call, &operation.answer) {
-        (Choice::NewGrant { token }, _, _) => token,
-        (_, _, Answer::Lease { token, .. }) => *token,
-        (_, Call::Renew { token, .. }, _) => *token,
-        _ => row.holder.map_or(0, |(_, token)| token),
-    }
-}
-
 /// Whether the answer names the caller (checked unless I2 is relaxed).
-fn answers_the_caller(operation: &Operation, context: &Context<'_>) -> bool {
+fn answers_the_caller(operation: &Operation, context: &Context) -> bool {
     match &operation.answer {
         Answer::Lease { owner, .. } => context.relax.tokens || *owner == operation.owner,
         _ => true,
     }
 }
 
+/// A new grant: the token answered (larger than every one before), or one
+/// nobody saw.
 fn new_grant(
     row: &Row,
     zone: &mut Zone,
     readings: Readings,
     operation: &Operation,
-    token: u64,
-    context: &Context<'_>,
-) -> bool {
+    context: &Context,
+) -> Option<Token> {
     let Call::Acquire { ttl_us } = operation.call else {
-        return false;
+        return None;
     };
-    if !context.relax.tokens && token <= row.max_token {
-        return false;
-    }
-    if !answers_the_caller(operation, context) {
-        return false;
-    }
+    let token = match operation.answer {
+        Answer::Lease { token, .. } => Token::Seen(token),
+        _ => Token::Unseen {
+            above: row.max_token,
+        },
+    };
+    let increases = context.relax.tokens || token.least() > row.max_token;
     let free = row.holder.is_none()
         || context.relax.mutual_exclusion
         || zone.constrain(EXPIRES, readings.compare, 0);
-    if !free {
-        return false;
+    if !increases || !answers_the_caller(operation, context) || !free {
+        return None;
     }
     zone.forget(EXPIRES);
     zone.assign(GRANTED, readings.stamp);
-    match operation.answer {
+    let times = match operation.answer {
         Answer::Lease {
             granted_at_us,
             expires_at_us,
             ..
         } => zone.fix(readings.stamp, granted_at_us) && zone.fix(EXPIRES, expires_at_us),
         _ => zone.equal(EXPIRES, readings.stamp, ttl_us),
-    }
+    };
+    times.then_some(token)
 }
 
 /// Whether the row lets the caller's call extend a grant: an acquisition
-/// its own live one, a renewal the one the row names with its token. With
-/// I2 dropped a renewal may also revive a free row (whatever it names);
-/// with I1 dropped, any. A grant revived so is forgotten (its times too).
+/// its own live one, a renewal the one the row names with its token
+/// (`Some(true)`). With I2 dropped a renewal may also revive a free row
+/// (whatever it names); with I1 dropped, any (`Some(false)`: a grant
+/// revived so is forgotten, its times too).
 fn may_extend(
     row: &Row,
     zone: &mut Zone,
     readings: Readings,
     named: Option<u64>,
-    context: &Context<'_>,
-) -> bool {
+    context: &Context,
+) -> Option<bool> {
     let relax = context.relax;
     let names_caller = row.holder.is_some_and(|(holder, held)| {
-        holder == context.owner && named.is_none_or(|token| token == held || relax.tokens)
+        holder == context.owner && named.is_none_or(|token| held.may_be(token) || relax.tokens)
     });
     if named.is_none() {
-        return names_caller && zone.constrain(readings.compare, EXPIRES, -1);
+        return (names_caller && zone.constrain(readings.compare, EXPIRES, -1)).then_some(true);
     }
     if names_caller {
-        return true;
+        return Some(true);
     }
     let revives = relax.mutual_exclusion
         || (relax.tokens && (row.holder.is_none() || zone.constrain(EXPIRES, readings.compare, 0)));
@@ -297,11 +292,12 @@ fn may_extend(
         zone.forget(EXPIRES);
         zone.forget(GRANTED);
     }
-    revives
+    revives.then_some(false)
 }
 
 /// An acquisition that keeps the caller's live grant, or a renewal:
-/// `expires_at = greatest(expires_at, stamp + ttl)`.
+/// `expires_at = greatest(expires_at, stamp + ttl)`. The token after it:
+/// the one answered or named, which its owner then knows.
 fn extend(
     row: &Row,
     zone: &mut Zone,
@@ -309,16 +305,18 @@ fn extend(
     operation: &Operation,
     extends: bool,
     restamped: bool,
-    context: &Context<'_>,
-) -> bool {
+    context: &Context,
+) -> Option<Token> {
     let (ttl_us, named) = match operation.call {
         Call::Acquire { ttl_us } => (ttl_us, None),
         Call::Renew { token, ttl_us } => (ttl_us, Some(token)),
-        Call::Release { .. } => return false,
+        Call::Release { .. } => return None,
     };
-    if !may_extend(row, zone, readings, named, context) || !answers_the_caller(operation, context) {
-        return false;
+    let kept = may_extend(row, zone, readings, named, context)?;
+    if !answers_the_caller(operation, context) {
+        return None;
     }
+    let held = row.holder.map(|(_, held)| held).filter(|_| kept);
     let Answer::Lease {
         token,
         granted_at_us,
@@ -326,25 +324,13 @@ fn extend(
         ..
     } = operation.answer
     else {
-        // Unknown: it moved the expiry, or restamped the grant, or both.
-        if !extends {
-            return restamped && zone.constrain(readings.stamp, EXPIRES, -ttl_us) && {
-                zone.assign(GRANTED, readings.stamp);
-                true
-            };
-        }
-        if !zone.constrain(EXPIRES, readings.stamp, ttl_us) {
-            return false;
-        }
-        zone.forget(EXPIRES);
-        if restamped {
-            zone.assign(GRANTED, readings.stamp);
-        }
-        return zone.equal(EXPIRES, readings.stamp, ttl_us);
+        let after = named.map(Token::Seen).or(held)?;
+        return extend_unseen(zone, readings, ttl_us, extends, restamped).then_some(after);
     };
-    let held = named.or(row.holder.map(|(_, held)| held));
-    if !context.relax.tokens && Some(token) != held {
-        return false;
+    let agrees =
+        named.is_none_or(|named| named == token) && held.is_none_or(|held| held.may_be(token));
+    if !context.relax.tokens && !agrees {
+        return None;
     }
     let expiry = if extends {
         zone.fix(readings.stamp, expires_at_us - ttl_us)
@@ -354,7 +340,7 @@ fn extend(
             && zone.constrain(readings.stamp, ZERO, expires_at_us - ttl_us)
     };
     if !expiry {
-        return false;
+        return None;
     }
     zone.forget(EXPIRES);
     let granted = if restamped {
@@ -365,7 +351,32 @@ fn extend(
     } else {
         zone.fix(GRANTED, granted_at_us)
     };
-    granted && zone.fix(EXPIRES, expires_at_us)
+    (granted && zone.fix(EXPIRES, expires_at_us)).then_some(Token::Seen(token))
+}
+
+/// An extension of unknown outcome: it moved the expiry, or restamped the
+/// grant, or both.
+fn extend_unseen(
+    zone: &mut Zone,
+    readings: Readings,
+    ttl_us: i64,
+    extends: bool,
+    restamped: bool,
+) -> bool {
+    if !extends {
+        return restamped && zone.constrain(readings.stamp, EXPIRES, -ttl_us) && {
+            zone.assign(GRANTED, readings.stamp);
+            true
+        };
+    }
+    if !zone.constrain(EXPIRES, readings.stamp, ttl_us) {
+        return false;
+    }
+    zone.forget(EXPIRES);
+    if restamped {
+        zone.assign(GRANTED, readings.stamp);
+    }
+    zone.equal(EXPIRES, readings.stamp, ttl_us)
 }
 
 fn release(
@@ -374,7 +385,7 @@ fn release(
     readings: Readings,
     operation: &Operation,
     ends: bool,
-    context: &Context<'_>,
+    context: &Context,
 ) -> Option<Row> {
     let Call::Release { token } = operation.call else {
         return None;
@@ -384,15 +395,28 @@ fn release(
             return None;
         }
     }
-    let names_caller = row.holder == Some((context.owner, token));
-    let ok = if ends {
-        names_caller && zone.constrain(readings.compare, EXPIRES, -1) && {
+    // A token nobody saw may be the one released: ending it learns it;
+    // finding nothing to end is allowed whenever the row may name another.
+    let names = |exactly: bool| {
+        row.holder.is_some_and(|(holder, held)| {
+            holder == context.owner
+                && if exactly {
+                    held == Token::Seen(token)
+                } else {
+                    held.may_be(token)
+                }
+        })
+    };
+    if ends {
+        let ended = names(false) && zone.constrain(readings.compare, EXPIRES, -1) && {
             zone.forget(EXPIRES);
             zone.assign(EXPIRES, readings.stamp);
             true
-        }
-    } else {
-        !names_caller || zone.constrain(EXPIRES, readings.compare, 0)
-    };
-    ok.then(|| row.clone())
+        };
+        return ended.then(|| Row {
+            holder: Some((context.owner, Token::Seen(token))),
+            max_token: row.max_token.max(token),
+        });
+    }
+    (!names(true) || zone.constrain(EXPIRES, readings.compare, 0)).then(|| row.clone())
 }

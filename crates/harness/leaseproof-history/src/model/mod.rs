@@ -99,7 +99,7 @@ pub enum Verdict {
     Possible(Certificate),
     /// No explanation exists.
     Violated(Certificate),
-    /// The search went over its assumptions.
+    /// The search went over its budget.
     CouldNotJudge(String),
     /// The scope is not the model's (its grants answer `lock`).
     NotModelled(String),
@@ -178,7 +178,7 @@ fn decide(
 ) -> Verdict {
     let over = |states: u64| {
         Verdict::CouldNotJudge(format!(
-            "the search tried {states} states, its assumptions, without deciding"
+            "the search tried {states} states, its budget, without deciding"
         ))
     };
     let scope = Scope::new(operations, stamps, assumptions);

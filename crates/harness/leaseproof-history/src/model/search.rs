@@ -9,7 +9,9 @@
 //! The store's clock is a [`Zone`] per state; a state whose every
 //! continuation failed is remembered and not tried again.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
 
 use crate::design::GrantStamps;
 use crate::model::lease::{self, Choice, Context, Relax, Row, KEPT, LAST, LAST_ANSWERED};
@@ -22,12 +24,10 @@ pub(crate) struct Scope<'s> {
     pub operations: &'s [Operation],
     /// Each operation's owner, as an index.
     owners: Vec<usize>,
-    /// Per owner, the tokens its calls and answers show it knew.
-    known_tokens: Vec<Vec<u64>>,
     /// Operations answered `ok`, by completion: the order their deadlines come.
     by_deadline: Vec<usize>,
-    /// Operations never worth placing: see [`inert`].
-    inert: Vec<bool>,
+    /// See [`needed_until`].
+    needed_until: Vec<Option<usize>>,
     pub stamps: GrantStamps,
     assumptions: Assumptions,
 }
@@ -46,29 +46,14 @@ impl<'s> Scope<'s> {
                 *names.entry(operation.owner.as_str()).or_insert(next)
             })
             .collect();
-        let mut known: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); names.len()];
-        for (operation, &owner) in operations.iter().zip(&owners) {
-            match (&operation.call, &operation.answer) {
-                (_, Answer::Lease { token, .. })
-                | (Call::Renew { token, .. }, _)
-                | (Call::Release { token }, _) => {
-                    known[owner].insert(*token);
-                }
-                _ => {}
-            }
-        }
         let mut by_deadline: Vec<usize> = (0..operations.len())
             .filter(|&index| operations[index].deadline_us().is_some())
             .collect();
         by_deadline.sort_by_key(|&index| operations[index].deadline_us());
         Scope {
-            inert: inert(operations),
+            needed_until: needed_until(operations),
             operations,
             owners,
-            known_tokens: known
-                .into_iter()
-                .map(|set| set.into_iter().collect())
-                .collect(),
             by_deadline,
             stamps,
             assumptions,
@@ -87,7 +72,7 @@ impl Scope<'_> {
         latest_completion: i64,
         deadline: i64,
         relax: Relax,
-    ) -> Context<'_> {
+    ) -> Context {
         let owner = self.owners[index];
         let invoke_us = self.operations[index].invoke_us;
         Context {
@@ -98,35 +83,32 @@ impl Scope<'_> {
             relax,
             after_the_answered: latest_completion < invoke_us,
             after_every_effect: deadline <= invoke_us,
-            known_tokens: &self.known_tokens[owner],
         }
     }
 }
 
-/// Acquisitions and renewals of unknown outcome whose owner got no answer
-/// to anything it sent later. Such an effect only takes the lease or keeps
-/// it, which only its owner's later operations could need: an explanation
-/// that places it stays one without it (and without its owner's later
-/// operations of unknown outcome), so the search never places it.
-fn inert(operations: &[Operation]) -> Vec<bool> {
-    let mut answered_later: BTreeMap<&str, i64> = BTreeMap::new();
-    for operation in operations
-        .iter()
-        .filter(|operation| operation.took_effect())
-    {
-        let latest = answered_later.entry(&operation.owner).or_insert(i64::MIN);
-        *latest = (*latest).max(operation.invoke_us);
+/// For an acquisition or renewal of unknown outcome, the last operation of
+/// its owner answered `ok` that was sent after it; none, when none was.
+/// Such an effect only takes the lease or keeps it, which only its owner's
+/// later operations could need: once they have all taken effect (or when
+/// there are none), an explanation that places it stays one without it
+/// (and without its owner's later operations of unknown outcome), so the
+/// search stops trying it.
+fn needed_until(operations: &[Operation]) -> Vec<Option<usize>> {
+    let mut last_answered: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut needed = vec![None; operations.len()];
+    for (index, operation) in operations.iter().enumerate().rev() {
+        if operation.answer == Answer::Unknown && !matches!(operation.call, Call::Release { .. }) {
+            needed[index] = last_answered
+                .get(operation.owner.as_str())
+                .copied()
+                .filter(|&last| operations[last].invoke_us > operation.invoke_us);
+        }
+        if operation.took_effect() {
+            last_answered.entry(&operation.owner).or_insert(index);
+        }
     }
-    operations
-        .iter()
-        .map(|operation| {
-            operation.answer == Answer::Unknown
-                && !matches!(operation.call, Call::Release { .. })
-                && answered_later
-                    .get(operation.owner.as_str())
-                    .is_none_or(|&latest| latest <= operation.invoke_us)
-        })
-        .collect()
+    needed
 }
 
 /// One effect of an explanation: which operation, and what it did.
@@ -147,10 +129,12 @@ pub(crate) enum Found {
     OverBudget,
 }
 
-/// A state of the search: what is placed, the row, the clock.
+/// A state of the search: what is settled, the row, the clock.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct State {
-    placed: Vec<u64>,
+    settled: Settled,
+    /// The first of the scope's `by_deadline` not yet placed.
+    next_deadline: usize,
     /// How many operations answered `ok` are placed.
     mandatory: usize,
     /// The latest completion of an answered effect placed.
@@ -161,25 +145,31 @@ struct State {
 
 struct Frame {
     state: State,
-    /// Effects to try from here, the next last.
-    untried: Vec<(Placed, State)>,
+    /// Effects to try from here, the next last: those of operations
+    /// answered `ok` first, then, once they are all tried, those of
+    /// unknown outcome.
+    untried: Vec<Placed>,
+    unknowns_listed: bool,
     /// How this frame was reached.
     via: Option<Placed>,
 }
 
 /// Searches `scope` under `relax`; `states` counts what was tried.
 pub(crate) fn search(scope: &Scope<'_>, relax: Relax, budget: u64, states: &mut u64) -> Found {
-    let start = State {
-        placed: vec![0; scope.operations.len().div_ceil(64)],
+    let mut start = State {
+        settled: Settled::default(),
+        next_deadline: 0,
         mandatory: 0,
         latest_completion: i64::MIN,
         row: Row::default(),
         zone: Zone::new(KEPT - 1),
     };
-    let mandatory = scope.operations.iter().filter(|o| o.took_effect()).count();
+    advance(scope, &mut start, relax);
+    let mandatory = scope.by_deadline.len();
     let mut failed: HashSet<State> = HashSet::new();
     let mut stack = vec![Frame {
-        untried: successors(scope, &start, relax),
+        untried: candidates(scope, &start, relax, false),
+        unknowns_listed: false,
         state: start,
         via: None,
     }];
@@ -190,9 +180,16 @@ pub(crate) fn search(scope: &Scope<'_>, relax: Relax, budget: u64, states: &mut 
         if frame.state.mandatory == mandatory {
             return Found::Explanation(stack.iter().filter_map(|frame| frame.via).collect());
         }
-        let Some((placed, state)) = frame.untried.pop() else {
+        if frame.untried.is_empty() && !frame.unknowns_listed {
+            frame.untried = candidates(scope, &frame.state, relax, true);
+            frame.unknowns_listed = true;
+        }
+        let Some(placed) = frame.untried.pop() else {
             let done = stack.pop().expect("a frame");
             failed.insert(done.state);
+            continue;
+        };
+        let Some(state) = place(scope, &frame.state, placed, relax) else {
             continue;
         };
         if failed.contains(&state) {
@@ -203,76 +200,205 @@ pub(crate) fn search(scope: &Scope<'_>, relax: Relax, budget: u64, states: &mut 
             return Found::OverBudget;
         }
         stack.push(Frame {
-            untried: successors(scope, &state, relax),
+            untried: candidates(scope, &state, relax, false),
+            unknowns_listed: false,
             state,
             via: Some(placed),
         });
     }
 }
 
-fn is_placed(state: &State, index: usize) -> bool {
-    state.placed[index / 64] & (1 << (index % 64)) != 0
+/// Which operations are settled — placed, refused, or of unknown outcome
+/// and no longer worth placing — kept small: every operation before
+/// `frontier` is, but those in `open` (of unknown outcome, still worth
+/// placing); from it on, those in `placed` are, and refused ones.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Settled {
+    frontier: usize,
+    /// Shared between states until one changes it.
+    open: Rc<Vec<usize>>,
+    placed: Vec<usize>,
 }
 
-/// Every effect that may come next, the most promising last (it is tried
-/// first): operations answered `ok` before those of unknown outcome.
-fn successors(scope: &Scope<'_>, state: &State, relax: Relax) -> Vec<(Placed, State)> {
-    let deadline = scope
-        .by_deadline
-        .iter()
-        .find(|&&index| !is_placed(state, index))
-        .and_then(|&index| scope.operations[index].deadline_us())
-        .unwrap_or(i64::MAX);
-    let mut next = Vec::new();
-    for (index, operation) in scope.operations.iter().enumerate() {
-        if operation.invoke_us > deadline {
-            break;
+impl Settled {
+    fn contains(&self, index: usize) -> bool {
+        if index < self.frontier {
+            self.open.binary_search(&index).is_err()
+        } else {
+            self.placed.binary_search(&index).is_ok()
         }
-        if is_placed(state, index) || operation.answer == Answer::Refused || scope.inert[index] {
+    }
+
+    fn place(&mut self, index: usize) {
+        if index < self.frontier {
+            if let Ok(position) = self.open.binary_search(&index) {
+                Rc::make_mut(&mut self.open).remove(position);
+            }
+        } else if let Err(position) = self.placed.binary_search(&index) {
+            self.placed.insert(position, index);
+        }
+    }
+}
+
+fn is_settled(state: &State, index: usize) -> bool {
+    state.settled.contains(index)
+}
+
+/// The earliest completion of an answered operation not yet placed.
+fn deadline(scope: &Scope<'_>, state: &State) -> i64 {
+    scope
+        .by_deadline
+        .get(state.next_deadline)
+        .and_then(|&index| scope.operations[index].deadline_us())
+        .unwrap_or(i64::MAX)
+}
+
+/// Whether operation `index`, of unknown outcome, can no longer help an
+/// explanation: its owner's operations that could need it have all taken
+/// effect (see [`needed_until`]), or, tokens only growing, the row can
+/// never again name the token it renews or releases.
+fn spent(scope: &Scope<'_>, state: &State, index: usize, relax: Relax) -> bool {
+    let operation = &scope.operations[index];
+    let passed = |token: u64| {
+        !relax.tokens
+            && state
+                .row
+                .holder
+                .is_some_and(|(_, held)| held.least() > token)
+    };
+    match operation.call {
+        Call::Acquire { .. } => {
+            scope.needed_until[index].is_none_or(|last| is_settled(state, last))
+        }
+        Call::Renew { token, .. } => {
+            passed(token) || scope.needed_until[index].is_none_or(|last| is_settled(state, last))
+        }
+        Call::Release { token } => passed(token),
+    }
+}
+
+/// Moves the frontier past what is settled (refused or placed) or of
+/// unknown outcome (kept open while it is worth placing), forgets the open
+/// ones that are spent, and moves the deadline past what is placed.
+fn advance(scope: &Scope<'_>, state: &mut State, relax: Relax) {
+    let spent_open: Vec<usize> = (state.settled.open.iter().copied())
+        .filter(|&index| spent(scope, state, index, relax))
+        .collect();
+    if !spent_open.is_empty() {
+        Rc::make_mut(&mut state.settled.open).retain(|index| !spent_open.contains(index));
+    }
+    while let Some(operation) = scope.operations.get(state.settled.frontier) {
+        let index = state.settled.frontier;
+        if state.settled.placed.first() == Some(&index) {
+            state.settled.placed.remove(0);
+        } else {
+            match operation.answer {
+                Answer::Refused => {}
+                Answer::Unknown => {
+                    if !spent(scope, state, index, relax) {
+                        Rc::make_mut(&mut state.settled.open).push(index);
+                    }
+                }
+                Answer::Lease { .. } | Answer::Released { .. } => break,
+            }
+        }
+        state.settled.frontier += 1;
+    }
+    while scope
+        .by_deadline
+        .get(state.next_deadline)
+        .is_some_and(|&index| is_settled(state, index))
+    {
+        state.next_deadline += 1;
+    }
+}
+
+/// Every effect that may come next of the operations answered `ok`, or of
+/// those of unknown outcome.
+fn candidates(scope: &Scope<'_>, state: &State, relax: Relax, unknowns: bool) -> Vec<Placed> {
+    let deadline = deadline(scope, state);
+    let open = state.settled.open.iter().copied();
+    let ahead = (state.settled.frontier..scope.operations.len())
+        .take_while(|&index| scope.operations[index].invoke_us <= deadline);
+    let mut next = Vec::new();
+    for index in open.chain(ahead) {
+        let operation = &scope.operations[index];
+        let unknown = operation.answer == Answer::Unknown;
+        if operation.invoke_us > deadline
+            || unknown != unknowns
+            || operation.answer == Answer::Refused
+            || (index >= state.settled.frontier && is_settled(state, index))
+            || (unknown && spent(scope, state, index, relax))
+        {
             continue;
         }
         let context = scope.context(index, state.latest_completion, deadline, relax);
         for choice in lease::choices(&state.row, operation, &context) {
-            if let Some(after) = place(scope, state, index, choice, &context) {
-                next.push((
-                    Placed {
-                        operation: index,
-                        choice,
-                    },
-                    after,
-                ));
-            }
+            next.push(Placed {
+                operation: index,
+                choice,
+            });
         }
     }
-    next.sort_by_key(|(placed, _)| scope.operations[placed.operation].took_effect());
+    // Answered: the one the store stamped first is tried first. Of unknown
+    // outcome: the one sent last (the most likely to matter now).
+    if unknowns {
+        next.sort_by_key(|placed| scope.operations[placed.operation].invoke_us);
+    } else {
+        next.sort_by_key(|placed| Reverse(stamp_order(&scope.operations[placed.operation])));
+    }
     next
 }
 
-/// The state after operation `index` took effect as `choice`, if it can.
-fn place(
-    scope: &Scope<'_>,
-    state: &State,
-    index: usize,
-    choice: Choice,
-    context: &Context<'_>,
-) -> Option<State> {
+/// Where the store's clock puts an operation's effect, as far as its answer
+/// tells (its stamp, or the expiry less the TTL), then its completion.
+fn stamp_order(operation: &Operation) -> (i64, Option<i64>) {
+    let stamped = match (&operation.call, &operation.answer) {
+        (
+            Call::Acquire { ttl_us } | Call::Renew { ttl_us, .. },
+            Answer::Lease { expires_at_us, .. },
+        ) => expires_at_us - ttl_us,
+        (_, Answer::Released { at_us: Some(at_us) }) => *at_us,
+        _ => i64::MAX,
+    };
+    (stamped, operation.complete_us)
+}
+
+/// The state after `placed`, if the operation can take effect so.
+fn place(scope: &Scope<'_>, state: &State, placed: Placed, relax: Relax) -> Option<State> {
+    let index = placed.operation;
+    let context = scope.context(
+        index,
+        state.latest_completion,
+        deadline(scope, state),
+        relax,
+    );
     let mut zone = state.zone.clone();
-    let readings = lease::read_clock(&mut zone, context)?;
+    let readings = lease::read_clock(&mut zone, &context)?;
     let operation = &scope.operations[index];
-    let row = lease::step(&state.row, &mut zone, readings, operation, choice, context)?;
+    let row = lease::step(
+        &state.row,
+        &mut zone,
+        readings,
+        operation,
+        placed.choice,
+        &context,
+    )?;
     zone.assign(LAST, readings.decision);
     let deadline = operation.deadline_us();
     if deadline.is_some() {
         zone.assign(LAST_ANSWERED, readings.decision);
     }
     zone.truncate(KEPT);
-    let mut placed = state.placed.clone();
-    placed[index / 64] |= 1 << (index % 64);
-    Some(State {
-        placed,
+    let mut after = State {
+        settled: state.settled.clone(),
+        next_deadline: state.next_deadline,
         mandatory: state.mandatory + usize::from(deadline.is_some()),
         latest_completion: state.latest_completion.max(deadline.unwrap_or(i64::MIN)),
         row,
         zone,
-    })
+    };
+    after.settled.place(index);
+    advance(scope, &mut after, relax);
+    Some(after)
 }

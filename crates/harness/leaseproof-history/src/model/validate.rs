@@ -10,9 +10,17 @@ use crate::model::lease::Choice;
 use crate::model::operations::{Answer, Call, Operation};
 use crate::model::{Assumptions, Explanation};
 
+/// The token a row names: answered, or made by an operation of unknown
+/// outcome and larger than the one before, until a call or answer names it.
+#[derive(Clone, Copy, PartialEq)]
+enum Held {
+    Token(u64),
+    Above(u64),
+}
+
 #[derive(Default)]
 struct Row {
-    holder: Option<(String, u64)>,
+    holder: Option<(String, Held)>,
     granted_at: i64,
     expires_at: i64,
     max_token: u64,
@@ -130,41 +138,54 @@ fn apply(
 ) -> Result<(), String> {
     let owner = operation.owner.as_str();
     let live = row.expires_at > now;
-    let holds = |token: Option<u64>| {
-        row.holder
-            .as_ref()
-            .is_some_and(|(o, t)| o == owner && token.is_none_or(|token| *t == token))
+    let holds = |row: &Row, token: Option<u64>| {
+        row.holder.as_ref().is_some_and(|(o, held)| {
+            o == owner
+                && token.is_none_or(|token| match *held {
+                    Held::Token(held) => held == token,
+                    Held::Above(above) => token > above,
+                })
+        })
+    };
+    let learn = |row: &mut Row, token: u64| {
+        if let Some((_, held)) = &mut row.holder {
+            *held = Held::Token(token);
+        }
+        row.max_token = row.max_token.max(token);
     };
     match (choice, &operation.call) {
-        (Choice::NewGrant { token }, Call::Acquire { ttl_us }) => {
+        (Choice::NewGrant, Call::Acquire { ttl_us }) => {
             if row.holder.is_some() && live {
                 return Err(format!(
                     "a new grant while the row is live until {}",
                     row.expires_at
                 ));
             }
-            if token <= row.max_token {
-                return Err(format!("token {token} after token {}", row.max_token));
-            }
-            let expires_at = match &operation.answer {
+            let (held, expires_at) = match &operation.answer {
                 Answer::Lease {
-                    token: answered,
+                    token,
                     owner: named,
                     granted_at_us,
                     expires_at_us,
                 } => {
-                    if *answered != token || named != owner || *granted_at_us != stamp {
-                        return Err("the answer is not the grant made".into());
+                    if *token <= row.max_token || named != owner || *granted_at_us != stamp {
+                        return Err(format!(
+                            "the answer is not a new grant after token {}",
+                            row.max_token
+                        ));
                     }
-                    *expires_at_us
+                    (Held::Token(*token), *expires_at_us)
                 }
-                _ => stamp + ttl_us,
+                _ => (Held::Above(row.max_token), stamp + ttl_us),
             };
             *row = Row {
-                holder: Some((owner.to_string(), token)),
+                holder: Some((owner.to_string(), held)),
                 granted_at: stamp,
                 expires_at,
-                max_token: token,
+                max_token: match held {
+                    Held::Token(token) => token,
+                    Held::Above(above) => above + 1,
+                },
             };
         }
         (
@@ -179,7 +200,7 @@ fn apply(
                 Call::Renew { token, ttl_us } => (ttl_us, Some(token)),
                 Call::Release { .. } => return Err("a release does not extend".into()),
             };
-            if !holds(named) || (named.is_none() && !live) {
+            if !holds(row, named) || (named.is_none() && !live) {
                 return Err("extends a grant that is not the caller's live one".into());
             }
             let greatest = row.expires_at.max(stamp + ttl_us);
@@ -193,9 +214,9 @@ fn apply(
                 expires_at_us,
             } = &operation.answer
             {
-                let held = row.holder.as_ref().map(|(_, t)| *t);
                 let granted = if restamped { stamp } else { row.granted_at };
-                if Some(*token) != held
+                if !holds(row, Some(*token))
+                    || named.is_some_and(|named| named != *token)
                     || named_owner != owner
                     || *expires_at_us != greatest
                     || *granted_at_us != granted
@@ -205,19 +226,29 @@ fn apply(
                     ));
                 }
             }
+            match (&operation.answer, named) {
+                (Answer::Lease { token, .. }, _) => learn(row, *token),
+                (_, Some(token)) => learn(row, token),
+                _ => {}
+            }
             if restamped {
                 row.granted_at = stamp;
             }
             row.expires_at = greatest;
         }
         (Choice::Ended, Call::Release { token }) => {
-            if !holds(Some(*token)) || !live {
+            if !holds(row, Some(*token)) || !live {
                 return Err("ends a grant that is not the caller's live one".into());
             }
+            learn(row, *token);
             row.expires_at = stamp;
         }
         (Choice::Nothing, Call::Release { token }) => {
-            if holds(Some(*token)) && live {
+            let exactly = row
+                .holder
+                .as_ref()
+                .is_some_and(|(o, held)| o == owner && *held == Held::Token(*token));
+            if exactly && live {
                 return Err("a release that found its grant live ended nothing".into());
             }
         }
