@@ -21,7 +21,7 @@ pub(crate) const LAST_ANSWERED: Var = 4;
 pub(crate) const KEPT: usize = 5;
 
 /// The row, apart from its times.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Row {
     /// The owner (an index in the scope's owners) and token the row names.
     pub holder: Option<(usize, Token)>,
@@ -32,7 +32,7 @@ pub(crate) struct Row {
 /// A token the row names: one answered, or one a grant of unknown outcome
 /// made, which nobody saw — larger than `above`, and learnt exactly when an
 /// answer or a call of its owner names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Token {
     Seen(u64),
     Unseen { above: u64 },

@@ -1,7 +1,7 @@
 //! A history's lease operations, paired and grouped by scope: what the model
 //! reads, and nothing else.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::event::{EventKind, Op, OpResult, Outcome};
 use crate::history::History;
@@ -103,7 +103,7 @@ pub(crate) type Scopes = BTreeMap<String, Result<Vec<Operation>, String>>;
 /// The lease operations of every scope. A scope whose grants answer `lock`
 /// (no server times) is not the model's.
 pub(crate) fn lease_operations(history: &History) -> Scopes {
-    let mut completions = HashMap::new();
+    let mut completions = BTreeMap::new();
     for event in &history.events {
         if let EventKind::Complete { op_id, outcome } = &event.kind {
             completions.insert(*op_id, (event.index, event.true_time_us, outcome));

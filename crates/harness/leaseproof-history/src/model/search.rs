@@ -10,7 +10,7 @@
 //! continuation failed is remembered and not tried again.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use crate::design::GrantStamps;
@@ -130,7 +130,7 @@ pub(crate) enum Found {
 }
 
 /// A state of the search: what is settled, the row, the clock.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct State {
     settled: Settled,
     /// The first of the scope's `by_deadline` not yet placed.
@@ -166,7 +166,7 @@ pub(crate) fn search(scope: &Scope<'_>, relax: Relax, budget: u64, states: &mut 
     };
     advance(scope, &mut start, relax);
     let mandatory = scope.by_deadline.len();
-    let mut failed: HashSet<State> = HashSet::new();
+    let mut failed: BTreeSet<State> = BTreeSet::new();
     let mut stack = vec![Frame {
         untried: candidates(scope, &start, relax, false),
         unknowns_listed: false,
@@ -212,7 +212,7 @@ pub(crate) fn search(scope: &Scope<'_>, relax: Relax, budget: u64, states: &mut 
 /// and no longer worth placing — kept small: every operation before
 /// `frontier` is, but those in `open` (of unknown outcome, still worth
 /// placing); from it on, those in `placed` are, and refused ones.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 struct Settled {
     frontier: usize,
     /// Shared between states until one changes it.

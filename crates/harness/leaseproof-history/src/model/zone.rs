@@ -13,7 +13,7 @@
 const UNBOUNDED: i64 = i64::MAX / 4;
 
 /// A closed difference-bound matrix; `None` from a constraint means empty.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Zone {
     size: usize,
     bounds: Vec<i64>,
