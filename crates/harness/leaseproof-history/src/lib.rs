@@ -55,8 +55,8 @@ mod recorder;
 mod timeline;
 
 pub use check::{
-    check, check_with_takeover_bound, invariant_codes, CheckConfig, CheckReport, GrantStamps,
-    Invariant, ShownReport, Stats, TakeoverBound, Violation,
+    invariant_codes, CheckConfig, CheckReport, GrantStamps, Invariant, ShownReport, Stats,
+    TakeoverBound, Violation,
 };
 pub use document::{CheckDocument, Document, Envelope};
 pub use event::{Event, EventKind, FailReason, GuardedRow, Op, OpResult, Outcome, WorkRow};
@@ -64,3 +64,30 @@ pub use field_path::{by_name, duplicate_key, field_in_error};
 pub use history::{History, HistoryError, TablesRead};
 pub use recorder::{Recorder, Stamp};
 pub use timeline::{timeline_html, Annotation};
+
+/// Judges `history`: every invariant, every count.
+///
+/// With `LEASEPROOF_MODEL_BESIDE=DIR` set, the model judges it too and a
+/// history the two judge differently is saved there ([`model`]).
+pub fn check(history: &History, config: &CheckConfig) -> CheckReport {
+    beside_the_model(history, config, check::check(history, config))
+}
+
+/// Like [`check`], and also judges dead holders' takeovers against `bound` (I5).
+/// The bound is beside [`CheckConfig`] rather than in it so callers that spell
+/// the config out field by field keep compiling.
+pub fn check_with_takeover_bound(
+    history: &History,
+    config: &CheckConfig,
+    bound: &TakeoverBound,
+) -> CheckReport {
+    let report = check::check_with_takeover_bound(history, config, bound);
+    beside_the_model(history, config, report)
+}
+
+fn beside_the_model(history: &History, config: &CheckConfig, report: CheckReport) -> CheckReport {
+    if let Some(directory) = std::env::var_os("LEASEPROOF_MODEL_BESIDE") {
+        model::beside::compare(history, config, &report, directory.as_ref());
+    }
+    report
+}

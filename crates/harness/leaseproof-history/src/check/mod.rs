@@ -623,9 +623,6 @@ fn check_inner(
     checker.check_takeovers(bound);
     checker.count_operations();
     let report = checker.report;
-    if let Some(directory) = std::env::var_os("LEASEPROOF_MODEL_BESIDE") {
-        crate::model::beside::compare(history, config, &report, directory.as_ref());
-    }
     // Postconditions: every verdict carries evidence, and the counts agree.
     for violation in &report.violations {
         assert!(

@@ -128,6 +128,37 @@ pub fn validate(
     }
 }
 
+/// What one effect of an explanation needs beside the row.
+struct Effect<'o> {
+    operation: &'o Operation,
+    choice: Choice,
+    /// What the store compared with.
+    now: i64,
+    stamp: i64,
+    restamps: bool,
+}
+
+impl Row {
+    /// Whether the row names `owner` and, if given, may name `token`.
+    fn holds(&self, owner: &str, token: Option<u64>) -> bool {
+        self.holder.as_ref().is_some_and(|(o, held)| {
+            o == owner
+                && token.is_none_or(|token| match *held {
+                    Held::Token(held) => held == token,
+                    Held::Above(above) => token > above,
+                })
+        })
+    }
+
+    /// The row's token is `token`, now known.
+    fn learn(&mut self, token: u64) {
+        if let Some((_, held)) = &mut self.holder {
+            *held = Held::Token(token);
+        }
+        self.max_token = self.max_token.max(token);
+    }
+}
+
 fn apply(
     restamps: bool,
     row: &mut Row,
@@ -136,111 +167,23 @@ fn apply(
     now: i64,
     stamp: i64,
 ) -> Result<(), String> {
+    let effect = Effect {
+        operation,
+        choice,
+        now,
+        stamp,
+        restamps,
+    };
     let owner = operation.owner.as_str();
     let live = row.expires_at > now;
-    let holds = |row: &Row, token: Option<u64>| {
-        row.holder.as_ref().is_some_and(|(o, held)| {
-            o == owner
-                && token.is_none_or(|token| match *held {
-                    Held::Token(held) => held == token,
-                    Held::Above(above) => token > above,
-                })
-        })
-    };
-    let learn = |row: &mut Row, token: u64| {
-        if let Some((_, held)) = &mut row.holder {
-            *held = Held::Token(token);
-        }
-        row.max_token = row.max_token.max(token);
-    };
     match (choice, &operation.call) {
-        (Choice::NewGrant, Call::Acquire { ttl_us }) => {
-            if row.holder.is_some() && live {
-                return Err(format!(
-                    "a new grant while the row is live until {}",
-                    row.expires_at
-                ));
-            }
-            let (held, expires_at) = match &operation.answer {
-                Answer::Lease {
-                    token,
-                    owner: named,
-                    granted_at_us,
-                    expires_at_us,
-                } => {
-                    if *token <= row.max_token || named != owner || *granted_at_us != stamp {
-                        return Err(format!(
-                            "the answer is not a new grant after token {}",
-                            row.max_token
-                        ));
-                    }
-                    (Held::Token(*token), *expires_at_us)
-                }
-                _ => (Held::Above(row.max_token), stamp + ttl_us),
-            };
-            *row = Row {
-                holder: Some((owner.to_string(), held)),
-                granted_at: stamp,
-                expires_at,
-                max_token: match held {
-                    Held::Token(token) => token,
-                    Held::Above(above) => above + 1,
-                },
-            };
-        }
-        (
-            Choice::Extended {
-                restamped: true, ..
-            },
-            _,
-        ) if !restamps => return Err("restamps a grant, which the store never does".into()),
-        (Choice::Extended { extends, restamped }, call) => {
-            let (ttl_us, named) = match *call {
-                Call::Acquire { ttl_us } => (ttl_us, None),
-                Call::Renew { token, ttl_us } => (ttl_us, Some(token)),
-                Call::Release { .. } => return Err("a release does not extend".into()),
-            };
-            if !holds(row, named) || (named.is_none() && !live) {
-                return Err("extends a grant that is not the caller's live one".into());
-            }
-            let greatest = row.expires_at.max(stamp + ttl_us);
-            if extends != (stamp + ttl_us >= row.expires_at) && stamp + ttl_us != row.expires_at {
-                return Err("the expiry did not move as the choice says".into());
-            }
-            if let Answer::Lease {
-                token,
-                owner: named_owner,
-                granted_at_us,
-                expires_at_us,
-            } = &operation.answer
-            {
-                let granted = if restamped { stamp } else { row.granted_at };
-                if !holds(row, Some(*token))
-                    || named.is_some_and(|named| named != *token)
-                    || named_owner != owner
-                    || *expires_at_us != greatest
-                    || *granted_at_us != granted
-                {
-                    return Err(format!(
-                        "answered {expires_at_us}, the row holds {greatest}"
-                    ));
-                }
-            }
-            match (&operation.answer, named) {
-                (Answer::Lease { token, .. }, _) => learn(row, *token),
-                (_, Some(token)) => learn(row, token),
-                _ => {}
-            }
-            if restamped {
-                row.granted_at = stamp;
-            }
-            row.expires_at = greatest;
-        }
+        (Choice::NewGrant, Call::Acquire { ttl_us }) => new_grant(row, &effect, *ttl_us)?,
+        (Choice::Extended { .. }, _) => extend(row, &effect)?,
         (Choice::Ended, Call::Release { token }) => {
-            if !holds(row, Some(*token)) || !live {
+            if !row.holds(owner, Some(*token)) || !live {
                 return Err("ends a grant that is not the caller's live one".into());
             }
-            learn(row, *token);
+            row.learn(*token);
             row.expires_at = stamp;
         }
         (Choice::Nothing, Call::Release { token }) => {
@@ -259,5 +202,93 @@ fn apply(
             return Err(format!("released at {at}, stamped {stamp}"));
         }
     }
+    Ok(())
+}
+
+fn new_grant(row: &mut Row, effect: &Effect<'_>, ttl_us: i64) -> Result<(), String> {
+    let owner = effect.operation.owner.as_str();
+    if row.holder.is_some() && row.expires_at > effect.now {
+        return Err(format!(
+            "a new grant while the row is live until {}",
+            row.expires_at
+        ));
+    }
+    let (held, expires_at) = match &effect.operation.answer {
+        Answer::Lease {
+            token,
+            owner: named,
+            granted_at_us,
+            expires_at_us,
+        } => {
+            if *token <= row.max_token || named != owner || *granted_at_us != effect.stamp {
+                return Err(format!(
+                    "the answer is not a new grant after token {}",
+                    row.max_token
+                ));
+            }
+            (Held::Token(*token), *expires_at_us)
+        }
+        _ => (Held::Above(row.max_token), effect.stamp + ttl_us),
+    };
+    *row = Row {
+        holder: Some((owner.to_string(), held)),
+        granted_at: effect.stamp,
+        expires_at,
+        max_token: match held {
+            Held::Token(token) => token,
+            Held::Above(above) => above + 1,
+        },
+    };
+    Ok(())
+}
+
+fn extend(row: &mut Row, effect: &Effect<'_>) -> Result<(), String> {
+    let Choice::Extended { extends, restamped } = effect.choice else {
+        return Err("not an extension".into());
+    };
+    if restamped && !effect.restamps {
+        return Err("restamps a grant, which the store never does".into());
+    }
+    let (owner, stamp) = (effect.operation.owner.as_str(), effect.stamp);
+    let (ttl_us, named) = match effect.operation.call {
+        Call::Acquire { ttl_us } => (ttl_us, None),
+        Call::Renew { token, ttl_us } => (ttl_us, Some(token)),
+        Call::Release { .. } => return Err("a release does not extend".into()),
+    };
+    if !row.holds(owner, named) || (named.is_none() && row.expires_at <= effect.now) {
+        return Err("extends a grant that is not the caller's live one".into());
+    }
+    let greatest = row.expires_at.max(stamp + ttl_us);
+    if extends != (stamp + ttl_us >= row.expires_at) && stamp + ttl_us != row.expires_at {
+        return Err("the expiry did not move as the choice says".into());
+    }
+    if let Answer::Lease {
+        token,
+        owner: named_owner,
+        granted_at_us,
+        expires_at_us,
+    } = &effect.operation.answer
+    {
+        let granted = if restamped { stamp } else { row.granted_at };
+        if !row.holds(owner, Some(*token))
+            || named.is_some_and(|named| named != *token)
+            || named_owner != owner
+            || *expires_at_us != greatest
+            || *granted_at_us != granted
+        {
+            return Err(format!(
+                "answered {expires_at_us}, the row holds {greatest}"
+            ));
+        }
+    }
+    match (&effect.operation.answer, named) {
+        (Answer::Lease { token, .. }, _) => row.learn(*token),
+        (_, Some(token)) => row.learn(token),
+        _ => {}
+    }
+    if restamped {
+        row.granted_at = stamp;
+    }
+    row.expires_at = greatest;
     Ok(())
 }
