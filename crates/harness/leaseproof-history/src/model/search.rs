@@ -26,8 +26,9 @@ pub(crate) struct Scope<'s> {
     owners: Vec<usize>,
     /// Operations answered `ok`, by completion: the order their deadlines come.
     by_deadline: Vec<usize>,
-    /// See [`needed_until`].
-    needed_until: Vec<Option<usize>>,
+    /// Per owner, its operations answered `ok`, the latest answered first
+    /// (see [`spent`]).
+    answered_by_owner: Vec<Vec<usize>>,
     pub stamps: GrantStamps,
     assumptions: Assumptions,
 }
@@ -51,7 +52,7 @@ impl<'s> Scope<'s> {
             .collect();
         by_deadline.sort_by_key(|&index| operations[index].deadline_us());
         Scope {
-            needed_until: needed_until(operations),
+            answered_by_owner: answered_by_owner(operations, &owners),
             operations,
             owners,
             by_deadline,
@@ -87,28 +88,18 @@ impl Scope<'_> {
     }
 }
 
-/// For an acquisition or renewal of unknown outcome, the last operation of
-/// its owner answered `ok` that was sent after it; none, when none was.
-/// Such an effect only takes the lease or keeps it, which only its owner's
-/// later operations could need: once they have all taken effect (or when
-/// there are none), an explanation that places it stays one without it
-/// (and without its owner's later operations of unknown outcome), so the
-/// search stops trying it.
-fn needed_until(operations: &[Operation]) -> Vec<Option<usize>> {
-    let mut last_answered: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut needed = vec![None; operations.len()];
-    for (index, operation) in operations.iter().enumerate().rev() {
-        if operation.answer == Answer::Unknown && !matches!(operation.call, Call::Release { .. }) {
-            needed[index] = last_answered
-                .get(operation.owner.as_str())
-                .copied()
-                .filter(|&last| operations[last].invoke_us > operation.invoke_us);
-        }
+/// Per owner, its operations answered `ok`, the latest answered first.
+fn answered_by_owner(operations: &[Operation], owners: &[usize]) -> Vec<Vec<usize>> {
+    let mut answered = vec![Vec::new(); owners.iter().max().map_or(0, |max| max + 1)];
+    for (index, operation) in operations.iter().enumerate() {
         if operation.took_effect() {
-            last_answered.entry(&operation.owner).or_insert(index);
+            answered[owners[index]].push(index);
         }
     }
-    needed
+    for list in &mut answered {
+        list.sort_by_key(|&index| Reverse(operations[index].complete_us));
+    }
+    answered
 }
 
 /// One effect of an explanation: which operation, and what it did.
@@ -254,9 +245,13 @@ fn deadline(scope: &Scope<'_>, state: &State) -> i64 {
 }
 
 /// Whether operation `index`, of unknown outcome, can no longer help an
-/// explanation: its owner's operations that could need it have all taken
-/// effect (see [`needed_until`]), or, tokens only growing, the row can
-/// never again name the token it renews or releases.
+/// explanation. An acquisition or renewal only takes the lease or keeps
+/// it, which only its owner's operations answered `ok` and answered after
+/// it was sent could need (any of its owner's threads): once they have all
+/// taken effect, an explanation that places it stays one without it (and
+/// without its owner's later operations of unknown outcome). A renewal or a
+/// release, besides, once the row's token has passed its own (tokens only
+/// grow).
 fn spent(scope: &Scope<'_>, state: &State, index: usize, relax: Relax) -> bool {
     let operation = &scope.operations[index];
     let passed = |token: u64| {
@@ -266,13 +261,19 @@ fn spent(scope: &Scope<'_>, state: &State, index: usize, relax: Relax) -> bool {
                 .holder
                 .is_some_and(|(_, held)| held.least() > token)
     };
+    let unneeded = || {
+        scope.answered_by_owner[scope.owners[index]]
+            .iter()
+            .take_while(|&&other| {
+                scope.operations[other]
+                    .complete_us
+                    .is_some_and(|at| at >= operation.invoke_us)
+            })
+            .all(|&other| is_settled(state, other))
+    };
     match operation.call {
-        Call::Acquire { .. } => {
-            scope.needed_until[index].is_none_or(|last| is_settled(state, last))
-        }
-        Call::Renew { token, .. } => {
-            passed(token) || scope.needed_until[index].is_none_or(|last| is_settled(state, last))
-        }
+        Call::Acquire { .. } => unneeded(),
+        Call::Renew { token, .. } => passed(token) || unneeded(),
         Call::Release { token } => passed(token),
     }
 }
