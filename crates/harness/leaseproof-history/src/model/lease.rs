@@ -151,12 +151,32 @@ pub(crate) struct Readings {
     pub compare: Var,
 }
 
+/// One effect on the row and the clock: its readings added and
+/// constrained, the row stepped, and the readings the next effect needs
+/// kept (the last effect's, the last answered one's); `None` when the
+/// specification forbids it.
+pub(crate) fn take_effect(
+    row: &Row,
+    zone: &mut Zone,
+    operation: &Operation,
+    choice: Choice,
+    context: &Context,
+) -> Option<(Row, Readings)> {
+    let readings = read_clock(zone, context)?;
+    let row = step(row, zone, readings, operation, choice, context)?;
+    zone.assign(LAST, readings.decision);
+    if operation.took_effect() {
+        zone.assign(LAST_ANSWERED, readings.decision);
+    }
+    Some((row, readings))
+}
+
 /// Adds the effect's readings and the clock's constraints on them: the
 /// clock never goes back; a stamp was read when the statement began, at or
 /// before its effect, and after every answered effect that had completed
 /// when the call was sent (less the store's rounding). The store compares with
 /// the stamp (decision) or with its clock at the effect (statement-start).
-pub(crate) fn read_clock(zone: &mut Zone, context: &Context) -> Option<Readings> {
+fn read_clock(zone: &mut Zone, context: &Context) -> Option<Readings> {
     let decision = zone.push();
     let stamp = zone.push();
     let ok = context.relax.clock
@@ -188,7 +208,7 @@ fn began_after(zone: &mut Zone, stamp: Var, context: &Context) -> bool {
 
 /// The row after `operation` took effect as `choice` says, the zone
 /// constrained accordingly; `None` when the specification forbids it.
-pub(crate) fn step(
+fn step(
     row: &Row,
     zone: &mut Zone,
     readings: Readings,

@@ -35,7 +35,7 @@ use crate::history::History;
 pub use lease::Choice;
 pub use operations::{Answer, Call, Operation};
 
-use lease::{Relax, Row, KEPT, LAST, LAST_ANSWERED};
+use lease::{Relax, Row, KEPT};
 use search::{Found, Placed, Scope};
 use zone::Zone;
 
@@ -226,14 +226,10 @@ fn explain(scope: &Scope<'_>, path: &[Placed]) -> Option<Explanation> {
             deadline,
             Relax::default(),
         );
-        let read = lease::read_clock(&mut zone, &context).expect("the path was placed");
-        row = lease::step(&row, &mut zone, read, operation, placed.choice, &context)
+        let read;
+        (row, read) = lease::take_effect(&row, &mut zone, operation, placed.choice, &context)
             .expect("the path was placed");
-        zone.assign(LAST, read.decision);
-        if let Some(completed) = operation.deadline_us() {
-            zone.assign(LAST_ANSWERED, read.decision);
-            latest_completion = latest_completion.max(completed);
-        }
+        latest_completion = latest_completion.max(operation.deadline_us().unwrap_or(i64::MIN));
         readings.push(read);
     }
     let values = zone.solution();
@@ -323,32 +319,6 @@ impl ScopeVerdict {
                 facts.join("; ")
             ),
         }
-    }
-}
-
-impl ModelReport {
-    /// Whether no scope is violated (possible ones and unjudged ones aside).
-    pub fn is_ok(&self) -> bool {
-        !self
-            .scopes
-            .iter()
-            .any(|scope| matches!(scope.verdict, Verdict::Violated(_)))
-    }
-
-    /// The invariants every violated scope breaks.
-    pub fn violated(&self) -> Vec<Invariant> {
-        let mut invariants: Vec<Invariant> = self
-            .scopes
-            .iter()
-            .filter_map(|scope| match &scope.verdict {
-                Verdict::Violated(certificate) => Some(certificate.invariants.clone()),
-                _ => None,
-            })
-            .flatten()
-            .collect();
-        invariants.sort();
-        invariants.dedup();
-        invariants
     }
 }
 

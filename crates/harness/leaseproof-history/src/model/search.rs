@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use crate::design::GrantStamps;
-use crate::model::lease::{self, Choice, Context, Relax, Row, KEPT, LAST, LAST_ANSWERED};
+use crate::model::lease::{self, Choice, Context, Relax, Row, KEPT};
 use crate::model::operations::{Answer, Call, Operation};
 use crate::model::zone::Zone;
 use crate::model::Assumptions;
@@ -375,21 +375,9 @@ fn place(scope: &Scope<'_>, state: &State, placed: Placed, relax: Relax) -> Opti
         relax,
     );
     let mut zone = state.zone.clone();
-    let readings = lease::read_clock(&mut zone, &context)?;
     let operation = &scope.operations[index];
-    let row = lease::step(
-        &state.row,
-        &mut zone,
-        readings,
-        operation,
-        placed.choice,
-        &context,
-    )?;
-    zone.assign(LAST, readings.decision);
+    let (row, _) = lease::take_effect(&state.row, &mut zone, operation, placed.choice, &context)?;
     let deadline = operation.deadline_us();
-    if deadline.is_some() {
-        zone.assign(LAST_ANSWERED, readings.decision);
-    }
     zone.truncate(KEPT);
     let mut after = State {
         settled: state.settled.clone(),
