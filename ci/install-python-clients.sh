@@ -21,7 +21,16 @@ fi
 requirements=examples/clients/python/requirements.txt
 venv=target/leaseproof-clients-venv
 stamp="${venv}/requirements.txt"
+# The clients import the leaseproof Python package (python/src): the venv
+# sees the tree's sources through a .pth file, so the tests run the code the
+# package ships (`pip install ./python` would build the binary as well).
+see_package() {
+    local site
+    site="$("$1/bin/python3" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+    echo "$(pwd)/python/src" > "${site}/leaseproof-source.pth"
+}
 if [ -x "${venv}/bin/python3" ] && cmp -s "${requirements}" "${stamp}"; then
+    see_package "${venv}"
     echo "${venv}/bin/python3"
     exit 0
 fi
@@ -49,6 +58,7 @@ cp "${requirements}" "${building}/requirements.txt"
 rm -rf "${venv}"
 mv "${building}" "${venv}"
 trap - EXIT
+see_package "${venv}"
 # A venv's scripts name their own path: the move leaves them pointing at the
 # temporary one, so call the interpreter directly, never bin/pip, from here on.
 echo "${venv}/bin/python3"

@@ -49,6 +49,14 @@ if [ "$tests_passed" -eq 0 ]; then
     exit 1
 fi
 
+echo "== cargo doc (the published crates: no broken link, no undocumented public item)"
+published=(-p leaseproof-protocol -p leaseproof-postgres -p leaseproof-locks -p leaseproof-history)
+RUSTDOCFLAGS="-D warnings -D missing_docs" cargo doc --no-deps --locked "${published[@]}" \
+    --features leaseproof-locks/conformance
+
+echo "== cargo package (the published crates, each built from its .crate as crates.io would)"
+cargo package --locked "${published[@]}"
+
 echo "== cargo check --features testcontainers (no Docker engine here: built, not run)"
 cargo check -p leaseproof --features testcontainers --locked
 
@@ -58,5 +66,15 @@ cargo bench --workspace --no-run --locked
 echo "== leaseproof verify (the product's main job, on its embedded default)"
 cargo run --release --locked -- verify
 
+echo "== the Python package: pip install ./python in a fresh virtualenv, its pytest suite"
+python_log="$(mktemp)"
+trap 'rm -f "$test_log" "$python_log"' EXIT
+bash ci/python-package.sh 2>&1 | tee "$python_log"
+python_status=${PIPESTATUS[0]}
+if [ "$python_status" -ne 0 ]; then
+    exit "$python_status"
+fi
+python_passed=$(grep -Eo '([0-9]+) passed' "$python_log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+
 echo
-echo "tests: ${tests_passed} passed, ${tests_failed} failed"
+echo "tests: $(( tests_passed + python_passed )) passed (${tests_passed} cargo, ${python_passed} pytest), ${tests_failed} failed"

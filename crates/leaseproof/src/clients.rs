@@ -132,7 +132,7 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
     if let Err(code) = crate::evidence::refuse_unwritable_outputs("clients", &outputs) {
         return code;
     }
-    let (mut failed, mut undecided, mut vacuous, mut runs) = (Vec::new(), Vec::new(), 0_u64, 0_u64);
+    let mut tally = Tally::default();
     for seed in seeds {
         println!("SEED={seed} client={}", args.client);
         let config = args.config(seed);
@@ -147,44 +147,8 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         };
         match outcome {
             Ok(outcome) => {
-                runs += 1;
-                print_outcome(&outcome);
-                if let Some(path) = &args.json {
-                    if let Err(error) = append_json(path, seed, &outcome) {
-                        eprintln!("leaseproof clients: {}: {error}", path.display());
-                        return ExitCode::from(2);
-                    }
-                }
-                let evidence = Evidence {
-                    command: "clients",
-                    title: format!("{} — seed {seed}", outcome.design),
-                    history: &outcome.history,
-                    report: &outcome.report,
-                    marks: &outcome.marks,
-                };
-                if let Err(code) = evidence.write(
-                    args.history.as_deref(),
-                    args.html.as_deref(),
-                    Announce::Stdout,
-                ) {
+                if let Err(code) = settle(&args, seed, &outcome, &mut tally) {
                     return code;
-                }
-                if !outcome.report.is_ok() {
-                    save_evidence(&args, seed, &outcome);
-                    println!("replay: {}", args.replay_line(seed));
-                    failed.push(seed);
-                } else {
-                    if !outcome.report.possible.is_empty() {
-                        if args.fail_on_possible {
-                            // A failure like any other: its evidence kept.
-                            save_evidence(&args, seed, &outcome);
-                            println!("replay: {}", args.replay_line(seed));
-                        }
-                        undecided.push(seed);
-                    }
-                    if outcome.vacuity().is_some() {
-                        vacuous += 1;
-                    }
                 }
             }
             // Bad client output, a client that did not start, a store that
@@ -196,6 +160,12 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         }
         println!();
     }
+    let Tally {
+        failed,
+        undecided,
+        vacuous,
+        runs,
+    } = tally;
     let seeds_named = |seeds: &Vec<u64>| {
         if seeds.is_empty() {
             String::new()
@@ -228,6 +198,72 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The sweep's seeds by verdict.
+#[derive(Default)]
+struct Tally {
+    failed: Vec<u64>,
+    undecided: Vec<u64>,
+    vacuous: u64,
+    runs: u64,
+}
+
+/// One judged seed: its report printed, its evidence and JSON line written,
+/// its verdict counted (an output that cannot be written ends the sweep).
+fn settle(
+    args: &ClientsArgs,
+    seed: u64,
+    outcome: &ClientRunReport,
+    tally: &mut Tally,
+) -> Result<(), ExitCode> {
+    tally.runs += 1;
+    print_outcome(outcome);
+    let evidence = Evidence {
+        command: "clients",
+        title: format!("{} — seed {seed}", outcome.design),
+        history: &outcome.history,
+        report: &outcome.report,
+        marks: &outcome.marks,
+    };
+    evidence.write(
+        args.history.as_deref(),
+        args.html.as_deref(),
+        Announce::Stdout,
+    )?;
+    let undecided_fails = !outcome.report.possible.is_empty() && args.fail_on_possible;
+    // A failure keeps its evidence, a possible one under --fail-on-possible
+    // like any other.
+    let saved = if !outcome.report.is_ok() || undecided_fails {
+        let saved = save_evidence(args, seed, outcome);
+        println!("replay: {}", args.replay_line(seed));
+        saved
+    } else {
+        None
+    };
+    if let Some(path) = &args.json {
+        let line = SeedLine {
+            seed,
+            outcome,
+            replay: args.replay_line(seed),
+            evidence: saved,
+        };
+        if let Err(error) = line.append(path) {
+            eprintln!("leaseproof clients: {}: {error}", path.display());
+            return Err(ExitCode::from(2));
+        }
+    }
+    if !outcome.report.is_ok() {
+        tally.failed.push(seed);
+        return Ok(());
+    }
+    if !outcome.report.possible.is_empty() {
+        tally.undecided.push(seed);
+    }
+    if outcome.vacuity().is_some() {
+        tally.vacuous += 1;
+    }
+    Ok(())
 }
 
 /// How often the seeds run found a violation, with the exact one-sided 95 %
@@ -277,79 +313,102 @@ fn rate_lower_bound(found: u64, runs: u64) -> f64 {
     low
 }
 
-/// One JSON line per seed (format `leaseproof-clients-seed`, version 5:
-/// version 5 added the proxies' `stalled_chunks`; version 4 added `started_after_ms`, `own_exits` and `unanswered`, what
+/// One seed's JSON line (format `leaseproof-clients-seed`, version 6:
+/// version 6 added `violation_messages`, `replay` and `evidence`; version 5 added the proxies' `stalled_chunks`; version 4 added `started_after_ms`, `own_exits` and `unanswered`, what
 /// the clients did of their own; version 3 `possible`, the findings the
 /// evidence could not decide; version 2 `skipped`, `proxy` and `process`,
 /// what the strikes did).
-fn append_json(
-    path: &std::path::Path,
+struct SeedLine<'run> {
     seed: u64,
-    outcome: &ClientRunReport,
-) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut invariants: Vec<&str> = outcome
-        .report
-        .violations
-        .iter()
-        .map(|violation| violation.invariant.code())
-        .collect();
-    invariants.sort_unstable();
-    invariants.dedup();
-    let tally = &outcome.tally;
-    let line = serde_json::json!({
-        "format": "leaseproof-clients-seed",
-        "version": 5,
-        "passed": outcome.passed(),
-        "seed": seed,
-        "design": outcome.design,
-        "faults": outcome.plan.kinds.iter().map(|kind| kind.name()).collect::<Vec<_>>(),
-        "struck": outcome.strikes,
-        "skipped": outcome.strikes_skipped,
-        "proxy": {
-            "replies_dropped": outcome.proxy_effects.replies_dropped,
-            "partition_holds": outcome.proxy_effects.partition_holds,
-            "delayed_chunks": outcome.proxy_effects.delayed_chunks,
-            "connections_reset": outcome.proxy_effects.connections_reset,
-            "stalled_chunks": outcome.proxy_effects.stalled_chunks,
-        },
-        "process": {
-            "stopped": outcome.process_effects.processes_stopped,
-            "killed": outcome.process_effects.processes_killed,
-            "backends_terminated": outcome.process_effects.backends_terminated,
-            "redis_restarts": outcome.process_effects.redis_restarts,
-            "skewed_clients": outcome.process_effects.clients_skewed,
-        },
-        "violations": outcome.report.violations.len(),
-        "invariants": invariants,
-        "first_violation": outcome.report.violations.first().map(ToString::to_string),
-        "possible": outcome.report.possible.len(),
-        "vacuous": outcome.vacuity(),
-        "grants": tally.grants,
-        "writes": tally.writes,
-        "unknowns": tally.unknowns,
-        "incarnations": tally.incarnations,
-        "distinct_winners": outcome.distinct_winners,
-        "started_after_ms": outcome.started_after_ms,
-        "own_exits": outcome.own_exits.len(),
-        "unanswered": outcome.unanswered.len(),
-    });
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
-    writeln!(file, "{line}")
+    outcome: &'run ClientRunReport,
+    /// The command line that runs this seed again.
+    replay: String,
+    /// The saved history and timeline, for a seed that failed.
+    evidence: Option<(PathBuf, PathBuf)>,
 }
 
-/// Writes a failing seed's history and timeline into the output directory.
-fn save_evidence(args: &ClientsArgs, seed: u64, outcome: &ClientRunReport) {
+impl SeedLine<'_> {
+    fn append(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        writeln!(file, "{}", self.to_json())
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let (seed, outcome) = (self.seed, self.outcome);
+        let mut invariants: Vec<&str> = outcome
+            .report
+            .violations
+            .iter()
+            .map(|violation| violation.invariant.code())
+            .collect();
+        invariants.sort_unstable();
+        invariants.dedup();
+        let tally = &outcome.tally;
+        let line = serde_json::json!({
+            "format": "leaseproof-clients-seed",
+            "version": 6,
+            "passed": outcome.passed(),
+            "seed": seed,
+            "design": outcome.design,
+            "faults": outcome.plan.kinds.iter().map(|kind| kind.name()).collect::<Vec<_>>(),
+            "struck": outcome.strikes,
+            "skipped": outcome.strikes_skipped,
+            "proxy": {
+                "replies_dropped": outcome.proxy_effects.replies_dropped,
+                "partition_holds": outcome.proxy_effects.partition_holds,
+                "delayed_chunks": outcome.proxy_effects.delayed_chunks,
+                "connections_reset": outcome.proxy_effects.connections_reset,
+                "stalled_chunks": outcome.proxy_effects.stalled_chunks,
+            },
+            "process": {
+                "stopped": outcome.process_effects.processes_stopped,
+                "killed": outcome.process_effects.processes_killed,
+                "backends_terminated": outcome.process_effects.backends_terminated,
+                "redis_restarts": outcome.process_effects.redis_restarts,
+                "skewed_clients": outcome.process_effects.clients_skewed,
+            },
+            "violations": outcome.report.violations.len(),
+            "invariants": invariants,
+            "first_violation": outcome.report.violations.first().map(ToString::to_string),
+            "violation_messages": outcome.report.violations.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "possible": outcome.report.possible.len(),
+            "vacuous": outcome.vacuity(),
+            "grants": tally.grants,
+            "writes": tally.writes,
+            "unknowns": tally.unknowns,
+            "incarnations": tally.incarnations,
+            "distinct_winners": outcome.distinct_winners,
+            "started_after_ms": outcome.started_after_ms,
+            "own_exits": outcome.own_exits.len(),
+            "unanswered": outcome.unanswered.len(),
+            "replay": self.replay,
+            "evidence": self.evidence.as_ref().map(|(history, timeline)| serde_json::json!({
+                "history": history,
+                "timeline": timeline,
+            })),
+        });
+        line
+    }
+}
+
+/// Writes a failing seed's history and timeline into the output directory,
+/// and says where (nothing, after saying why, when they could not be written).
+fn save_evidence(
+    args: &ClientsArgs,
+    seed: u64,
+    outcome: &ClientRunReport,
+) -> Option<(PathBuf, PathBuf)> {
     let dir = args
         .out
         .clone()
         .unwrap_or_else(leaseproof_sim::evidence_dir);
     if let Err(error) = std::fs::create_dir_all(&dir) {
         eprintln!("leaseproof clients: {}: {error}", dir.display());
-        return;
+        return None;
     }
     // Named by design too: two designs swept over the same seeds into the
     // default directory must not overwrite each other's evidence.
@@ -364,10 +423,14 @@ fn save_evidence(args: &ClientsArgs, seed: u64, outcome: &ClientRunReport) {
         &outcome.marks,
     );
     match (outcome.history.save(&history), std::fs::write(&html, page)) {
-        (Ok(()), Ok(())) => println!("evidence: {} and {}", history.display(), html.display()),
+        (Ok(()), Ok(())) => {
+            println!("evidence: {} and {}", history.display(), html.display());
+            return Some((history, html));
+        }
         (Err(error), _) => eprintln!("leaseproof clients: {error}"),
         (_, Err(error)) => eprintln!("leaseproof clients: {}: {error}", html.display()),
     }
+    None
 }
 
 /// A design's name as a file name's part: ASCII letters and digits in lower

@@ -64,6 +64,9 @@ enum Command {
     /// Start a throwaway PostgreSQL cluster, print its DATABASE_URL, and keep it
     /// until standard input closes (for running the tests against one server).
     Pg,
+    /// Start a throwaway Redis server, print its REDIS_URL, and keep it until
+    /// standard input closes.
+    Redis,
 }
 
 fn main() -> ExitCode {
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         Command::Pg => {
             runtime().block_on(leaseproof_pgcluster::serve_throwaway_until_stdin_closes())
         }
+        Command::Redis => leaseproof_redis_server::serve_throwaway_until_stdin_closes(),
     }
 }
 

@@ -10,7 +10,7 @@ wakes up, writes over its successor's work and frees its successor's lock.
 import asyncpg
 import redis.asyncio as aioredis
 
-import leaseproof_client as lp
+from leaseproof import client as lp
 
 
 class PlainDel:

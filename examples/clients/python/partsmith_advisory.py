@@ -13,18 +13,16 @@ from pg_partsmith.exceptions import LockAcquisitionError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-import leaseproof_client as lp
+from leaseproof import client as lp
 
-
-def engine_url(url):
-    scheme, rest = url.split("://", 1)
-    return "postgresql+asyncpg://" + rest
+INSERT = (f"INSERT INTO {lp.ROWS_TABLE} (scope, owner, token, cycle_id, item) "
+          "VALUES (:scope, :owner, :token, :cycle_id, :item)")
 
 
 class PartsmithAdvisory(lp.ContextLock):
     def __init__(self):
         super().__init__()
-        self._engine = create_async_engine(engine_url(lp.DATABASE_URL))
+        self._engine = create_async_engine("postgresql+asyncpg://" + lp.DATABASE_URL.split("://", 1)[1])
         self._manager = PostgresAdvisoryLockManager(self._engine)
 
     async def acquire(self, request):
@@ -38,16 +36,7 @@ class PartsmithAdvisory(lp.ContextLock):
     async def write(self, request):
         async def work():
             async with self._engine.begin() as connection:
-                await connection.execute(
-                    text(
-                        f"INSERT INTO {lp.ROWS_TABLE} (scope, owner, token, cycle_id, item) "
-                        "VALUES (:scope, :owner, :token, :cycle_id, :item)"
-                    ),
-                    [
-                        {"scope": scope, "owner": owner, "token": token, "cycle_id": cycle_id, "item": item}
-                        for scope, owner, token, cycle_id, item in lp.rows_of(request)
-                    ],
-                )
+                await connection.execute(text(INSERT), lp.rows_as_dicts(request))
 
         await self.run_held(request["table"], work)
 

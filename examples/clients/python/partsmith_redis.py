@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from pg_partsmith.aio.lock import RedisDistributedLockManager
 from pg_partsmith.exceptions import LockAcquisitionError, LockLostError
 
-import leaseproof_client as lp
+from leaseproof import client as lp
 
 
 class PartsmithRedis(lp.ContextLock):
@@ -41,8 +41,7 @@ class PartsmithRedis(lp.ContextLock):
             held_errors=(LockAcquisitionError,),
             lost_errors=(LockLostError,),
         )
-        # The key lives at least its TTL from the SET; the watchdog may keep
-        # it longer, which leaseproof does not count on.
+        # The key lives its TTL from the SET (longer if the watchdog renews).
         return {"lifetime_ms": self._ttl_seconds * 1000}
 
     async def write(self, request):
@@ -50,7 +49,6 @@ class PartsmithRedis(lp.ContextLock):
             if self._connection is None or self._connection.is_closed():
                 self._connection = await asyncpg.connect(lp.DATABASE_URL)
             await lp.write_rows(self._connection, request)
-
         await self.run_held(request["table"], work)
 
     async def is_locked(self, request):

@@ -1,12 +1,13 @@
 """Three threads share a lock with a TTL and write rows under it; the run is
-recorded with `leaseproof_history` and judged by `leaseproof check`.
+recorded with `leaseproof.recorder` and judged by `leaseproof check`.
 
+    pip install ./python      # or PYTHONPATH=python/src, from the repository
     python3 examples/recorders/python/example.py run.jsonl            # a correct lock
     python3 examples/recorders/python/example.py run.jsonl --broken   # check-then-set
     leaseproof check run.jsonl
 
 The lock is a toy kept in memory (its "store" has its own clock and commit
-log), so the example needs nothing installed. `--broken` reads the lock,
+log), so the example needs nothing but the package. `--broken` reads the lock,
 pauses, then takes it without looking again — the read-then-write race real
 locks get wrong — and `check` proves two holders at once.
 """
@@ -15,7 +16,7 @@ import sys
 import threading
 import time
 
-from leaseproof_history import Recorder
+from leaseproof.recorder import Recorder
 
 TTL_US = 200_000
 SCOPE = "nightly-report"

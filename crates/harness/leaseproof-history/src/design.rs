@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 /// What the checker is told beyond the history: what the design says about
-/// itself. A history can carry it (its `design` record, [`History::design`]),
+/// itself. A history can carry it (its `design` record, [`crate::History::design`]),
 /// so a saved run is judged again as it was judged when recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

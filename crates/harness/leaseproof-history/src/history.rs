@@ -158,7 +158,7 @@ impl History {
 
     /// Parses [`History::to_json_lines`] output; blank lines are skipped.
     /// Strict: an unknown field, a malformed value or a structural error
-    /// ([`Validator`]) is refused with the line and the field's path.
+    /// (`Validator`) is refused with the line and the field's path.
     pub fn from_json_lines(text: &str) -> Result<History, HistoryError> {
         let mut history = History::default();
         let mut validator = Validator::default();

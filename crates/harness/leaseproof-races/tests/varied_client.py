@@ -68,9 +68,9 @@ import asyncpg
 
 sys.path.insert(
     0,
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../../examples/clients/python"),
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../../python/src"),
 )
-import leaseproof_client as lp  # noqa: E402 - found through the path above
+from leaseproof import client as lp  # noqa: E402 - found through the path above
 
 PLANTS = (
     "fence-outside",

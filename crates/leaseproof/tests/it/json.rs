@@ -299,8 +299,19 @@ async fn a_clients_seed_line_says_what_its_strikes_did() {
     let (code, text) = run_off_the_runtime(&args, &path).await;
     let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
     assert_eq!(line["format"], "leaseproof-clients-seed");
-    assert_eq!(line["version"], 5);
+    assert_eq!(line["version"], 6);
     assert!(line["possible"].is_u64(), "{text}");
+    // The line that runs this seed again, whatever its verdict; evidence
+    // only for a seed that failed.
+    let replay = line["replay"].as_str().unwrap();
+    assert!(replay.contains(&format!("--seed {seed}")), "{text}");
+    assert!(replay.contains("--faults kill"), "{text}");
+    assert_eq!(line["evidence"].is_null(), code == 0, "{text}");
+    assert_eq!(
+        line["violation_messages"].as_array().unwrap().len() as u64,
+        line["violations"].as_u64().unwrap(),
+        "{text}"
+    );
     assert!(line["started_after_ms"].is_u64(), "{text}");
     // The lease's client neither crashes nor hangs by itself: every exit
     // and every unanswered request is a strike's.

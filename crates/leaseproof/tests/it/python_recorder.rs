@@ -1,5 +1,5 @@
 //! A history recorded by a Python program with the shipped recorder
-//! (`examples/recorders/python/leaseproof_history.py`) is judged by
+//! (`leaseproof.recorder`, `python/src/leaseproof/recorder.py`) is judged by
 //! `leaseproof check`: a correct lock passes, a check-then-set lock is
 //! convicted (I1), both from files written outside Rust.
 
@@ -25,9 +25,15 @@ pub(crate) fn python3() -> Option<&'static str> {
     None
 }
 
+/// `PYTHONPATH` naming the Python package's sources, as `pip install` would.
+fn package_path() -> std::path::PathBuf {
+    repository().join("python/src")
+}
+
 fn record(python: &str, out: &std::path::Path, broken: bool) {
     let mut command = Command::new(python);
     command
+        .env("PYTHONPATH", package_path())
         .arg(repository().join("examples/recorders/python/example.py"))
         .arg(out);
     if broken {
@@ -120,7 +126,7 @@ fn a_history_recorded_in_python_is_judged() {
 const LEASE_HISTORY: &str = r#"
 import sys
 sys.path.insert(0, sys.argv[1])
-from leaseproof_history import Recorder as R
+from leaseproof.recorder import Recorder as R
 
 stale = sys.argv[3] == "stale"
 h = R(design={"grant_stamps": "decision"})
@@ -153,7 +159,7 @@ fn a_lease_history_recorded_in_python_with_guarded_rows_is_judged() {
         let output = Command::new(python)
             .arg("-c")
             .arg(LEASE_HISTORY)
-            .arg(repository().join("examples/recorders/python"))
+            .arg(package_path())
             .arg(&file)
             .arg(variant)
             .output()
@@ -182,7 +188,7 @@ fn the_python_recorder_refuses_what_check_refuses_as_it_happens() {
         return;
     };
     let script = r#"
-from leaseproof_history import Recorder
+from leaseproof.recorder import Recorder
 r = Recorder()
 op = r.invoke("w1", r.acquire("s", "w1", 1000), incarnation=1)
 for name, attempt in [
@@ -227,7 +233,7 @@ except ValueError as error:
     let output = Command::new(python)
         .arg("-c")
         .arg(script)
-        .current_dir(repository().join("examples/recorders/python"))
+        .env("PYTHONPATH", package_path())
         .output()
         .expect("run python");
     let text = String::from_utf8_lossy(&output.stdout);

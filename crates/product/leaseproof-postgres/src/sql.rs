@@ -57,7 +57,7 @@ pub const SELECT_HOLDER: &str = "\
 SELECT owner, token, (extract(epoch FROM expires_at) * 1000000)::int8
 FROM leaseproof_leases WHERE scope = $1 AND expires_at > now()";
 
-/// The read-first check (see [`crate::read_first`]): the live grant of
+/// The read-first check (see [`crate::ReadFirst`]): the live grant of
 /// another owner, read-only, on the server's clock. `$1` scope, `$2` owner.
 /// A row refuses the acquisition at once and names the holder; no row sends
 /// the acquisition statement, which decides again under the row lock. The

@@ -16,6 +16,7 @@
 
 #[cfg(feature = "testcontainers")]
 mod container;
+mod serve;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::DirBuilderExt as _;
@@ -25,6 +26,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rand::Rng as _;
+
+pub use crate::serve::serve_throwaway_until_stdin_closes;
 
 /// The variable that makes a missing Redis a test failure.
 pub const REQUIRE_REDIS_ENV: &str = "LEASEPROOF_REQUIRE_REDIS";
@@ -143,6 +146,13 @@ impl RedisServer {
         self.throwaway
             .as_ref()
             .map(|throwaway| throwaway.child.id())
+    }
+
+    /// The throwaway server's directory (`None` for a server we did not start).
+    pub fn dir(&self) -> Option<&Path> {
+        self.throwaway
+            .as_ref()
+            .map(|throwaway| throwaway._dir.path())
     }
 
     /// Kills the throwaway server (SIGKILL, a crash) and starts it again on

@@ -4,12 +4,12 @@
 //! Goal: report a violation only when no assignment of effect instants,
 //! store-clock readings and unknown outcomes satisfies the lease's
 //! specification, and carry the proof beside every verdict. `docs/model.md`
-//! states the model; [`lease`] is its letter.
+//! states the model; `lease` is its letter.
 //!
 //! Method, per scope (scopes share nothing): pair the operations
-//! ([`operations`]), search for an explanation ([`search`]: Wing and Gong's
+//! (`operations`), search for an explanation (`search`: Wing and Gong's
 //! order search, the clock's unknowns as difference constraints in a
-//! [`zone::Zone`]). Found: the explanation, replayed to concrete readings
+//! `zone::Zone`). Found: the explanation, replayed to concrete readings
 //! ([`Explanation`]), which [`validate`] checks without the zone. None:
 //! search again with one part of the specification dropped at a time to
 //! name what no explanation satisfies ([`Certificate::invariants`]), and

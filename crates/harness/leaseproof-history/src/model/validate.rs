@@ -1,7 +1,7 @@
 //! An explanation checked on its own: the effects replayed with concrete
 //! readings against the table of `docs/model.md`, with no search and no zone.
 //!
-//! Written apart from [`crate::model::lease`] so that the two must agree on
+//! Written apart from `crate::model::lease` so that the two must agree on
 //! the model, not on code: the tests run it on every explanation the judge
 //! gives.
 

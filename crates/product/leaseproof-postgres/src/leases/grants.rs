@@ -57,7 +57,7 @@ impl PostgresLeases {
     /// tries again the moment one is released, or after a jittered pause of
     /// about an eighth of the TTL (10 ms to 500 ms, ±50 %, so waiters do not
     /// march in step), until granted or the deadline. A waiter that was
-    /// refused reads first ([`ReadFirst::AfterRefusal`]): polling costs a
+    /// refused reads first ([`crate::ReadFirst::AfterRefusal`]): polling costs a
     /// primary-key read, never a write or a row lock. A holder that releases
     /// is followed at once; one that dies, within one pause of its expiry
     /// (an expiry notifies nobody). Without the listener (it could not

@@ -169,7 +169,7 @@ impl PostgresLeases {
     /// the row before it sends the acquisition statement
     /// ([`ReadFirst::AfterRefusal`] by default: a polling loser costs a
     /// primary-key read, a first attempt or a winner one statement; see
-    /// [`crate::read_first`]). The decision is the statement's either way.
+    /// [`ReadFirst`]). The decision is the statement's either way.
     pub fn with_read_first(mut self, mode: ReadFirst) -> PostgresLeases {
         self.read_first = mode;
         self

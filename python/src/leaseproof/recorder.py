@@ -7,7 +7,7 @@ send, the completion *after* the answer arrived. Then add the rows your
 lock protected, read back after the run, with their commit times on the
 store's clock where it can tell.
 
-    from leaseproof_history import Recorder
+    from leaseproof.recorder import Recorder
     history = Recorder(design={"grant_stamps": "statement-start"})
     op = history.invoke("w1", history.acquire("job", "w1", ttl_us=2_000_000))
     ... take the lock ...

@@ -5,7 +5,7 @@ one JSON request per line on stdin and prints one JSON answer per line on
 stdout (docs/client-protocol.md). This module does the talking, so a client
 is its lock calls and little else:
 
-    import leaseproof_client as lp
+    from leaseproof import client as lp
 
     class MyLock:
         async def acquire(self, request): ...   # raise lp.Held if taken
@@ -15,14 +15,21 @@ is its lock calls and little else:
 
     lp.main(MyLock(), name="my lock")
 
-A handler returns a dict of answer fields (or None) for `ok`; raises `Held`,
-`Stale` or `Failed` for a definite failure; anything else it raises is
-answered `unknown` (it may or may not have taken effect). `notify_lost`
+Handlers may be coroutines (served on an asyncio loop) or plain functions
+(served by a plain loop, for a blocking driver such as psycopg or redis-py's
+synchronous client); one lock uses one kind. A handler returns a dict of
+answer fields (or None) for `ok`; raises `Held`, `Stale` or `Failed` for a
+definite failure; anything else it raises is answered `unknown` (it may or
+may not have taken effect — leaseproof then restarts the process as a new
+incarnation, so a handler never has to recover from one). `notify_lost`
 tells leaseproof that the lock told its holder the lock is gone.
+`own_timeout_s(ttl_ms)` is the longest a client's own timeout (statement,
+socket) may be and still turn a lost reply into `unknown` rather than a hang.
 Standard library only.
 """
 
 import asyncio
+import inspect
 import json
 import os
 import sys
@@ -35,6 +42,10 @@ DATABASE_URL = os.environ.get("LEASEPROOF_DATABASE_URL", "")
 REDIS_URL = os.environ.get("LEASEPROOF_REDIS_URL", "")
 ROWS_TABLE = os.environ.get("LEASEPROOF_ROWS_TABLE", "leaseproof_client_rows")
 WORKER = os.environ.get("LEASEPROOF_WORKER", "w0")
+INCARNATION = int(os.environ.get("LEASEPROOF_INCARNATION", "0"))
+
+# Requests one process may get; a handler for another name is never called.
+REQUESTS = ("acquire", "renew", "write", "release", "is_locked")
 
 
 class Held(Exception):
@@ -47,6 +58,14 @@ class Stale(Exception):
 
 class Failed(Exception):
     """Certainly did not take effect, for another reason."""
+
+
+def own_timeout_s(ttl_ms):
+    """The longest timeout of the client's own (statement, socket, pool) in
+    seconds: leaseproof calls a request left unanswered for 4 x TTL + 5 s a
+    hang, and under `clock-skew` a process's clocks may run at a quarter of
+    real speed, so a timeout must stay below a quarter of that."""
+    return (4 * ttl_ms + 5_000) / 4 / 1_000 * 0.9
 
 
 def _send(message):
@@ -75,13 +94,63 @@ def rows_of(request):
     ]
 
 
+def rows_as_dicts(request):
+    """The rows a write request asks for, as named parameters (`:scope`,
+    `:owner`, `:token`, `:cycle_id`, `:item`: SQLAlchemy's `text()`)."""
+    names = ("scope", "owner", "token", "cycle_id", "item")
+    return [dict(zip(names, row)) for row in rows_of(request)]
+
+
 async def write_rows(connection, request):
     """Inserts a write request's rows on an asyncpg connection, in one transaction."""
     async with connection.transaction():
         await connection.executemany(insert_rows_sql(), rows_of(request))
 
 
-async def _serve(lock, hello):
+async def create_once(connection, ddl):
+    """Runs a `CREATE ... IF NOT EXISTS` on an asyncpg connection. Clients
+    start together, and two sessions may both pass the existence check: the
+    loser fails on `pg_type`'s unique index (SQLSTATE 23505), and the table
+    is there all the same."""
+    try:
+        await connection.execute(ddl)
+    except Exception as error:  # noqa: BLE001 - only a concurrent creation is forgiven
+        if getattr(error, "sqlstate", None) != "23505":
+            raise
+
+
+def micros(moment):
+    """A `datetime` (a `timestamptz`) as µs since the epoch, as
+    `granted_at_us`, `expires_at_us` and `released_at_us` are given."""
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+def _handler(lock, request):
+    """The lock's method for a request; None, after refusing the request,
+    when the lock has none."""
+    kind = request["type"]
+    handler = getattr(lock, kind, None) if kind in REQUESTS else None
+    if handler is None:
+        _send({"type": "fail", "in_reply_to": request["msg_id"], "reason": "error",
+               "text": f"{kind} is not supported"})
+    return handler
+
+
+def _answer(msg_id, outcome):
+    """The answer to a request whose handler returned `outcome` (its fields)
+    or raised it (an exception)."""
+    if not isinstance(outcome, BaseException):
+        return {"type": "ok", "in_reply_to": msg_id, **(outcome or {})}
+    for error_type, reason in ((Held, "held"), (Stale, "stale"), (Failed, "error")):
+        if isinstance(outcome, error_type):
+            return {"type": "fail", "in_reply_to": msg_id, "reason": reason, "text": str(outcome)}
+    # Any other outcome is unknown: the lock may or may not have acted.
+    traceback.print_exception(type(outcome), outcome, outcome.__traceback__, file=sys.stderr)
+    return {"type": "unknown", "in_reply_to": msg_id,
+            "text": f"{type(outcome).__name__}: {outcome}"[:300]}
+
+
+async def _serve_async(lock, hello):
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -91,33 +160,50 @@ async def _serve(lock, hello):
         if not line:
             return  # stdin closed: leaseproof is done with us
         request = json.loads(line)
-        msg_id = request["msg_id"]
-        handler = getattr(lock, request["type"], None)
+        handler = _handler(lock, request)
         if handler is None:
-            _send({"type": "fail", "in_reply_to": msg_id, "reason": "error",
-                   "text": f"{request['type']} is not supported"})
             continue
         try:
-            fields = await handler(request) or {}
-            _send({"type": "ok", "in_reply_to": msg_id, **fields})
-        except Held as error:
-            _send({"type": "fail", "in_reply_to": msg_id, "reason": "held", "text": str(error)})
-        except Stale as error:
-            _send({"type": "fail", "in_reply_to": msg_id, "reason": "stale", "text": str(error)})
-        except Failed as error:
-            _send({"type": "fail", "in_reply_to": msg_id, "reason": "error", "text": str(error)})
-        except (Exception, asyncio.CancelledError) as error:  # noqa: BLE001 - any other outcome is unknown
-            traceback.print_exc(file=sys.stderr)
-            _send({"type": "unknown", "in_reply_to": msg_id,
-                   "text": f"{type(error).__name__}: {error}"[:300]})
+            outcome = await handler(request)
+        except (Exception, asyncio.CancelledError) as error:  # noqa: BLE001 - judged by _answer
+            outcome = error
+        _send(_answer(request["msg_id"], outcome))
+
+
+def _serve_plain(lock, hello):
+    _send(hello)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if (handler := _handler(lock, request)) is None:
+            continue
+        try:
+            outcome = handler(request)
+        except Exception as error:  # noqa: BLE001 - judged by _answer
+            outcome = error
+        _send(_answer(request["msg_id"], outcome))
+
+
+def _is_async(lock):
+    """Whether the lock's handlers are coroutines (all of them, or none)."""
+    kinds = {inspect.iscoroutinefunction(getattr(lock, kind))
+             for kind in REQUESTS if callable(getattr(lock, kind, None))}
+    if len(kinds) > 1:
+        raise TypeError("a lock's handlers are all coroutines or all plain functions")
+    return kinds == {True}
 
 
 def main(lock, name, renew=False, grant_stamps=None):
-    """Runs the protocol loop for `lock` until stdin closes."""
+    """Says hello and answers requests for `lock` until stdin closes.
+
+    `renew`: the lock answers `renew` requests. `grant_stamps`: for a lease
+    reporting server times, `"decision"` or `"statement-start"`."""
     hello = {"type": "hello", "protocol": PROTOCOL, "name": name, "renew": renew}
     if grant_stamps is not None:
         hello["grant_stamps"] = grant_stamps
-    asyncio.run(_serve(lock, hello))
+    if _is_async(lock):
+        asyncio.run(_serve_async(lock, hello))
+    else:
+        _serve_plain(lock, hello)
 
 
 class HeldContext:

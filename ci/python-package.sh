@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The Python package (python/) as a user gets it: a fresh virtualenv,
+# `pip install ./python` (maturin builds the wheel with the `leaseproof`
+# binary inside; the release build cargo already made is reused when the
+# flags match), then the package's own pytest suite, which drives the
+# installed binary against real servers through the plugin.
+#
+#   bash ci/python-package.sh         # prints pytest's summary; exit = pytest's
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=target/python-package-venv
+rm -rf "${venv}"
+python3 -m venv "${venv}"
+pip=("${venv}/bin/python3" -m pip --disable-pip-version-check --quiet)
+"${pip[@]}" install --no-deps -r examples/clients/python/requirements.txt -r python/tests/requirements.txt
+started=$(date +%s)
+"${pip[@]}" install ./python
+echo "pip install ./python: $(( $(date +%s) - started )) s"
+"${venv}/bin/python3" -m pip check
+# The installed package is what is tested, not the tree's sources.
+cd python/tests
+exec "../../${venv}/bin/python3" -m pytest -p no:cacheprovider -q "$@"
