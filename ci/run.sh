@@ -5,6 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage's wall time, printed at the end: `stage NAME` closes the stage
+# before it and opens NAME.
+stage_times=()
+stage_name="install what the tests need"
+stage_started=$SECONDS
+stage() {
+    stage_times+=("$(printf '%6d s  %s' $(( SECONDS - stage_started )) "${stage_name}")")
+    stage_name="$1"
+    stage_started=$SECONDS
+    echo "== $1"
+}
+
 bash ci/install-postgres.sh
 bash ci/install-redis.sh
 bash ci/install-chromium.sh
@@ -26,13 +38,13 @@ export LEASEPROOF_REQUIRE_PGBOUNCER=1
 export RUSTFLAGS="${RUSTFLAGS:-} -D warnings"
 export CARGO_TERM_COLOR=never
 
-echo "== cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy"
+stage "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== cargo test (the README's test command)"
+stage "cargo test (the README's test command)"
 test_log="$(mktemp)"
 trap 'rm -f "$test_log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$test_log"
@@ -49,24 +61,24 @@ if [ "$tests_passed" -eq 0 ]; then
     exit 1
 fi
 
-echo "== cargo doc (the published crates: no broken link, no undocumented public item)"
+stage "cargo doc (the published crates: no broken link, no undocumented public item)"
 published=(-p leaseproof-protocol -p leaseproof-postgres -p leaseproof-locks -p leaseproof-history)
 RUSTDOCFLAGS="-D warnings -D missing_docs" cargo doc --no-deps --locked "${published[@]}" \
     --features leaseproof-locks/conformance
 
-echo "== cargo package (the published crates, each built from its .crate as crates.io would)"
+stage "cargo package (the published crates, each built from its .crate as crates.io would)"
 cargo package --locked "${published[@]}"
 
-echo "== cargo check --features testcontainers (no Docker engine here: built, not run)"
+stage "cargo check --features testcontainers (no Docker engine here: built, not run)"
 cargo check -p leaseproof --features testcontainers --locked
 
-echo "== cargo bench --no-run (benches must build, they are not run in CI)"
+stage "cargo bench --no-run (benches must build, they are not run in CI)"
 cargo bench --workspace --no-run --locked
 
-echo "== leaseproof verify (the product's main job, on its embedded default)"
+stage "leaseproof verify (the product's main job, on its embedded default)"
 cargo run --release --locked -- verify
 
-echo "== the Python package: pip install ./python in a fresh virtualenv, its pytest suite"
+stage "the Python package: pip install ./python in a fresh virtualenv, its pytest suite"
 python_log="$(mktemp)"
 trap 'rm -f "$test_log" "$python_log"' EXIT
 bash ci/python-package.sh 2>&1 | tee "$python_log"
@@ -76,5 +88,8 @@ if [ "$python_status" -ne 0 ]; then
 fi
 python_passed=$(grep -Eo '([0-9]+) passed' "$python_log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 
+stage "done"
 echo
+echo "stage times (total $(( SECONDS / 60 )) min $(( SECONDS % 60 )) s):"
+printf '%s\n' "${stage_times[@]}"
 echo "tests: $(( tests_passed + python_passed )) passed (${tests_passed} cargo, ${python_passed} pytest), ${tests_failed} failed"

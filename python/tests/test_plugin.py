@@ -110,3 +110,21 @@ def test_a_recorded_history_is_judged_by_the_fixture(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*leaseproof check *broken.jsonl:*", "i1-mutual-exclusion (job): overlap*"])
+
+
+def test_the_readmes_test_file_runs_against_the_plugin(pytester):
+    # The README's `test_locks.py`, as a user copies it (the clients' path
+    # made absolute), run briefly and without faults: what it calls exists
+    # and runs; its verdicts at full length are measured in docs/python.md.
+    readme = (CLIENTS.parents[2] / "README.md").read_text()
+    sample = readme.split("# test_locks.py\n", 1)[1].split("```", 1)[0]
+    assert sample.count("\n") <= 20, "the README promises a test of 20 lines at most"
+    sample = sample.replace('CLIENTS = "examples/clients/python"', f"CLIENTS = {str(CLIENTS)!r}")
+    pytester.makepyfile(test_locks=sample)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--leaseproof-seeds", "0..1", "--leaseproof-faults", "none",
+        "--leaseproof-duration-ms", "3000",
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 2, result.stdout.str()
+    assert "Traceback" not in result.stdout.str()

@@ -17,6 +17,7 @@ mod possible_findings;
 mod python_recorder;
 mod readme;
 mod replay;
+mod servers;
 mod shards;
 mod tidy;
 mod timeline;

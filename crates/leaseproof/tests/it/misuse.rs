@@ -180,6 +180,12 @@ fn a_missing_helper_program_is_named_not_mistaken_for_a_missing_user() {
     // runs as `postgres`, looked up with `id`, switched to with `runuser`/`su`.
     let running_as_root = std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0);
     if !running_as_root || !leaseproof_pgcluster::binaries_available() {
+        // CI runs as root with the binaries (LEASEPROOF_REQUIRE_PG=1): there
+        // this path must be tried, not skipped.
+        assert!(
+            !leaseproof_pgcluster::require_pg(),
+            "LEASEPROOF_REQUIRE_PG=1, but the helper-program test needs root (here: {running_as_root}) and PostgreSQL's binaries"
+        );
         eprintln!(
             "LEASEPROOF SKIP: the helper-program message is root's path with PostgreSQL binaries"
         );

@@ -167,3 +167,59 @@ fn the_scanner_sees_what_it_looks_for() {
         );
     }
 }
+
+/// What a run leaves behind and the repository must not keep: pid files,
+/// traces, the evidence `clients`, `sim` and `race` save, virtualenvs, Python
+/// caches, wheels.
+fn runtime_artefact(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let evidence = (name.starts_with("clients-") || name.starts_with("seed-"))
+        && (name.ends_with(".html") || name.ends_with(".jsonl"));
+    [".pid", ".trace", ".whl", ".pyc", ".crate"]
+        .iter()
+        .any(|suffix| name.ends_with(suffix))
+        || evidence
+        || path.split('/').any(|part| {
+            ["__pycache__", "leaseproof-out", ".pytest_cache", "target"].contains(&part)
+                || part.ends_with("-venv")
+        })
+}
+
+#[test]
+fn no_runtime_artefact_is_committed() {
+    let output = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(repository())
+        .output()
+        .expect("git, to list the repository's files");
+    assert!(output.status.success(), "git ls-files: {output:?}");
+    let listed = String::from_utf8(output.stdout).unwrap();
+    let files: Vec<&str> = listed.split('\0').filter(|path| !path.is_empty()).collect();
+    assert!(files.len() > 100, "git listed {} files", files.len());
+    let artefacts: Vec<&&str> = files.iter().filter(|path| runtime_artefact(path)).collect();
+    assert!(
+        artefacts.is_empty(),
+        "runtime artefacts committed: {artefacts:?}"
+    );
+}
+
+#[test]
+fn the_artefact_scanner_sees_what_it_looks_for() {
+    for artefact in [
+        "batch3.pid",
+        "crates/x/run.trace",
+        "leaseproof-out/clients-lock-seed-3.html",
+        "python/src/leaseproof/__pycache__/client.cpython-311.pyc",
+        "target/python-package-venv/bin/python3",
+        "seed-12.jsonl",
+    ] {
+        assert!(runtime_artefact(artefact), "{artefact}");
+    }
+    for kept in [
+        "examples/histories/broken.jsonl",
+        "docs/timeline.png",
+        "ci/run.sh",
+    ] {
+        assert!(!runtime_artefact(kept), "{kept}");
+    }
+}
