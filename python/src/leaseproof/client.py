@@ -25,6 +25,10 @@ incarnation, so a handler never has to recover from one). `notify_lost`
 tells leaseproof that the lock told its holder the lock is gone.
 `own_timeout_s(ttl_ms)` is the longest a client's own timeout (statement,
 socket) may be and still turn a lost reply into `unknown` rather than a hang.
+Turn off the retries a driver makes by itself (redis-py's `Redis(host=...)`
+retries 10 times by default: pass `retry=Retry(NoBackoff(), 0)`): a retried
+`SET NX` whose first reply was lost finds its own key and is answered
+`held` for a grant that took effect.
 Standard library only.
 """
 

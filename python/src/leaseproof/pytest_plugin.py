@@ -16,9 +16,10 @@ evidence goes under the test's `tmp_path`. `leaseproof.check(path)` judges a
 history recorded with `leaseproof.recorder` the same way.
 
 How hard it looks: the marker's `seeds`, `faults`, `duration_ms`, `ttl_ms`,
-`clients`, `fail_on_possible`; the command line's `--leaseproof-seeds`,
-`--leaseproof-faults` and `--leaseproof-duration-ms` override them all (a
-nightly job runs more seeds of the same tests).
+`clients`, `fail_on_possible`, or the same keywords to `.clients(...)`; the
+command line's `--leaseproof-seeds`, `--leaseproof-faults` and
+`--leaseproof-duration-ms` override them all (a nightly job runs more seeds
+of the same tests).
 
 `leaseproof_postgres` and `leaseproof_redis` (session scope) are the URLs
 of a throwaway PostgreSQL and Redis (`leaseproof pg`, `leaseproof redis`),
@@ -60,8 +61,9 @@ class Leaseproof:
     """The `leaseproof` fixture: judges lock clients and histories, failing
     the test with what it found."""
 
-    def __init__(self, settings: Dict, out):
+    def __init__(self, settings: Dict, command_line: Dict, out):
         self.settings = settings
+        self.command_line = command_line
         self.out = out
         self._runs = 0
 
@@ -77,7 +79,7 @@ class Leaseproof:
         unknown = set(overrides) - set(SETTINGS)
         if unknown:
             raise TypeError(f"leaseproof.clients: unknown settings {sorted(unknown)}")
-        settings = {**self.settings, **overrides}
+        settings = {**self.settings, **overrides, **self.command_line}
         self._runs += 1
         out = self.out / f"clients-{self._runs}"
         try:
@@ -103,7 +105,8 @@ class Leaseproof:
         return result
 
 
-def _settings(request) -> Dict:
+def _marked(request) -> Dict:
+    """leaseproof's defaults, with the test's marker over them."""
     settings = dict(DEFAULTS)
     marker = request.node.get_closest_marker("leaseproof")
     if marker is not None:
@@ -113,19 +116,21 @@ def _settings(request) -> Dict:
         if unknown:
             raise TypeError(f"@pytest.mark.leaseproof: unknown settings {sorted(unknown)}")
         settings.update(marker.kwargs)
-    config = request.config
-    for option, key in (("leaseproof_seeds", "seeds"), ("leaseproof_faults", "faults"),
-                        ("leaseproof_duration_ms", "duration_ms")):
-        value = config.getoption(option)
-        if value is not None:
-            settings[key] = value
     return settings
+
+
+def _command_line(config) -> Dict:
+    """What the command line says: over the markers and the calls alike."""
+    options = (("leaseproof_seeds", "seeds"), ("leaseproof_faults", "faults"),
+               ("leaseproof_duration_ms", "duration_ms"))
+    return {key: config.getoption(option) for option, key in options
+            if config.getoption(option) is not None}
 
 
 @pytest.fixture
 def leaseproof(request, tmp_path):
     """Judges lock clients (`.clients(command)`) and histories (`.check(path)`)."""
-    return Leaseproof(_settings(request), tmp_path / "leaseproof")
+    return Leaseproof(_marked(request), _command_line(request.config), tmp_path / "leaseproof")
 
 
 def _serve(subcommand: str, variable: str):
