@@ -56,12 +56,13 @@ pub struct CheckArgs {
     pub explain: bool,
     /// With --model: how far below the store's clock a stamp may be
     /// (rounding): 1000 for a store that stamps milliseconds, 0 for
-    /// PostgreSQL's microseconds. The default assumes nothing.
-    #[arg(long, value_name = "US", default_value_t = 1_000, requires = "model")]
-    pub stamp_rounding_us: i64,
+    /// PostgreSQL's microseconds. Without it: the design line's
+    /// `stamp_rounding_us`, else 1000, which assumes nothing.
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(i64).range(0..=1_000_000), requires = "model")]
+    pub stamp_rounding_us: Option<i64>,
     /// With --model: the store never restamps `granted_at` when a grant is
     /// re-acquired or renewed (the reference keeps it), so a grant answered
-    /// with a later start is a new one.
+    /// with a later start is a new one (the design line's `restamps: false`).
     #[arg(long, requires = "model")]
     pub no_restamps: bool,
     /// List at most this many findings of each kind (violations, possible,
@@ -162,6 +163,18 @@ pub fn run(args: CheckArgs) -> ExitCode {
     let config = CheckConfig {
         unfenced_workers,
         grant_stamps,
+        ..declared
+    };
+    let config = match model_assumptions_flagged(&args, config) {
+        Ok(config) => config,
+        Err(contradiction) => {
+            eprintln!(
+                "leaseproof check: {}: {contradiction} (not judged): what a store's stamps are \
+                 is one fact, so say it in the file's design line",
+                args.file.display()
+            );
+            return ExitCode::from(2);
+        }
     };
     let reports_server_times = history.events.iter().any(|event| {
         matches!(
@@ -243,6 +256,34 @@ pub fn run(args: CheckArgs) -> ExitCode {
     }
 }
 
+/// `config` with what the model flags say of the store's stamps, where the
+/// design line is silent; a flag that contradicts the line is refused.
+fn model_assumptions_flagged(
+    args: &CheckArgs,
+    mut config: CheckConfig,
+) -> Result<CheckConfig, String> {
+    if let Some(flag) = args.stamp_rounding_us {
+        match config.stamp_rounding_us {
+            Some(declared) if declared != flag => {
+                return Err(format!(
+                    "the design line declares stamp_rounding_us {declared}; \
+                     --stamp-rounding-us {flag} contradicts it"
+                ))
+            }
+            _ => config.stamp_rounding_us = Some(flag),
+        }
+    }
+    if args.no_restamps {
+        if config.restamps == Some(true) {
+            return Err(
+                "the design line declares restamps true; --no-restamps contradicts it".to_string(),
+            );
+        }
+        config.restamps = Some(false);
+    }
+    Ok(config)
+}
+
 /// The verdict on `history`: the rules', or with `--model` the model's for
 /// the lease scopes (its verdicts printed, and whether a scope could not be
 /// judged).
@@ -250,15 +291,7 @@ fn judge(history: &History, config: &CheckConfig, args: &CheckArgs) -> (CheckRep
     if !args.model {
         return (check(history, config), false);
     }
-    let (report, model) = check_with_model(
-        history,
-        config,
-        Assumptions {
-            stamp_rounding_us: args.stamp_rounding_us,
-            restamps: !args.no_restamps,
-            ..Assumptions::default()
-        },
-    );
+    let (report, model) = check_with_model(history, config, Assumptions::declared_by(config));
     for scope in &model.scopes {
         print!("{scope}");
         if let (true, Verdict::Explained(Some(explanation))) = (args.explain, &scope.verdict) {

@@ -27,7 +27,8 @@ class Recorder:
 
     def __init__(self, design=None, clock_us=None):
         # `design`: what the design says about itself (grant_stamps,
-        # unfenced_workers); written as the file's first line.
+        # unfenced_workers; for the model judge, stamp_rounding_us and
+        # restamps); written as the file's first line.
         self._design = design
         # Nanoseconds rounded down to microseconds, completions too: rounding
         # one way never reverses two events (events of one microsecond share

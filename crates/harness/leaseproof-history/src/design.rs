@@ -26,6 +26,51 @@ pub struct CheckConfig {
         deserialize_with = "stamps_by_name"
     )]
     pub grant_stamps: GrantStamps,
+    /// How far (µs) a stamp may lie below a reading of the store's clock
+    /// taken before its statement began: 0 for PostgreSQL's microseconds,
+    /// 1000 for a store that stamps milliseconds. Read by the model judge
+    /// (docs/model.md); absent, it assumes a millisecond.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "rounding_in_range"
+    )]
+    pub stamp_rounding_us: Option<i64>,
+    /// Whether the store may restamp a grant's `granted_at` when it is
+    /// re-acquired or renewed under the same token (the reference keeps it).
+    /// Read by the model judge; absent, it assumes the store may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restamps: Option<bool>,
+}
+
+/// The largest rounding a design may declare: a second. A coarser clock
+/// cannot order the operations a lease judges.
+const STAMP_ROUNDING_US_MAX: i64 = 1_000_000;
+
+/// A declared rounding from 0 to [`STAMP_ROUNDING_US_MAX`]; `null` is absent.
+fn rounding_in_range<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<i64>, D::Error> {
+    let rounding: Option<i64> = serde::Deserialize::deserialize(deserializer)?;
+    match rounding {
+        Some(us) if !(0..=STAMP_ROUNDING_US_MAX).contains(&us) => Err(serde::de::Error::custom(
+            format!("{us} µs: a rounding is from 0 to {STAMP_ROUNDING_US_MAX} µs"),
+        )),
+        rounding => Ok(rounding),
+    }
+}
+
+impl CheckConfig {
+    /// What the reference and the simulated store declare of their stamps:
+    /// PostgreSQL's microseconds, exact, and `granted_at` kept on renewal
+    /// and re-acquisition (a new stamp comes only with a new token).
+    pub fn with_exact_stamps(self) -> CheckConfig {
+        CheckConfig {
+            stamp_rounding_us: Some(0),
+            restamps: Some(false),
+            ..self
+        }
+    }
 }
 
 /// `null` is read as absent (docs/history-format.md): no workers.

@@ -852,6 +852,7 @@ impl CheckConfig {
         history.design.clone().unwrap_or(CheckConfig {
             unfenced_workers: BTreeSet::new(),
             grant_stamps: GrantStamps::undeclared(),
+            ..Default::default()
         })
     }
 }

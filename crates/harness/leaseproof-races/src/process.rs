@@ -309,7 +309,9 @@ pub async fn process_race(
     let design = CheckConfig {
         unfenced_workers,
         grant_stamps: leaseproof_history::GrantStamps::Decision,
-    };
+        ..Default::default()
+    }
+    .with_exact_stamps();
     let report = check(&history, &design);
     history.declare(design);
     Ok(RaceOutcome {

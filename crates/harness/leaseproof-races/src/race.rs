@@ -49,6 +49,14 @@ pub trait RaceSubject: LeasePort + Clone + 'static {
         GrantStamps::Decision
     }
 
+    /// Whether the subject's stamps are exact microseconds and its
+    /// `granted_at` is kept on renewal and re-acquisition, as the reference's
+    /// are ([`CheckConfig::with_exact_stamps`]); a subject that does not say
+    /// is judged assuming neither.
+    fn exact_stamps(&self) -> bool {
+        false
+    }
+
     /// The subject as one racer uses it, reading `clock` as that racer's own
     /// clock does (`skew`): a design that takes time from its client gets the
     /// racer's skewed clock here. The default shares the subject unchanged.
@@ -59,6 +67,10 @@ pub trait RaceSubject: LeasePort + Clone + 'static {
 }
 
 impl RaceSubject for HarnessPort {
+    fn exact_stamps(&self) -> bool {
+        true
+    }
+
     async fn guarded_rows(
         &self,
     ) -> Result<Vec<leaseproof_protocol::semantics::GuardedRow>, LeaseError> {
@@ -622,6 +634,12 @@ pub async fn judge<S: RaceSubject>(
         // The reference's statements decide with the `now()` they stamp;
         // another subject says what its stamps mean.
         grant_stamps: port.grant_stamps(),
+        ..Default::default()
+    };
+    let design = if port.exact_stamps() {
+        design.with_exact_stamps()
+    } else {
+        design
     };
     let report = check(&history, &design);
     // Saved with the history, so `leaseproof check` judges it the same way.

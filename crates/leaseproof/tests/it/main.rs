@@ -5,6 +5,7 @@
 //! binary on `examples/histories/*.jsonl` and on broken files.
 
 mod correct_services;
+mod declared_stamps;
 mod function_length;
 mod interrupts;
 mod json;

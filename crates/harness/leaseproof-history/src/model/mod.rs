@@ -66,6 +66,21 @@ impl Default for Assumptions {
     }
 }
 
+impl Assumptions {
+    /// The defaults, with what the history's design line declares of its
+    /// store's stamps (`stamp_rounding_us`, `restamps`) in their place.
+    pub fn declared_by(config: &CheckConfig) -> Assumptions {
+        let default = Assumptions::default();
+        Assumptions {
+            stamp_rounding_us: config
+                .stamp_rounding_us
+                .unwrap_or(default.stamp_rounding_us),
+            restamps: config.restamps.unwrap_or(default.restamps),
+            ..default
+        }
+    }
+}
+
 /// Explanations are drawn to concrete readings up to this many effects.
 const EXPLAINED_EFFECTS_MAX: usize = 400;
 

@@ -586,6 +586,7 @@ fn a_design_field_given_as_null_is_absent() {
         Some(CheckConfig {
             grant_stamps: GrantStamps::undeclared(),
             unfenced_workers: Default::default(),
+            ..Default::default()
         })
     );
 }
@@ -646,6 +647,7 @@ fn an_unfenced_worker_the_events_lack_is_refused_at_the_design_line() {
     history.declare(leaseproof_history::CheckConfig {
         unfenced_workers: ["a", "b"].map(str::to_string).into(),
         grant_stamps: leaseproof_history::GrantStamps::Decision,
+        ..Default::default()
     });
     let declared = history.design.clone().unwrap();
     assert_eq!(declared.unfenced_workers, ["a".to_string()].into());

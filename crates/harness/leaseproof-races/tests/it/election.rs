@@ -143,6 +143,7 @@ async fn candidates_lead_one_at_a_time_and_the_observer_follows_the_terms() {
         &CheckConfig {
             grant_stamps: GrantStamps::Decision,
             unfenced_workers: BTreeSet::new(),
+            ..Default::default()
         },
     );
     assert!(report.is_ok(), "{report}");

@@ -163,6 +163,7 @@ async fn waiters_hold_one_at_a_time_and_a_wait_that_runs_out_is_refused() {
         &CheckConfig {
             grant_stamps: GrantStamps::Decision,
             unfenced_workers: BTreeSet::new(),
+            ..Default::default()
         },
     );
     assert!(report.is_ok(), "{report}");

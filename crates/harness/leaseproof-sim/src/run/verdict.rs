@@ -96,7 +96,11 @@ pub(super) fn judge(
         // The simulated database serves the semantics, which decide with the
         // time they stamp: a server-time overlap is a real one.
         grant_stamps: GrantStamps::Decision,
-    };
+        ..Default::default()
+    }
+    // The simulated clock stamps exact microseconds, and the semantics keep
+    // `granted_at` on renewal and re-acquisition.
+    .with_exact_stamps();
     let report = match scenario.takeover_bound_ms {
         // The simulated server's clock is true time plus the drawn offset,
         // exactly: the checker may place worker events on it.
