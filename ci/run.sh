@@ -41,8 +41,11 @@ export CARGO_TERM_COLOR=never
 stage "cargo fmt --check"
 cargo fmt --all -- --check
 
-stage "cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+# One check of every target — the benches and the `testcontainers` feature
+# (no Docker engine here: checked, not run) included: neither is built again
+# for its own sake (the test build compiles the code without the feature).
+stage "cargo clippy (every target, the testcontainers feature on)"
+cargo clippy --workspace --all-targets --features leaseproof/testcontainers --locked -- -D warnings
 
 stage "cargo test (the README's test command)"
 test_log="$(mktemp)"
@@ -68,12 +71,6 @@ RUSTDOCFLAGS="-D warnings -D missing_docs" cargo doc --no-deps --locked "${publi
 
 stage "cargo package (the published crates, each built from its .crate as crates.io would)"
 cargo package --locked "${published[@]}"
-
-stage "cargo check --features testcontainers (no Docker engine here: built, not run)"
-cargo check -p leaseproof --features testcontainers --locked
-
-stage "cargo bench --no-run (benches must build, they are not run in CI)"
-cargo bench --workspace --no-run --locked
 
 stage "leaseproof verify (the product's main job, on its embedded default)"
 cargo run --release --locked -- verify
