@@ -126,13 +126,11 @@ fn same_file(output: &std::path::Path, input: &std::path::Path) -> bool {
     }
 }
 
-/// Runs `leaseproof check`.
-pub fn run(args: CheckArgs) -> ExitCode {
-    let history = match load(&args) {
-        Ok(history) => history,
-        Err(code) => return code,
-    };
-    let declared = CheckConfig::declared_by(&history);
+/// What the history is judged by: its design line, with what the flags add
+/// where it is silent (a flag contradicting it, or naming a worker the
+/// history lacks, is refused: exit 2).
+fn judged_as(args: &CheckArgs, history: &History) -> Result<CheckConfig, ExitCode> {
+    let declared = CheckConfig::declared_by(history);
     let grant_stamps = match (args.grant_stamps, &history.design) {
         (Some(flag), Some(design)) if flag != design.grant_stamps => {
             // A design line without `grant_stamps` declares the default.
@@ -145,7 +143,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
                 design.grant_stamps,
                 flag
             );
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
         (Some(flag), _) => flag,
         (None, _) => declared.grant_stamps,
@@ -156,7 +154,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
              (its workers: {workers}): a typo would judge that worker as fenced (not judged)",
             args.file.display(),
         );
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
     let mut unfenced_workers = declared.unfenced_workers;
     unfenced_workers.extend(args.unfenced_workers.iter().cloned());
@@ -165,17 +163,27 @@ pub fn run(args: CheckArgs) -> ExitCode {
         grant_stamps,
         ..declared
     };
-    let config = match model_assumptions_flagged(&args, config) {
-        Ok(config) => config,
-        Err(contradiction) => {
-            eprintln!(
-                "leaseproof check: {}: {contradiction} (not judged): what a store's stamps are \
+    model_assumptions_flagged(args, config).map_err(|contradiction| {
+        eprintln!(
+            "leaseproof check: {}: {contradiction} (not judged): what a store's stamps are \
                  is one fact, so say it in the file's design line",
-                args.file.display()
-            );
-            return ExitCode::from(2);
-        }
+            args.file.display()
+        );
+        ExitCode::from(2)
+    })
+}
+
+/// Runs `leaseproof check`.
+pub fn run(args: CheckArgs) -> ExitCode {
+    let history = match load(&args) {
+        Ok(history) => history,
+        Err(code) => return code,
     };
+    let config = match judged_as(&args, &history) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let grant_stamps = config.grant_stamps;
     let reports_server_times = history.events.iter().any(|event| {
         matches!(
             &event.kind,
