@@ -30,7 +30,7 @@ designs=(
     "leaseproof-redis|target/release/leaseproof lock-client redis|3000"
     "leaseproof-advisory|target/release/leaseproof lock-client advisory|3000"
 )
-faults=(pause-short pause-long kill partition lose-reply reset latency terminate-backends redis-restart clock-skew terminate-lock-session stall-after-reply all)
+faults=(pause-short pause-long kill partition lose-reply reset latency terminate-backends redis-restart clock-skew terminate-lock-session stall-after-reply partition-lock-store all)
 
 for design in "${designs[@]}"; do
     IFS='|' read -r name command ttl <<< "${design}"
@@ -48,7 +48,7 @@ import json, pathlib, re, sys
 out, seeds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
 faults = ["pause-short", "pause-long", "kill", "partition", "lose-reply", "reset", "latency",
           "terminate-backends", "redis-restart", "clock-skew", "terminate-lock-session",
-          "stall-after-reply", "all"]
+          "stall-after-reply", "partition-lock-store", "all"]
 names = []
 for path in sorted(out.glob("*.jsonl")):
     name = path.name.split(".")[0]

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use leaseproof_history::Document as _;
 
-use leaseproof_history::model::{check_with_model, Assumptions, Verdict};
+use leaseproof_history::model::{check_with_model, Assumptions, ModelReport, Verdict};
 use leaseproof_history::{check, CheckConfig, CheckReport, GrantStamps, History, HistoryError};
 
 /// `leaseproof check FILE [--grant-stamps decision|statement-start] [--unfenced-worker W]…`.
@@ -213,7 +213,10 @@ pub fn run(args: CheckArgs) -> ExitCode {
                 .collect::<String>()
         );
     }
-    let (report, unjudged) = judge(&history, &config, &args);
+    let (report, model) = judge(&history, &config, &args);
+    let unjudged = model.as_ref().is_some_and(|model| {
+        (model.scopes.iter()).any(|scope| matches!(scope.verdict, Verdict::CouldNotJudge(_)))
+    });
     let shown = report.shown(args.show);
     print!("{shown}");
     if shown.cut() {
@@ -230,6 +233,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
     }
     if let Some(path) = &args.json {
         let mut document = leaseproof_history::CheckDocument::new(&history, &report);
+        document.model = model.as_ref().map(leaseproof_history::model::documents);
         // The document's verdict is the exit status's.
         document.passed &= !args.fail_on_possible || report.possible.is_empty();
         if let Err(error) = std::fs::write(path, document.to_json()) {
@@ -293,11 +297,14 @@ fn model_assumptions_flagged(
 }
 
 /// The verdict on `history`: the rules', or with `--model` the model's for
-/// the lease scopes (its verdicts printed, and whether a scope could not be
-/// judged).
-fn judge(history: &History, config: &CheckConfig, args: &CheckArgs) -> (CheckReport, bool) {
+/// the lease scopes (its verdicts printed, and returned).
+fn judge(
+    history: &History,
+    config: &CheckConfig,
+    args: &CheckArgs,
+) -> (CheckReport, Option<ModelReport>) {
     if !args.model {
-        return (check(history, config), false);
+        return (check(history, config), None);
     }
     let (report, model) = check_with_model(history, config, Assumptions::declared_by(config));
     for scope in &model.scopes {
@@ -317,9 +324,5 @@ fn judge(history: &History, config: &CheckConfig, args: &CheckArgs) -> (CheckRep
             }
         }
     }
-    let unjudged = model
-        .scopes
-        .iter()
-        .any(|scope| matches!(scope.verdict, Verdict::CouldNotJudge(_)));
-    (report, unjudged)
+    (report, Some(model))
 }

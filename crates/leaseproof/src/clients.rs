@@ -41,7 +41,8 @@ pub struct ClientsArgs {
     /// Fault kinds a seed may turn on: `all`, `none`, or a comma list of
     /// pause-short, pause-long, kill, partition, lose-reply, reset, latency,
     /// terminate-backends, redis-restart, clock-skew, terminate-lock-session,
-    /// stall-after-reply (the last two aimed at protocol moments).
+    /// stall-after-reply, partition-lock-store (the last three aimed at
+    /// protocol moments).
     #[arg(long, default_value = "all", value_parser = parse_faults)]
     pub faults: FaultList,
     /// Write the judged history of the (single) run here (docs/history-format.md).

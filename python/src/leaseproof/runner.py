@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence, Union
 # The JSON versions this module reads (a newer binary's are refused, as
 # leaseproof's own readers refuse what they do not know).
 CLIENTS_SEED_VERSION = 6
-CHECK_VERSION = 1
+CHECK_VERSION = 2
 
 Seeds = Union[int, range, str]
 

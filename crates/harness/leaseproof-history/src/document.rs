@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::ScopeDocument;
 use crate::{CheckReport, History};
 
 /// The three fields every document opens with.
@@ -106,7 +107,7 @@ pub trait Document: Serialize + serde::de::DeserializeOwned {
 pub struct CheckDocument {
     /// Always `leaseproof-check`.
     pub format: String,
-    /// Always 1.
+    /// Always 2.
     pub version: u32,
     /// No violation (possible ones, which the evidence cannot decide, do not fail).
     pub passed: bool,
@@ -114,11 +115,16 @@ pub struct CheckDocument {
     pub events: u64,
     /// The checker's report.
     pub report: CheckReport,
+    /// Judged by the model (`--model`): each lease scope's verdict and its
+    /// proof; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<Vec<ScopeDocument>>,
 }
 
 impl Document for CheckDocument {
     const FORMAT: &'static str = "leaseproof-check";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
+    const OLDEST_VERSION_READ: u32 = 1;
 }
 
 impl CheckDocument {
@@ -130,6 +136,7 @@ impl CheckDocument {
             passed: report.is_ok(),
             events: history.events.len() as u64,
             report: report.clone(),
+            model: None,
         }
     }
 }

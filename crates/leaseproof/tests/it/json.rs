@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use leaseproof_benches::BenchDocument;
-use leaseproof_history::{CheckDocument, Document, Envelope};
+use leaseproof_history::{CheckDocument, Document, Envelope, EventKind, History, Invariant};
 use leaseproof_models::ModelDocument;
 use leaseproof_races::{LockRaceDocument, RaceDocument};
 use leaseproof_sim::shards::ShardReport;
@@ -409,4 +409,54 @@ async fn a_clients_run_that_proves_nothing_exits_3() {
         vacuous.contains("exit(s) of the client's own: see the crash lines"),
         "{text}"
     );
+}
+
+#[test]
+fn the_models_verdicts_carry_their_proof_in_the_document() {
+    let directory = tempfile::tempdir().unwrap();
+    let cases = "crates/harness/leaseproof-history/tests/cases/model";
+    let path = directory.path().join("violated.json");
+    let file = format!("{cases}/v02-unlocked-release-after-rival.jsonl");
+    let (code, text) = run_with_json(&["check", "--model", &file], &path);
+    assert_eq!(code, 1, "{text}");
+    let document: CheckDocument = read_back(&text);
+    let scopes = document.model.expect("judged by the model");
+    let [scope] = scopes.as_slice() else {
+        panic!("one scope: {scopes:?}")
+    };
+    assert_eq!(scope.verdict, "violated");
+    assert!(
+        scope.invariants.contains(&Invariant::MutualExclusion),
+        "{scope:?}"
+    );
+    assert!(scope.states > 0 && scope.explanation.is_none());
+    // The certificate: events of the history, and one fact per operation.
+    assert!(scope.certificate_events.len() >= 2, "{scope:?}");
+    assert!(scope
+        .certificate_events
+        .iter()
+        .all(|&event| event < document.events));
+    assert!(!scope.facts.is_empty() && scope.facts.len() <= scope.certificate_events.len());
+
+    let path = directory.path().join("explained.json");
+    let file = format!("{cases}/p04-lost-acquire-token-learned.jsonl");
+    let (code, text) = run_with_json(&["check", "--model", &file], &path);
+    assert_eq!(code, 0, "{text}");
+    let document: CheckDocument = read_back(&text);
+    let scope = &document.model.expect("judged by the model")[0];
+    assert_eq!(scope.verdict, "explained");
+    let effects = scope.explanation.as_ref().expect("an explanation drawn");
+    let history = History::load(&repository().join(&file)).unwrap();
+    for effect in effects {
+        let event = &history.events[effect.invoke_event as usize];
+        assert!(matches!(event.kind, EventKind::Invoke { .. }), "{effect:?}");
+        assert!(effect.stamp_us <= effect.decision_us, "{effect:?}");
+    }
+    assert!(effects.iter().any(|effect| effect.did == "new-grant"));
+
+    // The rules alone write no model verdicts.
+    let path = directory.path().join("rules.json");
+    let (_, text) = run_with_json(&["check", &file], &path);
+    assert!(!text.contains("\"model\""), "{text}");
+    assert!(read_back::<CheckDocument>(&text).model.is_none());
 }

@@ -19,6 +19,7 @@
 
 pub(crate) mod beside;
 mod certificate;
+mod document;
 mod lease;
 mod operations;
 mod search;
@@ -32,6 +33,7 @@ use crate::check::{CheckReport, Invariant, Violation};
 use crate::design::{CheckConfig, GrantStamps};
 use crate::history::History;
 
+pub use document::{documents, EffectDocument, ScopeDocument};
 pub use lease::Choice;
 pub use operations::{Answer, Call, Operation};
 

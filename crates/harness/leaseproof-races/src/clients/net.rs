@@ -18,8 +18,9 @@
 //!   client sends waits that long — a request of two statements is split
 //!   between them, as a check-then-act design's gap widened past a TTL. In
 //!   front of PostgreSQL ([`FaultProxy::start_postgres`]) the reply is the
-//!   next one that completed a statement (`CommandComplete`): a prepare
-//!   round (parse, describe) passes without starting the stall.
+//!   next one that completed a statement (`CommandComplete`), or the next
+//!   one that completed a read (a `SELECT`: the check): a prepare round
+//!   (parse, describe) passes without starting the stall.
 //!
 //! The proxy remembers the local port of each upstream connection, so a
 //! PostgreSQL backend can be told apart by `pg_stat_activity.client_port`
@@ -57,9 +58,8 @@ struct State {
     delayed_chunks: AtomicU64,
     /// Connections closed by a reset.
     connections_reset: AtomicU64,
-    /// Armed: how many replies are still to pass, and how long the
-    /// client's chunks wait once they did.
-    stall_armed: Mutex<Option<(u32, Duration)>>,
+    /// Armed: after which reply the client's chunks wait, and how long.
+    stall_armed: Mutex<Option<(StallAt, Duration)>>,
     /// Until when the client's chunks wait (a stall begun by a reply).
     stalled_until: Mutex<Option<tokio::time::Instant>>,
     /// Chunks of the client's a stall held back.
@@ -69,8 +69,28 @@ struct State {
     /// Replies that completed a statement (every reply, but in front of
     /// PostgreSQL).
     replies_completing: AtomicU64,
+    /// Replies that completed a read (a `SELECT`), in front of PostgreSQL.
+    replies_reading: AtomicU64,
     /// The store is PostgreSQL: its messages are followed per connection.
     postgres: bool,
+}
+
+/// After which reply an armed stall begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StallAt {
+    /// After this many more replies that complete a statement.
+    Replies(u32),
+    /// After the next reply that completes a read: a check.
+    FirstRead,
+}
+
+/// What a reply from the store completed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Completed {
+    /// A statement (every reply, but in front of PostgreSQL).
+    statement: bool,
+    /// A read: a statement whose tag is `SELECT`.
+    read: bool,
 }
 
 /// What a proxy's faults did, counted: a strike that acted on nothing
@@ -151,6 +171,7 @@ impl FaultProxy {
             stalled_chunks: AtomicU64::new(0),
             stalls_begun: AtomicU64::new(0),
             replies_completing: AtomicU64::new(0),
+            replies_reading: AtomicU64::new(0),
             postgres,
         });
         let accept_state = Arc::clone(&state);
@@ -192,7 +213,14 @@ impl FaultProxy {
     /// `lasting` (on every connection).
     pub fn stall_after_replies(&self, replies: u32, lasting: Duration) {
         assert!(replies >= 1, "a stall begins after a reply");
-        *lock(&self.state.stall_armed) = Some((replies, lasting));
+        *lock(&self.state.stall_armed) = Some((StallAt::Replies(replies), lasting));
+    }
+
+    /// The store's replies pass up to the next one that completed a read (a
+    /// `SELECT`: a check, in front of PostgreSQL); then what the client
+    /// sends waits `lasting` (on every connection).
+    pub fn stall_after_first_read(&self, lasting: Duration) {
+        *lock(&self.state.stall_armed) = Some((StallAt::FirstRead, lasting));
     }
 
     /// Takes back an armed stall that has not begun (the request it was
@@ -210,6 +238,11 @@ impl FaultProxy {
     /// front of PostgreSQL).
     pub fn replies_completing(&self) -> u64 {
         self.state.replies_completing.load(Ordering::SeqCst)
+    }
+
+    /// How many replies completed a read so far (in front of PostgreSQL).
+    pub fn replies_reading(&self) -> u64 {
+        self.state.replies_reading.load(Ordering::SeqCst)
     }
 
     /// How many stalls have begun.
@@ -321,14 +354,21 @@ async fn pump(
             tokio::time::sleep(Duration::from_millis(latency_ms)).await;
         }
         if from_store {
-            let completed = framing
-                .as_mut()
-                .is_none_or(|framing| framing.completed_a_statement(&buffer[..read]));
+            let completed = framing.as_mut().map_or(
+                Completed {
+                    statement: true,
+                    read: false,
+                },
+                |framing| framing.completed(&buffer[..read]),
+            );
             // Begun as the reply leaves: nothing the client sends after
             // reading it can pass first.
-            if completed {
+            if completed.statement {
                 state.replies_completing.fetch_add(1, Ordering::SeqCst);
-                start_armed_stall(state);
+                if completed.read {
+                    state.replies_reading.fetch_add(1, Ordering::SeqCst);
+                }
+                start_armed_stall(state, completed);
             }
         } else {
             wait_out_stall(state).await;
@@ -356,8 +396,12 @@ struct Framing {
 
 impl Framing {
     /// Takes the next chunk from the server: whether a `CommandComplete`
-    /// ended in it.
-    fn completed_a_statement(&mut self, chunk: &[u8]) -> bool {
+    /// ended in it, and one of a read.
+    fn completed(&mut self, chunk: &[u8]) -> Completed {
+        let every = Completed {
+            statement: true,
+            read: false,
+        };
         let mut chunk = chunk;
         if !self.started {
             self.started = true;
@@ -368,22 +412,25 @@ impl Framing {
             }
         }
         if self.lost {
-            return true;
+            return every;
         }
         self.carry.extend_from_slice(chunk);
-        let (mut position, mut completed) = (0, false);
+        let (mut position, mut completed) = (0, Completed::default());
         while let Some(header) = self.carry.get(position..position + 5) {
             let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
             if length < 4 {
                 self.lost = true;
                 self.carry.clear();
-                return true;
+                return every;
             }
             let end = position + 1 + length;
             if self.carry.len() < end {
                 break;
             }
-            completed |= header[0] == b'C';
+            if header[0] == b'C' {
+                completed.statement = true;
+                completed.read |= self.carry[position + 5..end].starts_with(b"SELECT");
+            }
             position = end;
         }
         self.carry.drain(..position);
@@ -392,13 +439,19 @@ impl Framing {
 }
 
 /// A reply passed: an armed stall begins now.
-fn start_armed_stall(state: &State) {
+fn start_armed_stall(state: &State, completed: Completed) {
     let mut armed = lock(&state.stall_armed);
-    let Some((replies, lasting)) = armed.as_mut() else {
+    let Some((at, lasting)) = armed.as_mut() else {
         return;
     };
-    *replies -= 1;
-    if *replies == 0 {
+    let begins = match at {
+        StallAt::Replies(replies) => {
+            *replies -= 1;
+            *replies == 0
+        }
+        StallAt::FirstRead => completed.read,
+    };
+    if begins {
         let until = tokio::time::Instant::now() + *lasting;
         *armed = None;
         *lock(&state.stalled_until) = Some(until);
@@ -459,27 +512,38 @@ mod tests {
         let mut start = b"N".to_vec();
         start.extend(message(b'R', &[0, 0, 0, 0]));
         start.extend(message(b'Z', b"I"));
-        assert!(!framing.completed_a_statement(&start));
+        assert_eq!(framing.completed(&start), Completed::default());
         // A prepare round: parse complete, parameters, rows described, ready.
         let mut prepare = message(b'1', b"");
         prepare.extend(message(b't', &[0, 0]));
         prepare.extend(message(b'T', &[0, 0]));
         prepare.extend(message(b'Z', b"I"));
-        assert!(!framing.completed_a_statement(&prepare));
+        assert_eq!(framing.completed(&prepare), Completed::default());
         // An execution, split mid-message: complete only once whole.
         let mut execute = message(b'2', b"");
         execute.extend(message(b'C', b"SELECT 1\0"));
         execute.extend(message(b'Z', b"I"));
         let (first, second) = execute.split_at(8);
-        assert!(!framing.completed_a_statement(first));
-        assert!(framing.completed_a_statement(second));
+        assert_eq!(framing.completed(first), Completed::default());
+        let read = Completed {
+            statement: true,
+            read: true,
+        };
+        assert_eq!(framing.completed(second), read);
+        let mut insert = message(b'C', b"INSERT 0 1\0");
+        insert.extend(message(b'Z', b"T"));
+        let written = Completed {
+            statement: true,
+            read: false,
+        };
+        assert_eq!(framing.completed(&insert), written);
         assert!(framing.carry.is_empty());
         // A stream it cannot follow counts every chunk.
         let mut tls = Framing::default();
-        assert!(tls.completed_a_statement(b"S"));
-        assert!(tls.completed_a_statement(&[0x16, 3, 1]));
+        assert!(tls.completed(b"S").statement);
+        assert!(tls.completed(&[0x16, 3, 1]).statement);
         let mut garbage = Framing::default();
-        assert!(garbage.completed_a_statement(&[b'X', 0, 0, 0, 1]));
+        assert!(garbage.completed(&[b'X', 0, 0, 0, 1]).statement);
         assert!(garbage.lost);
     }
 

@@ -59,6 +59,12 @@ pub enum FaultKind {
     /// passes and then whatever the client sends waits past the TTL: a
     /// write of two statements (check, then act) is split between them.
     StallAfterReply,
+    /// Right after a grant, the client's connections to its lock store (its
+    /// Redis) stop forwarding past the TTL while its work store stays
+    /// reachable, and the holder is asked to work on until they heal: a
+    /// lock kept alive from a store it cannot reach must stop its holder
+    /// before its TTL runs out.
+    PartitionLockStore,
 }
 
 /// When in the protocol a strike lands.
@@ -90,7 +96,7 @@ impl Moment {
 
 impl FaultKind {
     /// Every kind, in the plan's order.
-    pub const ALL: [FaultKind; 12] = [
+    pub const ALL: [FaultKind; 13] = [
         FaultKind::PauseShort,
         FaultKind::PauseLong,
         FaultKind::Kill,
@@ -103,12 +109,18 @@ impl FaultKind {
         FaultKind::ClockSkew,
         FaultKind::TerminateLockSession,
         FaultKind::StallAfterReply,
+        FaultKind::PartitionLockStore,
     ];
 
     /// The kinds whose on/off the plan's first stream draws: the first ten,
     /// in that order, so a seed's plan of them never changes as kinds are
     /// added after them.
     const FIRST_STREAM: &'static [FaultKind] = FaultKind::ALL.split_at(10).0;
+
+    /// The kinds the aimed stream draws, after the first ten; those after
+    /// them have a stream of their own ([`late_stream`]), so a seed's plan
+    /// of these never changes either.
+    const AIM_STREAM: &'static [FaultKind] = FaultKind::ALL.split_at(12).0.split_at(10).1;
 
     /// The name used on the command line and in the plan.
     pub fn name(self) -> &'static str {
@@ -125,6 +137,7 @@ impl FaultKind {
             FaultKind::ClockSkew => "clock-skew",
             FaultKind::TerminateLockSession => "terminate-lock-session",
             FaultKind::StallAfterReply => "stall-after-reply",
+            FaultKind::PartitionLockStore => "partition-lock-store",
         }
     }
 
@@ -169,10 +182,11 @@ pub struct Strike {
     pub lasting: Duration,
     /// When in the protocol it lands, from `at` on.
     pub moment: Moment,
-    /// For a stall after a reply: which gap between the write's statements
-    /// it splits (1 to 3, counted modulo the gaps the client's writes were
-    /// seen to have: a check may come after a `BEGIN`, a fence after both);
-    /// zero for the other kinds.
+    /// For a stall after a reply to a write whose statements read nothing
+    /// (no check to split it after): which gap between them it splits (1 to
+    /// 3, counted modulo the gaps the client's writes were seen to have: a
+    /// check may come after a `BEGIN`, a fence after both); zero for the
+    /// other kinds.
     pub replies_before_stall: u32,
 }
 
@@ -255,10 +269,20 @@ fn aim_stream(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed ^ 0xa1_3ed5_7121_e500)
 }
 
+/// The stream the kinds after the twelfth and their strikes are drawn from.
+fn late_stream(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ 0x1a7e_5742_1fe5_0013)
+}
+
 /// The kinds a seed turns on: swarm, each allowed kind of the first ten on
 /// for half the seeds, and at least one when any is allowed (a run asked for
 /// `--faults kill` that killed nothing would say nothing).
-fn draw_kinds(rng: &mut ChaCha8Rng, aim_rng: &mut ChaCha8Rng, shape: &PlanShape) -> Vec<FaultKind> {
+fn draw_kinds(
+    rng: &mut ChaCha8Rng,
+    aim_rng: &mut ChaCha8Rng,
+    late_rng: &mut ChaCha8Rng,
+    shape: &PlanShape,
+) -> Vec<FaultKind> {
     let allowed = |kind: &FaultKind| shape.allowed.contains(kind);
     let mut kinds: Vec<FaultKind> = FaultKind::FIRST_STREAM
         .iter()
@@ -280,7 +304,12 @@ fn draw_kinds(rng: &mut ChaCha8Rng, aim_rng: &mut ChaCha8Rng, shape: &PlanShape)
     // The later kinds are aimed at the moments a design is exposed: on for
     // three seeds in four, so a default plan seldom goes without them.
     for &kind in &later {
-        if aim_rng.gen_bool(0.75) {
+        let stream = if FaultKind::AIM_STREAM.contains(&kind) {
+            &mut *aim_rng
+        } else {
+            &mut *late_rng
+        };
+        if stream.gen_bool(0.75) {
             kinds.push(kind);
         }
     }
@@ -294,7 +323,9 @@ fn draw_kinds(rng: &mut ChaCha8Rng, aim_rng: &mut ChaCha8Rng, shape: &PlanShape)
 fn draw_lasting(kind: FaultKind, ttl: Duration, rng: &mut ChaCha8Rng) -> Duration {
     match kind {
         FaultKind::PauseShort => scaled(ttl, 0.2, 0.7, rng),
-        FaultKind::PauseLong | FaultKind::StallAfterReply => scaled(ttl, 1.3, 2.0, rng),
+        FaultKind::PauseLong | FaultKind::StallAfterReply | FaultKind::PartitionLockStore => {
+            scaled(ttl, 1.3, 2.0, rng)
+        }
         FaultKind::Partition => scaled(ttl, 0.3, 1.6, rng),
         FaultKind::Latency => scaled(ttl, 0.5, 1.5, rng),
         FaultKind::Kill
@@ -341,10 +372,11 @@ fn draw_strikes(kind: FaultKind, rng: &mut ChaCha8Rng, shape: &PlanShape) -> Vec
 
 /// Where a strike meant for the holder lands: half of them on the clock
 /// (exploration), the others at a protocol moment. A lock session is
-/// terminated at a grant only: that is when it holds what it protects.
+/// terminated, and a lock store cut off, at a grant only: that is when they
+/// hold what they protect.
 fn draw_moment(strike: &Strike, aim_rng: &mut ChaCha8Rng) -> Moment {
     match strike.kind {
-        FaultKind::TerminateLockSession => Moment::Granted,
+        FaultKind::TerminateLockSession | FaultKind::PartitionLockStore => Moment::Granted,
         FaultKind::StallAfterReply => Moment::WriteInFlight,
         FaultKind::RedisRestart | FaultKind::ClockSkew => Moment::Clock,
         _ if !strike.holder_first => Moment::Clock,
@@ -363,7 +395,8 @@ impl FaultPlan {
         assert!(shape.clients >= 1);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut aim_rng = aim_stream(seed);
-        let kinds = draw_kinds(&mut rng, &mut aim_rng, shape);
+        let mut late_rng = late_stream(seed);
+        let kinds = draw_kinds(&mut rng, &mut aim_rng, &mut late_rng, shape);
         let mut strikes = Vec::new();
         for &kind in &kinds {
             match kind {
@@ -375,6 +408,13 @@ impl FaultPlan {
                         if kind == FaultKind::StallAfterReply {
                             strike.replies_before_stall = aim_rng.gen_range(1..=3);
                         }
+                    }
+                    strikes.extend(aimed);
+                }
+                FaultKind::PartitionLockStore => {
+                    let mut aimed = draw_strikes(kind, &mut late_rng, shape);
+                    for strike in &mut aimed {
+                        strike.holder_first = true;
                     }
                     strikes.extend(aimed);
                 }
@@ -455,7 +495,11 @@ impl fmt::Display for FaultPlan {
                 write!(f, " for {} ms", strike.lasting.as_millis())?;
             }
             if strike.replies_before_stall > 0 {
-                write!(f, " at gap {}", strike.replies_before_stall)?;
+                write!(
+                    f,
+                    " after its first read (else at gap {})",
+                    strike.replies_before_stall
+                )?;
             }
             if strike.moment != Moment::Clock {
                 write!(f, ", {}", strike.moment.describe())?;
@@ -601,12 +645,31 @@ mod tests {
     }
 
     #[test]
+    fn the_latest_kinds_leave_every_earlier_kinds_plan_as_it_was() {
+        let mut earlier = shape();
+        earlier.allowed = FaultKind::ALL.split_at(12).0.to_vec();
+        for seed in 0..64 {
+            let mut all = FaultPlan::draw(seed, &shape());
+            let alone = FaultPlan::draw(seed, &earlier);
+            all.kinds.retain(|kind| earlier.allowed.contains(kind));
+            all.strikes
+                .retain(|strike| earlier.allowed.contains(&strike.kind));
+            assert_eq!(all, alone, "seed {seed}");
+        }
+    }
+
+    #[test]
     fn holders_strikes_are_aimed_at_moments_and_lock_sessions_at_grants() {
         let mut moments = std::collections::BTreeMap::new();
         for seed in 0..64 {
             let plan = FaultPlan::draw(seed, &shape());
             for strike in &plan.strikes {
                 *moments.entry(strike.moment).or_insert(0) += 1;
+                if strike.kind == FaultKind::PartitionLockStore {
+                    assert_eq!(strike.moment, Moment::Granted, "{plan}");
+                    assert!(strike.holder_first);
+                    assert!(strike.lasting > Duration::from_secs(3), "{plan}");
+                }
                 if strike.kind == FaultKind::TerminateLockSession {
                     assert_eq!(strike.moment, Moment::Granted, "{plan}");
                     assert!(strike.holder_first);

@@ -16,7 +16,7 @@
 //! process, proxy, server and file the run started is gone when it returns.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -321,6 +321,12 @@ struct Slot {
     /// answered `ok` took on the work store (0: none seen yet): where a
     /// stall can split a write.
     write_statements: AtomicU64,
+    /// How many of those completed a read (a `SELECT`: a check to split the
+    /// write after).
+    write_reads: AtomicU64,
+    /// Until when (the run's clock, µs) a holder cut off from its lock
+    /// store is asked to work on: it writes until then, unless refused.
+    work_until_us: AtomicI64,
 }
 
 #[derive(Debug, Default)]
@@ -525,6 +531,8 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
             belief: Arc::default(),
             proxies,
             write_statements: AtomicU64::new(0),
+            write_reads: AtomicU64::new(0),
+            work_until_us: AtomicI64::new(0),
         });
     }
     let dir = tempfile::Builder::new()
@@ -1136,10 +1144,18 @@ impl Worker {
         round
     }
 
-    /// One to three writes under the grant; stops at the first refusal.
+    /// One to three writes under the grant — more, while its lock store is
+    /// cut off and the holder is asked to work on; stops at the first
+    /// refusal.
     async fn writes(&mut self, owner: &str, token: Option<u64>, is_lease: bool) -> Round {
         let table = LOCKED_TABLE.to_string();
-        for _ in 0..self.rng.gen_range(1..=3) {
+        let drawn = self.rng.gen_range(1..=3);
+        let (run, index) = (Arc::clone(&self.run), self.index);
+        let working_on =
+            || run.clock.elapsed_us() < run.slots[index].work_until_us.load(Ordering::SeqCst);
+        let mut done = 0;
+        while done < drawn || working_on() {
+            done += 1;
             self.pause_ms(50..400).await;
             self.cycle_id += 1;
             let (cycle_id, items) = (self.cycle_id, self.rng.gen_range(1..=3));
@@ -1394,6 +1410,7 @@ async fn exchange(
     let on_sent =
         || in_flight_onset = in_flight.and_then(|moment| run.moments.reached(moment, index));
     let completing_before = slot.proxies[0].replies_completing();
+    let reading_before = slot.proxies[0].replies_reading();
     let answer = client.ask(request, timeout, on_sent).await;
     if in_flight == Some(Moment::WriteInFlight) {
         // A stall meant to split this write that has not begun never will.
@@ -1401,6 +1418,8 @@ async fn exchange(
         if let Ok(Message::Ok { .. }) = &answer {
             let statements = slot.proxies[0].replies_completing() - completing_before;
             slot.write_statements.store(statements, Ordering::SeqCst);
+            let reads = slot.proxies[0].replies_reading() - reading_before;
+            slot.write_reads.store(reads, Ordering::SeqCst);
         }
     }
     drop(in_flight_onset);
@@ -1677,6 +1696,27 @@ async fn aim_at_moment(
     Ok((offer.client, what, offer.onset))
 }
 
+/// Writes in flight a stall lets go by because nothing is known yet of the
+/// statements its victim's writes take.
+const UNCOUNTED_WRITES_LET_GO: usize = 8;
+
+/// The write in flight a stall takes: one of a client whose earlier writes
+/// showed how many statements they take and whether they read, so the
+/// stall can split it after its check — the others are let go, a few at
+/// most.
+async fn aim_at_a_counted_write(
+    run: &Arc<Run>,
+    strike: &Strike,
+) -> Result<(usize, String, tokio::sync::oneshot::Sender<()>), String> {
+    for _ in 0..UNCOUNTED_WRITES_LET_GO {
+        let aimed = aim_at_moment(run, strike).await?;
+        if run.slots[aimed.0].write_statements.load(Ordering::SeqCst) > 0 {
+            return Ok(aimed);
+        }
+    }
+    aim_at_moment(run, strike).await
+}
+
 /// Aims `strike`, lands it and marks it on the timeline (on its victim's
 /// lanes, at the moment it landed) when it acted.
 async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> {
@@ -1684,7 +1724,11 @@ async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> 
         let (client, what) = aim(run, strike).await;
         (client, what, None)
     } else {
-        let (client, what, onset) = aim_at_moment(run, strike).await?;
+        let (client, what, onset) = if strike.kind == FaultKind::StallAfterReply {
+            aim_at_a_counted_write(run, strike).await?
+        } else {
+            aim_at_moment(run, strike).await?
+        };
         (client, what, Some(onset))
     };
     let landed_us = run.clock.elapsed_us();
@@ -1808,9 +1852,45 @@ async fn land(
             stall_the_write(run, slot, strike, in_flight, &what).await?
         }
         FaultKind::RedisRestart => restart_redis(run, &what).await?,
+        FaultKind::PartitionLockStore => {
+            partition_lock_store(run, slot, strike.lasting, onset.take(), &what).await?
+        }
         FaultKind::ClockSkew => {}
     }
     Ok(what)
+}
+
+/// Cuts `slot`'s client off from its lock store (every proxy but the work
+/// store's) for `lasting`, its work store still reachable, and asks its
+/// holder to work on until the heal. A client whose lock lives in its work
+/// store (no connection through a lock store's proxy) is not struck.
+async fn partition_lock_store(
+    run: &Arc<Run>,
+    slot: &Slot,
+    lasting: Duration,
+    onset: Option<tokio::sync::oneshot::Sender<()>>,
+    what: &str,
+) -> Result<(), String> {
+    let lock_stores = &slot.proxies[1..];
+    if lock_stores
+        .iter()
+        .all(|proxy| proxy.upstream_ports().is_empty())
+    {
+        return Err(format!(
+            "{what}: not struck, the client has no connection to a lock store of its own (its lock lives in its work store)"
+        ));
+    }
+    slot.work_until_us
+        .store(run.clock.elapsed_us() + micros(lasting), Ordering::SeqCst);
+    for proxy in lock_stores {
+        proxy.set_partitioned(true);
+    }
+    drop(onset);
+    tokio::time::sleep(lasting).await;
+    for proxy in lock_stores {
+        proxy.set_partitioned(false);
+    }
+    Ok(())
 }
 
 /// Arms the work store's proxy (PostgreSQL's, the first: the write in
@@ -1835,12 +1915,19 @@ async fn stall_the_write(
             "{what}: not struck, the client's writes are one statement each: nothing to split"
         ));
     }
-    // Before any write was seen, the drawn gap as it is.
+    // Right after the check, when the client's writes read (a check may
+    // come after a `BEGIN`, and a fence on a connection of its own gives its
+    // row lock back at once); else at the drawn gap.
+    let reads = slot.write_reads.load(Ordering::SeqCst) > 0;
     let replies = match u32::try_from(statements.saturating_sub(1)).unwrap_or(u32::MAX) {
         0 => strike.replies_before_stall,
         gaps => 1 + (strike.replies_before_stall - 1) % gaps,
     };
-    proxy.stall_after_replies(replies, strike.lasting);
+    if reads {
+        proxy.stall_after_first_read(strike.lasting);
+    } else {
+        proxy.stall_after_replies(replies, strike.lasting);
+    }
     // The worker drops the other end once the write is answered.
     let answered = || in_flight.as_ref().is_some_and(|onset| onset.is_closed());
     let begun = || proxy.stalls_begun() != begun_before;
@@ -1850,7 +1937,11 @@ async fn stall_the_write(
             return Ok(());
         }
         let why = if answered() || !proxy.stall_armed() {
-            format!("the write was answered before {replies} completed statement(s)")
+            if reads {
+                "the write was answered before it read".to_string()
+            } else {
+                format!("the write was answered before {replies} completed statement(s)")
+            }
         } else if tokio::time::Instant::now() >= deadline {
             "the write never completed a statement".to_string()
         } else {

@@ -520,6 +520,54 @@ async fn pg_partsmiths_advisory_lock_is_lost_to_backend_termination_and_the_hold
 }
 
 #[tokio::test]
+async fn pg_partsmiths_redis_manager_writes_on_while_its_watchdog_cannot_reach_redis() {
+    // pg_partsmith's watchdog renews with no deadline: cut off from Redis
+    // right after a grant, its work store still reachable, it neither
+    // renews nor cancels the holder, who works on after the key expired and
+    // a rival took the lock — its writes land under the rival's (I3). Aimed
+    // at a grant, so one seed shows it.
+    if !servers().await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let command = python_client(&python, "partsmith_redis.py");
+    let kind = FaultKind::PartitionLockStore;
+    let outcome = aimed_conviction(command, kind, (8_000, 3_000), Invariant::FencedWrites).await;
+    assert!(
+        outcome.proxy_effects.partition_holds > 0
+            && outcome
+                .strikes
+                .iter()
+                .any(|strike| strike.contains("partition-lock-store w")),
+        "{}",
+        describe(&outcome)
+    );
+}
+
+#[tokio::test]
+async fn a_lock_kept_in_its_work_store_is_not_cut_off_from_it_and_the_run_says_so() {
+    if !servers().await {
+        return;
+    }
+    let kind = FaultKind::PartitionLockStore;
+    let seed = seeds_striking_holders(kind, 1, &[kind], 6_000, 1_500)
+        .next()
+        .expect("a seed");
+    let outcome = judged(config(lock_client("lease"), seed, &[kind], 6_000, 1_500)).await;
+    assert!(outcome.passed(), "{}", describe(&outcome));
+    assert!(outcome.strikes.is_empty(), "{}", describe(&outcome));
+    let skipped = &outcome.strikes_skipped;
+    assert!(
+        skipped.iter().all(|skipped| skipped.contains("not struck"))
+            && skipped
+                .iter()
+                .any(|skipped| skipped.contains("no connection to a lock store of its own")),
+        "{}",
+        describe(&outcome)
+    );
+}
+
+#[tokio::test]
 async fn a_check_then_act_lease_is_caught_when_its_write_in_flight_is_split() {
     // The lease checks it is still the holder, then inserts in a second
     // statement: a stall after the check's reply holds the insert past the
