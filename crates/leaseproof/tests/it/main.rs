@@ -15,6 +15,7 @@ mod misuse;
 mod module_cycles;
 mod output;
 mod possible_findings;
+mod public_api;
 mod python_recorder;
 mod readme;
 mod replay;

@@ -3,7 +3,9 @@
 //!
 //! Public because users need them: a team that creates tables through its
 //! migration tool takes [`CREATE_LEASES`] from here, and a DBA reviewing what
-//! a service runs on the database reads the statements, not the Rust.
+//! a service runs on the database reads the statements, not the Rust. The
+//! harness's guarded table (what its fenced commit cycles write) is built
+//! only with the feature `harness`.
 //!
 //! Times come back as integer microseconds since the Unix epoch
 //! (`extract(epoch …)` is `numeric` since PostgreSQL 14, so this is exact).
@@ -196,6 +198,7 @@ UPDATE leaseproof_leases SET expires_at = now()
 WHERE scope = $1 AND expires_at > now()";
 
 /// The harness's guarded table: what fenced commit cycles write.
+#[cfg(feature = "harness")]
 pub const CREATE_GUARDED: &str = "\
 CREATE TABLE IF NOT EXISTS leaseproof_guarded (
     seq        bigserial   PRIMARY KEY,
@@ -208,6 +211,7 @@ CREATE TABLE IF NOT EXISTS leaseproof_guarded (
 )";
 
 /// The guarded table's columns (see [`LEASES_COLUMNS`]).
+#[cfg(feature = "harness")]
 pub const GUARDED_COLUMNS: &[(&str, &str)] = &[
     ("seq", "bigint"),
     ("scope", "text"),
@@ -221,12 +225,14 @@ pub const GUARDED_COLUMNS: &[(&str, &str)] = &[
 /// One cycle's rows: `$1` scope, `$2` owner, `$3` token, `$4` cycle id, `$5`
 /// item count. `written_at` is `now()`, the guarded transaction's start: it lies
 /// before the fence, so inside the grant the fence checked.
+#[cfg(feature = "harness")]
 pub const INSERT_GUARDED: &str = "\
 INSERT INTO leaseproof_guarded (scope, owner, token, cycle_id, item, written_at)
 SELECT $1, $2, $3, $4, item, now() FROM generate_series(0, $5::int - 1) AS item
 RETURNING seq";
 
 /// The guarded table's contents in commit order, times in µs.
+#[cfg(feature = "harness")]
 pub const SELECT_GUARDED: &str = "\
 SELECT seq, scope, owner, token, cycle_id, item,
        (extract(epoch FROM written_at) * 1000000)::int8,
