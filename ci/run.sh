@@ -10,8 +10,11 @@ cd "$(dirname "$0")/.."
 stage_times=()
 stage_name="install what the tests need"
 stage_started=$SECONDS
-stage() {
+close_stage() {
     stage_times+=("$(printf '%6d s  %s' $(( SECONDS - stage_started )) "${stage_name}")")
+}
+stage() {
+    close_stage
     stage_name="$1"
     stage_started=$SECONDS
     echo "== $1"
@@ -38,6 +41,47 @@ export LEASEPROOF_REQUIRE_PGBOUNCER=1
 export RUSTFLAGS="${RUSTFLAGS:-} -D warnings"
 export CARGO_TERM_COLOR=never
 
+logs="$(mktemp -d)"
+beside_pid=""
+# On the way out, stop what runs beside the stages if it still runs: its own
+# process group (set -m below), by id.
+finish() {
+    if [ -n "${beside_pid}" ]; then
+        kill -- "-${beside_pid}" 2>/dev/null || true
+    fi
+    rm -rf "$logs"
+}
+trap finish EXIT
+
+# Beside the stages, at the lowest priority, so it takes only the CPU they
+# leave (a build's serial tails, the races waiting on their clients): the
+# release build that `verify` and the Python package need, then the
+# published crates' docs and packages once the test lanes run (the docs
+# share the test build's directory, and a build that waited on a niced one
+# would be the slowest of all). Cargo locks each profile's directory apart.
+beside_stage() {
+    local name="$1" started=$SECONDS
+    shift
+    echo "== (beside) ${name}"
+    "$@" || return
+    echo "$(printf '%6d s  (beside) %s' $(( SECONDS - started )) "${name}")" >> "$logs/beside-times"
+}
+published=(-p leaseproof-protocol -p leaseproof-postgres -p leaseproof-locks -p leaseproof-history)
+set -m
+(
+    set -e
+    beside_stage "the release build (verify, the Python package)" \
+        nice -n 19 cargo build --release --locked --bin leaseproof
+    while [ ! -e "$logs/lanes-running" ]; do sleep 1; done
+    beside_stage "cargo doc (the published crates: no broken link, no undocumented public item)" \
+        env RUSTDOCFLAGS="-D warnings -D missing_docs" nice -n 19 cargo doc --no-deps --locked \
+        "${published[@]}" --features leaseproof-locks/conformance
+    beside_stage "cargo package (the published crates, each built from its .crate as crates.io would)" \
+        nice -n 19 cargo package --locked "${published[@]}"
+) > "$logs/beside" 2>&1 &
+beside_pid=$!
+set +m
+
 stage "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -47,46 +91,74 @@ cargo fmt --all -- --check
 stage "cargo clippy (every target, the testcontainers feature on)"
 cargo clippy --workspace --all-targets --features leaseproof/testcontainers --locked -- -D warnings
 
-stage "cargo test (the README's test command)"
-test_log="$(mktemp)"
-trap 'rm -f "$test_log"' EXIT
-cargo test --workspace --locked 2>&1 | tee "$test_log"
-test_status=${PIPESTATUS[0]}
-if [ "$test_status" -ne 0 ]; then
-    exit "$test_status"
+# The README's test command, built once, then run in two lanes: the
+# real-process races (mostly waiting on their clients, servers and faults;
+# their timing is what they test) beside every other test binary.
+stage "cargo test: the build (the README's test command)"
+cargo test --workspace --locked --no-run
+
+stage "cargo test: the races beside the rest"
+cargo test --locked -p leaseproof-races > "$logs/races" 2>&1 &
+races_pid=$!
+cargo test --workspace --locked --exclude leaseproof-races > "$logs/rest" 2>&1 &
+rest_pid=$!
+# Both lanes past cargo's lock on the test build before the docs take it.
+for _ in $(seq 1 120); do
+    if grep -q '^ *Running' "$logs/races" && grep -q '^ *Running' "$logs/rest"; then
+        break
+    fi
+    sleep 1
+done
+touch "$logs/lanes-running"
+races_status=0
+wait "$races_pid" || races_status=$?
+rest_status=0
+wait "$rest_pid" || rest_status=$?
+cat "$logs/rest" "$logs/races"
+if [ "$races_status" -ne 0 ] || [ "$rest_status" -ne 0 ]; then
+    echo "cargo test failed: the races exit ${races_status}, the rest exit ${rest_status}" >&2
+    exit 1
 fi
 # One closing line for the whole suite (cargo prints one per test binary, and
 # the last of those is usually an empty doc-test run).
-tests_passed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^passed/) sum += $i } END { print sum + 0 }' "$test_log")
-tests_failed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^failed/) sum += $i } END { print sum + 0 }' "$test_log")
+count() {
+    awk -v word="$1" '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ "^" word) sum += $i } END { print sum + 0 }' "$logs/rest" "$logs/races"
+}
+tests_passed=$(count passed)
+tests_failed=$(count failed)
 if [ "$tests_passed" -eq 0 ]; then
     echo "cargo test ran no test" >&2
     exit 1
 fi
 
-stage "cargo doc (the published crates: no broken link, no undocumented public item)"
-published=(-p leaseproof-protocol -p leaseproof-postgres -p leaseproof-locks -p leaseproof-history)
-RUSTDOCFLAGS="-D warnings -D missing_docs" cargo doc --no-deps --locked "${published[@]}" \
-    --features leaseproof-locks/conformance
-
-stage "cargo package (the published crates, each built from its .crate as crates.io would)"
-cargo package --locked "${published[@]}"
-
-stage "leaseproof verify (the product's main job, on its embedded default)"
-cargo run --release --locked -- verify
-
-stage "the Python package: pip install ./python in a fresh virtualenv, its pytest suite"
-python_log="$(mktemp)"
-trap 'rm -f "$test_log" "$python_log"' EXIT
-bash ci/python-package.sh 2>&1 | tee "$python_log"
-python_status=${PIPESTATUS[0]}
-if [ "$python_status" -ne 0 ]; then
-    exit "$python_status"
+stage "what runs beside the stages: its rest"
+beside_status=0
+wait "$beside_pid" || beside_status=$?
+beside_pid=""
+cat "$logs/beside"
+if [ "$beside_status" -ne 0 ]; then
+    exit "$beside_status"
 fi
-python_passed=$(grep -Eo '([0-9]+) passed' "$python_log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 
-stage "done"
+# `verify` and the Python package's suite share nothing but the binary:
+# each starts its own servers.
+stage "leaseproof verify beside the Python package (pip install ./python in a fresh virtualenv, its pytest suite)"
+cargo run --release --locked -- verify > "$logs/verify" 2>&1 &
+verify_pid=$!
+python_status=0
+bash ci/python-package.sh > "$logs/python" 2>&1 || python_status=$?
+verify_status=0
+wait "$verify_pid" || verify_status=$?
+cat "$logs/verify" "$logs/python"
+if [ "$verify_status" -ne 0 ] || [ "$python_status" -ne 0 ]; then
+    echo "verify exit ${verify_status}, the Python package exit ${python_status}" >&2
+    exit 1
+fi
+python_passed=$(grep -Eo '([0-9]+) passed' "$logs/python" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+
+close_stage
 echo
 echo "stage times (total $(( SECONDS / 60 )) min $(( SECONDS % 60 )) s):"
 printf '%s\n' "${stage_times[@]}"
+cat "$logs/beside-times"
 echo "tests: $(( tests_passed + python_passed )) passed (${tests_passed} cargo, ${python_passed} pytest), ${tests_failed} failed"
