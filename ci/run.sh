@@ -53,34 +53,6 @@ finish() {
 }
 trap finish EXIT
 
-# Beside the stages, at the lowest priority, so it takes only the CPU they
-# leave (a build's serial tails, the races waiting on their clients): the
-# release build that `verify` and the Python package need, then the
-# published crates' docs and packages once the test lanes run (the docs
-# share the test build's directory, and a build that waited on a niced one
-# would be the slowest of all). Cargo locks each profile's directory apart.
-beside_stage() {
-    local name="$1" started=$SECONDS
-    shift
-    echo "== (beside) ${name}"
-    "$@" || return
-    echo "$(printf '%6d s  (beside) %s' $(( SECONDS - started )) "${name}")" >> "$logs/beside-times"
-}
-published=(-p leaseproof-protocol -p leaseproof-postgres -p leaseproof-locks -p leaseproof-history)
-set -m
-(
-    set -e
-    beside_stage "the release build (verify, the Python package)" \
-        nice -n 19 cargo build --release --locked --bin leaseproof
-    while [ ! -e "$logs/lanes-running" ]; do sleep 1; done
-    beside_stage "cargo doc (the published crates: no broken link, no undocumented public item)" \
-        env RUSTDOCFLAGS="-D warnings -D missing_docs" nice -n 19 cargo doc --no-deps --locked \
-        "${published[@]}" --features leaseproof-locks/conformance
-    beside_stage "cargo package (the published crates, each built from its .crate as crates.io would)" \
-        nice -n 19 cargo package --locked "${published[@]}"
-) > "$logs/beside" 2>&1 &
-beside_pid=$!
-set +m
 
 stage "cargo fmt --check"
 cargo fmt --all -- --check
@@ -98,18 +70,46 @@ stage "cargo test: the build (the README's test command)"
 cargo test --workspace --locked --no-run
 
 stage "cargo test: the races beside the rest"
+# Job control on: a background job of a shell without it ignores SIGINT,
+# and so would every process it starts (tests send it to theirs).
+set -m
 cargo test --locked -p leaseproof-races > "$logs/races" 2>&1 &
 races_pid=$!
 cargo test --workspace --locked --exclude leaseproof-races > "$logs/rest" 2>&1 &
 rest_pid=$!
-# Both lanes past cargo's lock on the test build before the docs take it.
+set +m
 for _ in $(seq 1 120); do
     if grep -q '^ *Running' "$logs/races" && grep -q '^ *Running' "$logs/rest"; then
         break
     fi
     sleep 1
 done
-touch "$logs/lanes-running"
+# Beside the test lanes, at the lowest priority, so it takes only the CPU
+# they leave (the races mostly wait): the release build that `verify` and
+# the Python package need, the published crates' docs, their packages.
+# Started once both lanes are past cargo's lock on the test build (the docs
+# share it: a lane that waited on a niced build would be the slowest of all).
+beside_stage() {
+    local name="$1" started=$SECONDS
+    shift
+    echo "== (beside) ${name}"
+    "$@" || return
+    echo "$(printf '%6d s  (beside) %s' $(( SECONDS - started )) "${name}")" >> "$logs/beside-times"
+}
+published=(-p leaseproof-protocol -p leaseproof-postgres -p leaseproof-locks -p leaseproof-history)
+set -m
+(
+    set -e
+    beside_stage "the release build (verify, the Python package)" \
+        nice -n 19 cargo build --release --locked --bin leaseproof
+    beside_stage "cargo doc (the published crates: no broken link, no undocumented public item)" \
+        env RUSTDOCFLAGS="-D warnings -D missing_docs" nice -n 19 cargo doc --no-deps --locked \
+        "${published[@]}" --features leaseproof-locks/conformance
+    beside_stage "cargo package (the published crates, each built from its .crate as crates.io would)" \
+        nice -n 19 cargo package --locked "${published[@]}"
+) > "$logs/beside" 2>&1 &
+beside_pid=$!
+set +m
 races_status=0
 wait "$races_pid" || races_status=$?
 rest_status=0
@@ -143,8 +143,10 @@ fi
 # `verify` and the Python package's suite share nothing but the binary:
 # each starts its own servers.
 stage "leaseproof verify beside the Python package (pip install ./python in a fresh virtualenv, its pytest suite)"
+set -m
 cargo run --release --locked -- verify > "$logs/verify" 2>&1 &
 verify_pid=$!
+set +m
 python_status=0
 bash ci/python-package.sh > "$logs/python" 2>&1 || python_status=$?
 verify_status=0

@@ -36,8 +36,9 @@ pub(super) struct Slot {
     /// How many of those completed a read (a `SELECT`: a check to split the
     /// write after).
     pub(super) write_reads: AtomicU64,
-    /// Until when (the run's clock, µs) a holder cut off from its lock
-    /// store is asked to work on: it writes until then, unless refused.
+    /// Until when (the run's clock, µs) a client cut off from its lock
+    /// store is asked to work on: under any grant it holds before then (a
+    /// later incarnation's too) it writes until then, unless refused.
     pub(super) work_until_us: AtomicI64,
 }
 

@@ -349,16 +349,18 @@ pub(super) async fn stall_the_write(
     // Right after the check, when the client's writes read (a check may
     // come after a `BEGIN`, and a fence on a connection of its own gives its
     // row lock back at once); else at the drawn gap.
-    let reads = slot.write_reads.load(Ordering::SeqCst) > 0;
-    let replies = match u32::try_from(statements.saturating_sub(1)).unwrap_or(u32::MAX) {
-        0 => strike.replies_before_stall,
-        gaps => 1 + (strike.replies_before_stall - 1) % gaps,
-    };
-    if reads {
+    // `None`: after the first read.
+    let replies = if slot.write_reads.load(Ordering::SeqCst) > 0 {
         proxy.stall_after_first_read(strike.lasting);
+        None
     } else {
+        let replies = match u32::try_from(statements.saturating_sub(1)).unwrap_or(u32::MAX) {
+            0 => strike.replies_before_stall,
+            gaps => 1 + (strike.replies_before_stall - 1) % gaps,
+        };
         proxy.stall_after_replies(replies, strike.lasting);
-    }
+        Some(replies)
+    };
     // The worker drops the other end once the write is answered.
     let answered = || in_flight.as_ref().is_some_and(|onset| onset.is_closed());
     let begun = || proxy.stalls_begun() != begun_before;
@@ -368,10 +370,11 @@ pub(super) async fn stall_the_write(
             return Ok(());
         }
         let why = if answered() || !proxy.stall_armed() {
-            if reads {
-                "the write was answered before it read".to_string()
-            } else {
-                format!("the write was answered before {replies} completed statement(s)")
+            match replies {
+                None => "the write was answered before it read".to_string(),
+                Some(replies) => {
+                    format!("the write was answered before {replies} completed statement(s)")
+                }
             }
         } else if tokio::time::Instant::now() >= deadline {
             "the write never completed a statement".to_string()
