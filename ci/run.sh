@@ -67,28 +67,54 @@ cargo clippy --workspace --all-targets --features leaseproof/testcontainers --lo
 # real-process races (mostly waiting on their clients, servers and faults;
 # their timing is what they test) beside every other test binary.
 stage "cargo test: the build (the README's test command)"
-cargo test --workspace --locked --no-run
+# Every test binary of the workspace, built once with the whole workspace's
+# features; each lane runs its binaries itself (a `cargo test -p` of a part
+# would resolve other features and build much of it again).
+cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
+    | python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    if not line.startswith("{"):
+        continue
+    message = json.loads(line)
+    if message.get("reason") == "compiler-artifact" and message.get("executable") \
+            and message["profile"]["test"]:
+        print(os.path.dirname(message["manifest_path"]) + "\t" + message["executable"])
+' > "$logs/binaries"
+if [ ! -s "$logs/binaries" ]; then
+    echo "cargo test built no test binary" >&2
+    exit 1
+fi
+# Runs test binaries as cargo would (from their package's directory), one
+# after another; stops at the first that fails.
+run_binaries() {
+    local dir binary
+    while IFS=$'\t' read -r dir binary; do
+        echo "     Running ${binary#"${PWD}/"}"
+        (cd "$dir" && "$binary") || return
+    done
+}
 
 stage "cargo test: the races beside the rest"
 # Job control on: a background job of a shell without it ignores SIGINT,
 # and so would every process it starts (tests send it to theirs).
+races="$(printf '%s/crates/harness/leaseproof-races' "$PWD")"
+if ! grep -qF "${races}"$'\t' "$logs/binaries"; then
+    echo "no test binary of leaseproof-races was built" >&2
+    exit 1
+fi
 set -m
-cargo test --locked -p leaseproof-races > "$logs/races" 2>&1 &
+grep -F "${races}"$'\t' "$logs/binaries" | run_binaries > "$logs/races" 2>&1 &
 races_pid=$!
-cargo test --workspace --locked --exclude leaseproof-races > "$logs/rest" 2>&1 &
+{ cargo test --workspace --locked --doc && grep -vF "${races}"$'\t' "$logs/binaries" | run_binaries; } \
+    > "$logs/rest" 2>&1 &
 rest_pid=$!
 set +m
-for _ in $(seq 1 120); do
-    if grep -q '^ *Running' "$logs/races" && grep -q '^ *Running' "$logs/rest"; then
-        break
-    fi
-    sleep 1
-done
 # Beside the test lanes, at the lowest priority, so it takes only the CPU
 # they leave (the races mostly wait): the release build that `verify` and
 # the Python package need, the published crates' docs, their packages.
-# Started once both lanes are past cargo's lock on the test build (the docs
-# share it: a lane that waited on a niced build would be the slowest of all).
+# The docs share the test build's directory: the doc-tests come first in
+# their lane, before the docs begin.
 beside_stage() {
     local name="$1" started=$SECONDS
     shift

@@ -175,7 +175,7 @@ pub async fn run(args: ClientsArgs) -> ExitCode {
         }
     };
     println!(
-        "clients: {runs} run(s), {} with a violation{}, {} with possible violations only{}, {vacuous} that proved little (no contention or no write)",
+        "clients: {runs} run(s), {} with a violation{}, {} with possible violations only{}, {vacuous} that proved little (no contention, no write, or no strike that acted)",
         failed.len(),
         seeds_named(&failed),
         undecided.len(),

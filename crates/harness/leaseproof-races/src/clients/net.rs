@@ -51,6 +51,8 @@ struct State {
     resets: watch::Sender<u64>,
     /// Local ports of the live upstream connections.
     upstream_ports: Mutex<BTreeSet<u16>>,
+    /// Upstream connections ever made.
+    connections_made: AtomicU64,
     replies_lost: AtomicU64,
     /// Connections and chunks a partition held back.
     partition_holds: AtomicU64,
@@ -162,6 +164,7 @@ impl FaultProxy {
             latency_ms: AtomicU64::new(0),
             resets,
             upstream_ports: Mutex::new(BTreeSet::new()),
+            connections_made: AtomicU64::new(0),
             replies_lost: AtomicU64::new(0),
             partition_holds: AtomicU64::new(0),
             delayed_chunks: AtomicU64::new(0),
@@ -260,6 +263,11 @@ impl FaultProxy {
         lock(&self.state.upstream_ports).iter().copied().collect()
     }
 
+    /// Whether a client ever connected to the store through this proxy.
+    pub fn ever_connected(&self) -> bool {
+        self.state.connections_made.load(Ordering::SeqCst) > 0
+    }
+
     /// What the faults did so far.
     pub fn effects(&self) -> ProxyEffects {
         let state = &self.state;
@@ -287,6 +295,7 @@ async fn serve(client: TcpStream, upstream: SocketAddr, state: Arc<State>) {
     let Ok(server) = TcpStream::connect(upstream).await else {
         return; // the store is down: the client sees its connection close
     };
+    state.connections_made.fetch_add(1, Ordering::SeqCst);
     let port = server.local_addr().map(|addr| addr.port()).ok();
     if let Some(port) = port {
         lock(&state.upstream_ports).insert(port);

@@ -89,7 +89,8 @@ pub struct ClientRunReport {
 }
 
 impl ClientRunReport {
-    /// Why the run proved little: no contention, no writes.
+    /// Why the run proved little: no contention, no writes, or a plan whose
+    /// every strike found nothing to act on.
     pub fn vacuity(&self) -> Option<String> {
         let reason = if self.distinct_winners < 2 {
             format!(
@@ -98,6 +99,14 @@ impl ClientRunReport {
             )
         } else if self.tally.writes == 0 {
             "vacuous: no write was answered ok".to_string()
+        } else if self.strikes.is_empty() && !self.plan.strikes.is_empty() {
+            format!(
+                "vacuous: none of the plan's {} strike(s) acted (first: {})",
+                self.plan.strikes.len(),
+                self.strikes_skipped
+                    .first()
+                    .map_or("no reason given", String::as_str)
+            )
         } else {
             return None;
         };

@@ -277,6 +277,7 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
             write_statements: AtomicU64::new(0),
             write_reads: AtomicU64::new(0),
             work_until_us: AtomicI64::new(0),
+            aimed_until_us: AtomicI64::new(0),
         });
     }
     let dir = tempfile::Builder::new()

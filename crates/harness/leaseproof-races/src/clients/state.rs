@@ -40,6 +40,17 @@ pub(super) struct Slot {
     /// store is asked to work on: under any grant it holds before then (a
     /// later incarnation's too) it writes until then, unless refused.
     pub(super) work_until_us: AtomicI64,
+    /// Until when (the run's clock, µs) a strike aimed at a protocol moment
+    /// has this client to itself: clock-timed strikes pass it by (a holder
+    /// killed or paused as well would hide what the aimed fault exposes).
+    pub(super) aimed_until_us: AtomicI64,
+}
+
+impl Slot {
+    /// Whether an aimed strike has this client to itself at `now_us`.
+    pub(super) fn under_aim(&self, now_us: i64) -> bool {
+        now_us < self.aimed_until_us.load(Ordering::SeqCst)
+    }
 }
 
 #[derive(Debug, Default)]

@@ -10,6 +10,7 @@ use leaseproof_history::Annotation;
 use sqlx::Connection as _;
 
 use super::effects::{seen_gone, seen_stopped};
+use super::net::FaultProxy;
 use super::plan::{FaultKind, FaultPlan, Moment, Strike};
 use super::state::{end_incarnation, lock, micros, Run, Slot};
 
@@ -17,8 +18,13 @@ use super::state::{end_incarnation, lock, micros, Run, Slot};
 /// for the holder that lands between two holds (or while clients still
 /// start) waits for the next one rather than hit a bystander.
 pub(super) async fn holder_within(run: &Arc<Run>, patience: Duration) -> Option<usize> {
-    let holder =
-        || (0..run.slots.len()).find(|index| lock(&run.slots[*index].belief).held.is_some());
+    let holder = || {
+        let now_us = run.clock.elapsed_us();
+        (0..run.slots.len()).find(|&index| {
+            let slot = &run.slots[index];
+            lock(&slot.belief).held.is_some() && !slot.under_aim(now_us)
+        })
+    };
     let deadline = tokio::time::Instant::now() + patience;
     loop {
         if let Some(index) = holder() {
@@ -153,8 +159,23 @@ pub(super) async fn aim_at_a_counted_write(
 pub(super) async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> {
     let (client, what, onset) = if strike.moment == Moment::Clock {
         let (client, what) = aim(run, strike).await;
+        if strike.kind != FaultKind::RedisRestart
+            && run.slots[client].under_aim(run.clock.elapsed_us())
+        {
+            return Err(format!(
+                "{what}: not struck, a strike aimed at a protocol moment has w{client} to itself"
+            ));
+        }
         (client, what, None)
     } else {
+        if strike.kind == FaultKind::PartitionLockStore && !has_a_lock_store(run) {
+            return Err(format!(
+                "at {} ms: {} the holder, {}: not struck, {NO_LOCK_STORE}",
+                strike.at.as_millis(),
+                strike.kind.name(),
+                strike.moment.describe()
+            ));
+        }
         let (client, what, onset) = if strike.kind == FaultKind::StallAfterReply {
             aim_at_a_counted_write(run, strike).await?
         } else {
@@ -163,13 +184,51 @@ pub(super) async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<Strin
         (client, what, Some(onset))
     };
     let landed_us = run.clock.elapsed_us();
-    let done = land(run, strike, client, what, onset).await?;
+    let done = if strike.moment == Moment::Clock {
+        land(run, strike, client, what, onset).await?
+    } else {
+        land_aimed(run, strike, client, what, onset).await?
+    };
     lock(&run.marks).push(Annotation {
         true_time_us: landed_us,
         worker: (strike.kind != FaultKind::RedisRestart).then(|| format!("w{client}")),
         text: format!("struck {done}"),
     });
     Ok(done)
+}
+
+/// Lands a strike that took a protocol moment, with its victim to itself
+/// for its fault and one TTL after (a holder cut off, stalled or paused
+/// learns it lost its lock, or writes on, within that) — unless it could
+/// not act.
+async fn land_aimed(
+    run: &Arc<Run>,
+    strike: &Strike,
+    client: usize,
+    what: String,
+    onset: Option<tokio::sync::oneshot::Sender<()>>,
+) -> Result<String, String> {
+    let reserved = &run.slots[client].aimed_until_us;
+    let until_us = run.clock.elapsed_us() + micros(strike.lasting + run.config.ttl);
+    let before = reserved.fetch_max(until_us, Ordering::SeqCst);
+    let landed = land(run, strike, client, what, onset).await;
+    if landed.is_err() {
+        reserved.store(before, Ordering::SeqCst);
+    }
+    landed
+}
+
+/// Why a lock-store partition cannot act on a design.
+const NO_LOCK_STORE: &str =
+    "the client has no connection to a lock store of its own (its lock lives in its work store)";
+
+/// Whether any client ever reached a lock store of its own (through a
+/// proxy beside the work store's): else a lock-store partition waits for no
+/// moment.
+fn has_a_lock_store(run: &Run) -> bool {
+    run.slots
+        .iter()
+        .any(|slot| slot.proxies[1..].iter().any(FaultProxy::ever_connected))
 }
 
 /// Does what `strike` does to `client`; `what` names it. `onset`, when the
@@ -307,9 +366,7 @@ pub(super) async fn partition_lock_store(
         .iter()
         .all(|proxy| proxy.upstream_ports().is_empty())
     {
-        return Err(format!(
-            "{what}: not struck, the client has no connection to a lock store of its own (its lock lives in its work store)"
-        ));
+        return Err(format!("{what}: not struck, {NO_LOCK_STORE}"));
     }
     slot.work_until_us
         .store(run.clock.elapsed_us() + micros(lasting), Ordering::SeqCst);
