@@ -16,6 +16,11 @@
 //! design is exposed instead of wherever the clock put it. The moments and
 //! the kinds added after the first ten are drawn from streams of their own:
 //! every seed's clock-timed plan of the first ten kinds stays what it was.
+//! The kinds aimed at a design's mechanism (a lock session, a lock store, a
+//! write's statements) are on for every seed that allows them, and their
+//! strikes are dealt the plan's times in that order: where a kind does not
+//! apply it is not struck at once, and the first that applies has the run
+//! to itself while it plays out.
 //! Invariant: the plan is exact and printed; the interleaving of real
 //! processes is not, and the run says so.
 
@@ -51,7 +56,7 @@ pub enum FaultKind {
     /// and a rate, for wall and monotonic time.
     ClockSkew,
     /// PostgreSQL terminates only the backend that holds the client's
-    /// advisory lock (from `pg_locks`), right after a grant is answered: the
+    /// advisory lock (from `pg_locks`), while it holds the lock: the
     /// client's other connections live on, so a design whose work does not
     /// go through its lock session writes on, unaware.
     TerminateLockSession,
@@ -59,7 +64,7 @@ pub enum FaultKind {
     /// passes and then whatever the client sends waits past the TTL: a
     /// write of two statements (check, then act) is split between them.
     StallAfterReply,
-    /// Right after a grant, the client's connections to its lock store (its
+    /// While the client holds the lock, its connections to its lock store (its
     /// Redis) stop forwarding past the TTL while its work store stays
     /// reachable, and the holder is asked to work on until they heal: a
     /// lock kept alive from a store it cannot reach must stop its holder
@@ -80,6 +85,10 @@ pub enum Moment {
     WriteInFlight,
     /// Right after the first renewal request sent from its planned time on.
     RenewalSent,
+    /// On whoever holds the lock from its planned time on (at once, or at
+    /// the next grant answered ok): a lock session or a lock store matters
+    /// while a lock is held.
+    Holding,
 }
 
 impl Moment {
@@ -90,6 +99,7 @@ impl Moment {
             Moment::Granted => "at the next grant",
             Moment::WriteInFlight => "on the next write in flight",
             Moment::RenewalSent => "on the next renewal sent",
+            Moment::Holding => "while it holds the lock",
         }
     }
 }
@@ -302,19 +312,17 @@ fn draw_kinds(
         .filter(|kind| !FaultKind::FIRST_STREAM.contains(kind) && allowed(kind))
         .collect();
     // The later kinds are aimed at the moments a design is exposed: on for
-    // three seeds in four, so a default plan seldom goes without them.
+    // every seed that allows them, so a default plan never goes without
+    // them (each acts only where it applies). Their coin is still tossed:
+    // the draws after it keep their meaning.
     for &kind in &later {
         let stream = if FaultKind::AIM_STREAM.contains(&kind) {
             &mut *aim_rng
         } else {
             &mut *late_rng
         };
-        if stream.gen_bool(0.75) {
-            kinds.push(kind);
-        }
-    }
-    if kinds.is_empty() && !later.is_empty() {
-        kinds.push(later[aim_rng.gen_range(0..later.len())]);
+        let _swarm_coin = stream.gen_bool(0.75);
+        kinds.push(kind);
     }
     kinds
 }
@@ -376,7 +384,7 @@ fn draw_strikes(kind: FaultKind, rng: &mut ChaCha8Rng, shape: &PlanShape) -> Vec
 /// hold what they protect.
 fn draw_moment(strike: &Strike, aim_rng: &mut ChaCha8Rng) -> Moment {
     match strike.kind {
-        FaultKind::TerminateLockSession | FaultKind::PartitionLockStore => Moment::Granted,
+        FaultKind::TerminateLockSession | FaultKind::PartitionLockStore => Moment::Holding,
         FaultKind::StallAfterReply => Moment::WriteInFlight,
         FaultKind::RedisRestart | FaultKind::ClockSkew => Moment::Clock,
         _ if !strike.holder_first => Moment::Clock,
@@ -387,6 +395,41 @@ fn draw_moment(strike: &Strike, aim_rng: &mut ChaCha8Rng) -> Moment {
             _ => Moment::RenewalSent,
         },
     }
+}
+
+/// The kinds aimed at a design's mechanism, in the order their strikes
+/// take the run: a lock session's end and a lock store cut off act only on
+/// designs that have one (and say so at once elsewhere), a stall acts on
+/// any design that writes.
+pub(super) const AIMED_ORDER: [FaultKind; 3] = [
+    FaultKind::TerminateLockSession,
+    FaultKind::PartitionLockStore,
+    FaultKind::StallAfterReply,
+];
+
+/// Deals the planned times of the strikes of the [`AIMED_ORDER`] kinds to
+/// them in that order (each no later than it can still be over by
+/// [`STRIKES_OVER_BY_PERCENT`] of the run): an aimed strike that acts has
+/// the run to itself while it plays out, so the one that comes first is
+/// the one a run is sure to show.
+fn deal_aimed_times(strikes: &mut [Strike], shape: &PlanShape) {
+    let rank = |kind: FaultKind| AIMED_ORDER.iter().position(|aimed| *aimed == kind);
+    let mut aimed: Vec<usize> = (0..strikes.len())
+        .filter(|&index| rank(strikes[index].kind).is_some())
+        .collect();
+    let mut times: Vec<Duration> = aimed.iter().map(|&index| strikes[index].at).collect();
+    times.sort();
+    aimed.sort_by_key(|&index| (rank(strikes[index].kind), strikes[index].at));
+    let over_by = shape.duration * STRIKES_OVER_BY_PERCENT as u32 / 100;
+    for (index, at) in aimed.into_iter().zip(times) {
+        // No later than it can still be over (unless it was drawn later
+        // already: a run too short for it).
+        let fits = over_by
+            .saturating_sub(strikes[index].lasting)
+            .max(strikes[index].at);
+        strikes[index].at = at.min(fits);
+    }
+    strikes.sort_by_key(|strike| (strike.at, strike.kind, strike.client));
 }
 
 impl FaultPlan {
@@ -425,6 +468,7 @@ impl FaultPlan {
         for strike in &mut strikes {
             strike.moment = draw_moment(strike, &mut aim_rng);
         }
+        deal_aimed_times(&mut strikes, shape);
         let skewed = kinds.contains(&FaultKind::ClockSkew);
         // The skews come from a stream of their own; the two draws they once
         // took from the plan's stream are still taken, so every draw after
@@ -536,12 +580,39 @@ mod tests {
     }
 
     #[test]
-    fn swarm_turns_every_kind_on_for_some_seeds_and_off_for_others() {
+    fn swarm_turns_the_first_kinds_on_for_some_seeds_and_the_aimed_ones_for_all() {
         for kind in FaultKind::ALL {
             let on = (0..64)
                 .filter(|seed| FaultPlan::draw(*seed, &shape()).kinds.contains(&kind))
                 .count();
-            assert!((10..=54).contains(&on), "{kind:?} on for {on} of 64 seeds");
+            if FaultKind::FIRST_STREAM.contains(&kind) {
+                assert!((10..=54).contains(&on), "{kind:?} on for {on} of 64 seeds");
+            } else {
+                assert_eq!(on, 64, "{kind:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn aimed_strikes_take_the_run_in_their_order() {
+        for seed in 0..64 {
+            let plan = FaultPlan::draw(seed, &shape());
+            let first = |kind: FaultKind| {
+                plan.strikes
+                    .iter()
+                    .find(|strike| strike.kind == kind)
+                    .map(|strike| strike.at)
+            };
+            let session = first(FaultKind::TerminateLockSession).expect("always on");
+            let store = first(FaultKind::PartitionLockStore).expect("always on");
+            let stall = first(FaultKind::StallAfterReply).expect("always on");
+            assert!(session <= store && session <= stall, "seed {seed}: {plan}");
+            // A stall dealt a time too late for it to be over by 85 % of
+            // the run takes the latest it can: 10.2 s less two TTLs at most.
+            assert!(
+                store <= stall || stall >= Duration::from_millis(4_200),
+                "seed {seed}: {plan}"
+            );
         }
     }
 
@@ -650,32 +721,43 @@ mod tests {
         earlier.allowed = FaultKind::ALL.split_at(12).0.to_vec();
         for seed in 0..64 {
             let mut all = FaultPlan::draw(seed, &shape());
-            let alone = FaultPlan::draw(seed, &earlier);
+            let mut alone = FaultPlan::draw(seed, &earlier);
             all.kinds.retain(|kind| earlier.allowed.contains(kind));
             all.strikes
                 .retain(|strike| earlier.allowed.contains(&strike.kind));
+            // Everything but the aimed strikes' times, which are dealt
+            // among them all.
+            for plan in [&mut all, &mut alone] {
+                for strike in &mut plan.strikes {
+                    if AIMED_ORDER.contains(&strike.kind) {
+                        strike.at = Duration::ZERO;
+                    }
+                }
+                plan.strikes
+                    .sort_by_key(|strike| (strike.at, strike.kind, strike.client));
+            }
             assert_eq!(all, alone, "seed {seed}");
         }
     }
 
     #[test]
-    fn holders_strikes_are_aimed_at_moments_and_lock_sessions_at_grants() {
+    fn holders_strikes_are_aimed_at_moments_and_lock_sessions_at_holds() {
         let mut moments = std::collections::BTreeMap::new();
         for seed in 0..64 {
             let plan = FaultPlan::draw(seed, &shape());
             for strike in &plan.strikes {
                 *moments.entry(strike.moment).or_insert(0) += 1;
                 if strike.kind == FaultKind::PartitionLockStore {
-                    assert_eq!(strike.moment, Moment::Granted, "{plan}");
+                    assert_eq!(strike.moment, Moment::Holding, "{plan}");
                     assert!(strike.holder_first);
                     assert!(strike.lasting > Duration::from_secs(3), "{plan}");
                 }
                 if strike.kind == FaultKind::TerminateLockSession {
-                    assert_eq!(strike.moment, Moment::Granted, "{plan}");
+                    assert_eq!(strike.moment, Moment::Holding, "{plan}");
                     assert!(strike.holder_first);
                     assert!(plan
                         .to_string()
-                        .contains("terminate-lock-session the holder, at the next grant"));
+                        .contains("terminate-lock-session the holder, while it holds the lock"));
                 }
                 if strike.kind == FaultKind::StallAfterReply {
                     assert!((1..=3).contains(&strike.replies_before_stall), "{plan}");

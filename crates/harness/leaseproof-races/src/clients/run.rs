@@ -16,7 +16,7 @@
 //! process, proxy, server and file the run started is gone when it returns.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -277,7 +277,6 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
             write_statements: AtomicU64::new(0),
             write_reads: AtomicU64::new(0),
             work_until_us: AtomicI64::new(0),
-            aimed_until_us: AtomicI64::new(0),
         });
     }
     let dir = tempfile::Builder::new()
@@ -304,6 +303,8 @@ pub async fn run_clients(config: ClientRunConfig) -> Result<ClientRunReport, Cli
         marks: Mutex::new(Vec::new()),
         unanswered: Mutex::new(Vec::new()),
         moments: Moments::default(),
+        aimed: Mutex::new(None),
+        faults_under_way: AtomicUsize::new(0),
         start: HeldStart::new(config.clients),
     });
 

@@ -40,17 +40,6 @@ pub(super) struct Slot {
     /// store is asked to work on: under any grant it holds before then (a
     /// later incarnation's too) it writes until then, unless refused.
     pub(super) work_until_us: AtomicI64,
-    /// Until when (the run's clock, µs) a strike aimed at a protocol moment
-    /// has this client to itself: clock-timed strikes pass it by (a holder
-    /// killed or paused as well would hide what the aimed fault exposes).
-    pub(super) aimed_until_us: AtomicI64,
-}
-
-impl Slot {
-    /// Whether an aimed strike has this client to itself at `now_us`.
-    pub(super) fn under_aim(&self, now_us: i64) -> bool {
-        now_us < self.aimed_until_us.load(Ordering::SeqCst)
-    }
 }
 
 #[derive(Debug, Default)]
@@ -89,6 +78,45 @@ pub(super) struct Run {
     pub(super) requests: Mutex<BTreeMap<u64, (u64, &'static str)>>,
     /// The strikes waiting for a protocol moment.
     pub(super) moments: Moments,
+    /// The strike aimed at a protocol moment that has the run to itself,
+    /// and until when (the run's clock, µs).
+    pub(super) aimed: Mutex<Option<AimedWindow>>,
+    /// Lasting faults (pauses, partitions, latency, stalls) under way now.
+    pub(super) faults_under_way: AtomicUsize,
+}
+
+/// A strike aimed at a protocol moment that acted, playing out: until its
+/// fault and one TTL after are over, no other strike lands (a rival paused,
+/// a holder killed as well, a server restarted would hide what it exposes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct AimedWindow {
+    /// How the strike was reported.
+    pub(super) what: String,
+    /// Until when, on the run's clock (µs).
+    pub(super) until_us: i64,
+}
+
+impl AimedWindow {
+    /// Its end on the plan's clock (from the held start), in ms.
+    pub(super) async fn until_ms(&self, run: &Run) -> i64 {
+        (self.until_us - run.start.at_us().await) / 1_000
+    }
+}
+
+impl Run {
+    /// Whether a strike aimed at a design's mechanism may take the run at
+    /// `now_us`: no other has it, and no lasting fault is under way (a
+    /// paused rival takes no lock, a paused holder writes nothing).
+    pub(super) fn is_free(&self, now_us: i64) -> bool {
+        self.aimed_at(now_us).is_none() && self.faults_under_way.load(Ordering::SeqCst) == 0
+    }
+
+    /// The aimed strike that has the run to itself at `now_us`, if any.
+    pub(super) fn aimed_at(&self, now_us: i64) -> Option<AimedWindow> {
+        lock(&self.aimed)
+            .clone()
+            .filter(|window| now_us < window.until_us)
+    }
 }
 
 /// One worker's place at the held start: it arrives once, when its first

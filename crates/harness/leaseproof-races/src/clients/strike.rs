@@ -10,21 +10,17 @@ use leaseproof_history::Annotation;
 use sqlx::Connection as _;
 
 use super::effects::{seen_gone, seen_stopped};
+use super::moments::Offer;
 use super::net::FaultProxy;
-use super::plan::{FaultKind, FaultPlan, Moment, Strike};
-use super::state::{end_incarnation, lock, micros, Run, Slot};
+use super::plan::{FaultKind, FaultPlan, Moment, Strike, AIMED_ORDER};
+use super::state::{end_incarnation, lock, micros, AimedWindow, Run, Slot};
 
 /// Whoever holds the lock now, or first within `patience`: a strike meant
 /// for the holder that lands between two holds (or while clients still
 /// start) waits for the next one rather than hit a bystander.
 pub(super) async fn holder_within(run: &Arc<Run>, patience: Duration) -> Option<usize> {
-    let holder = || {
-        let now_us = run.clock.elapsed_us();
-        (0..run.slots.len()).find(|&index| {
-            let slot = &run.slots[index];
-            lock(&slot.belief).held.is_some() && !slot.under_aim(now_us)
-        })
-    };
+    let holder =
+        || (0..run.slots.len()).find(|&index| lock(&run.slots[index].belief).held.is_some());
     let deadline = tokio::time::Instant::now() + patience;
     loop {
         if let Some(index) = holder() {
@@ -113,13 +109,17 @@ pub(super) async fn aim_at_moment(
         .saturating_sub(strike.at + strike.lasting)
         .max(run.config.ttl * 2);
     let planned_ms = strike.at.as_millis();
-    let waiting = run.moments.wait_for(strike.moment);
-    let Ok(Ok(offer)) = tokio::time::timeout(patience, waiting).await else {
+    let deadline = tokio::time::Instant::now() + patience;
+    let Some(offer) = next_free_moment(run, strike.moment, deadline).await else {
         return Err(format!(
-            "at {planned_ms} ms: {} the holder, {}: not struck, the moment did not come within {} ms",
+            "at {planned_ms} ms: {} the holder, {}: not struck, the moment did not come within {} ms{}",
             strike.kind.name(),
             strike.moment.describe(),
-            patience.as_millis()
+            patience.as_millis(),
+            match run.aimed_at(run.clock.elapsed_us()) {
+                Some(window) => format!(" ({} had the run to itself)", window.what),
+                None => String::new(),
+            }
         ));
     };
     let waited_ms = (run.clock.elapsed_us() - looked_us) / 1_000;
@@ -131,6 +131,64 @@ pub(super) async fn aim_at_moment(
         strike.moment.describe()
     );
     Ok((offer.client, what, offer.onset))
+}
+
+/// The first `moment` that comes before `deadline` while the run is free
+/// ([`Run::is_free`]: one that comes otherwise is let go); for
+/// [`Moment::Holding`], whoever holds the lock as soon as the run is free,
+/// else the next grant.
+async fn next_free_moment(
+    run: &Arc<Run>,
+    moment: Moment,
+    deadline: tokio::time::Instant,
+) -> Option<Offer> {
+    let waits_for = match moment {
+        Moment::Holding => Moment::Granted,
+        other => other,
+    };
+    let mut waiting = run.moments.wait_for(waits_for);
+    loop {
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        if moment == Moment::Holding && run.is_free(run.clock.elapsed_us()) {
+            let holder =
+                (0..run.slots.len()).find(|&index| lock(&run.slots[index].belief).held.is_some());
+            if let Some(client) = holder {
+                // Nobody waits for the onset of a strike on a hold under way.
+                let (onset, _) = tokio::sync::oneshot::channel();
+                return Some(Offer { client, onset });
+            }
+        }
+        tokio::select! {
+            offer = &mut waiting => {
+                if let Ok(offer) = offer {
+                    if run.is_free(run.clock.elapsed_us()) {
+                        return Some(offer);
+                    }
+                }
+                // Let go (its onset dropped: the worker goes on).
+                waiting = run.moments.wait_for(waits_for);
+            }
+            () = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+    }
+}
+
+/// A lasting fault under way, counted on the run while it lasts.
+struct UnderWay<'a>(&'a Run);
+
+impl<'a> UnderWay<'a> {
+    fn begin(run: &'a Run) -> UnderWay<'a> {
+        run.faults_under_way.fetch_add(1, Ordering::SeqCst);
+        UnderWay(run)
+    }
+}
+
+impl Drop for UnderWay<'_> {
+    fn drop(&mut self) {
+        self.0.faults_under_way.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Writes in flight a stall lets go by because nothing is known yet of the
@@ -159,11 +217,11 @@ pub(super) async fn aim_at_a_counted_write(
 pub(super) async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<String, String> {
     let (client, what, onset) = if strike.moment == Moment::Clock {
         let (client, what) = aim(run, strike).await;
-        if strike.kind != FaultKind::RedisRestart
-            && run.slots[client].under_aim(run.clock.elapsed_us())
-        {
+        if let Some(window) = run.aimed_at(run.clock.elapsed_us()) {
             return Err(format!(
-                "{what}: not struck, a strike aimed at a protocol moment has w{client} to itself"
+                "{what}: not struck, {} has the run to itself until {} ms",
+                window.what,
+                window.until_ms(run).await
             ));
         }
         (client, what, None)
@@ -197,10 +255,12 @@ pub(super) async fn strike_once(run: &Arc<Run>, strike: &Strike) -> Result<Strin
     Ok(done)
 }
 
-/// Lands a strike that took a protocol moment, with its victim to itself
-/// for its fault and one TTL after (a holder cut off, stalled or paused
-/// learns it lost its lock, or writes on, within that) — unless it could
-/// not act.
+/// Lands a strike that took a protocol moment; one aimed at a design's
+/// mechanism ([`AIMED_ORDER`]) with the run to itself for its fault and one
+/// TTL after (a holder cut off, stalled or with its session ended writes
+/// on, and a rival takes the lock, within that) — when it acts: a lasting
+/// one claims the run as it begins (and gives it back if it could not act,
+/// or finds it taken), an instant one once it acted.
 async fn land_aimed(
     run: &Arc<Run>,
     strike: &Strike,
@@ -208,12 +268,36 @@ async fn land_aimed(
     what: String,
     onset: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<String, String> {
-    let reserved = &run.slots[client].aimed_until_us;
-    let until_us = run.clock.elapsed_us() + micros(strike.lasting + run.config.ttl);
-    let before = reserved.fetch_max(until_us, Ordering::SeqCst);
+    if !AIMED_ORDER.contains(&strike.kind) {
+        return land(run, strike, client, what, onset).await;
+    }
+    let now_us = run.clock.elapsed_us();
+    let window = AimedWindow {
+        what: format!("the {} aimed at w{client}", strike.kind.name()),
+        until_us: now_us + micros(strike.lasting + run.config.ttl),
+    };
+    if strike.lasting.is_zero() {
+        let done = land(run, strike, client, what, onset).await?;
+        // Acted: the run is its own from now on.
+        *lock(&run.aimed) = Some(window);
+        return Ok(done);
+    }
+    {
+        let mut aimed = lock(&run.aimed);
+        if let Some(first) = aimed.as_ref().filter(|first| now_us < first.until_us) {
+            return Err(format!(
+                "{what}: not struck, {} took the run first",
+                first.what
+            ));
+        }
+        *aimed = Some(window.clone());
+    }
     let landed = land(run, strike, client, what, onset).await;
     if landed.is_err() {
-        reserved.store(before, Ordering::SeqCst);
+        let mut aimed = lock(&run.aimed);
+        if aimed.as_ref() == Some(&window) {
+            *aimed = None;
+        }
     }
     landed
 }
@@ -241,6 +325,7 @@ pub(super) async fn land(
     what: String,
     mut onset: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<String, String> {
+    let _under_way = (!strike.lasting.is_zero()).then(|| UnderWay::begin(run));
     let slot = &run.slots[client];
     let signal = |name: &str| {
         let pgid = slot.pgid.load(Ordering::SeqCst);

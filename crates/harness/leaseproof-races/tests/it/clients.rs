@@ -499,8 +499,8 @@ async fn pg_partsmiths_advisory_lock_is_lost_to_backend_termination_and_the_hold
     // the server terminates it, a rival takes the lock at once while the
     // holder, unaware, keeps writing on its other connection — its writes
     // land under the rival's lock (I3), the finding. (No double grant: the
-    // session had ended.) The strike is aimed: only the lock session, right
-    // after a grant, before the holder's first write — so one seed shows it.
+    // session had ended.) The strike is aimed: only the lock session, while
+    // its holder holds the lock — so one seed shows it.
     if !servers().await {
         return;
     }
@@ -513,7 +513,7 @@ async fn pg_partsmiths_advisory_lock_is_lost_to_backend_termination_and_the_hold
             .strikes
             .iter()
             .any(|strike| strike.contains("terminate-lock-session w")
-                && strike.contains("at the next grant")),
+                && strike.contains("while it holds the lock")),
         "{}",
         describe(&outcome)
     );
@@ -522,7 +522,7 @@ async fn pg_partsmiths_advisory_lock_is_lost_to_backend_termination_and_the_hold
 #[tokio::test]
 async fn pg_partsmiths_redis_manager_writes_on_while_its_watchdog_cannot_reach_redis() {
     // pg_partsmith's watchdog renews with no deadline: cut off from Redis
-    // right after a grant, its work store still reachable, it neither
+    // while it holds the lock, its work store still reachable, it neither
     // renews nor cancels the holder, who works on after the key expired and
     // a rival took the lock — its writes land under the rival's (I3). Aimed
     // at a grant, so one seed shows it.
