@@ -56,7 +56,8 @@ pub enum FaultKind {
     /// and a rate, for wall and monotonic time.
     ClockSkew,
     /// PostgreSQL terminates only the backend that holds the client's
-    /// advisory lock (from `pg_locks`), while it holds the lock: the
+    /// advisory lock (from `pg_locks`), while it holds the lock, which is asked
+    /// to work on for a TTL: the
     /// client's other connections live on, so a design whose work does not
     /// go through its lock session writes on, unaware.
     TerminateLockSession,
@@ -380,8 +381,8 @@ fn draw_strikes(kind: FaultKind, rng: &mut ChaCha8Rng, shape: &PlanShape) -> Vec
 
 /// Where a strike meant for the holder lands: half of them on the clock
 /// (exploration), the others at a protocol moment. A lock session is
-/// terminated, and a lock store cut off, at a grant only: that is when they
-/// hold what they protect.
+/// terminated, and a lock store cut off, while a lock is held: that is
+/// when they hold what they protect.
 fn draw_moment(strike: &Strike, aim_rng: &mut ChaCha8Rng) -> Moment {
     match strike.kind {
         FaultKind::TerminateLockSession | FaultKind::PartitionLockStore => Moment::Holding,

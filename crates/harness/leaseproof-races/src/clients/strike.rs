@@ -302,6 +302,18 @@ async fn land_aimed(
     landed
 }
 
+/// Terminates the session holding `slot`'s advisory lock; its holder is
+/// asked to work on for a TTL, as a holder whose session just ended behind
+/// its back would: a design that does not notice writes on under the next
+/// holder.
+async fn terminate_lock_session(run: &Arc<Run>, slot: &Slot, what: &str) -> Result<(), String> {
+    slot.work_until_us.fetch_max(
+        run.clock.elapsed_us() + micros(run.config.ttl),
+        Ordering::SeqCst,
+    );
+    terminate_backends(run, slot, Backends::HoldingAdvisoryLock, what).await
+}
+
 /// Why a lock-store partition cannot act on a design.
 const NO_LOCK_STORE: &str =
     "the client has no connection to a lock store of its own (its lock lives in its work store)";
@@ -419,9 +431,7 @@ pub(super) async fn land(
             }
         }
         FaultKind::TerminateBackends => terminate_backends(run, slot, Backends::All, &what).await?,
-        FaultKind::TerminateLockSession => {
-            terminate_backends(run, slot, Backends::HoldingAdvisoryLock, &what).await?
-        }
+        FaultKind::TerminateLockSession => terminate_lock_session(run, slot, &what).await?,
         FaultKind::StallAfterReply => {
             let in_flight = onset.take();
             stall_the_write(run, slot, strike, in_flight, &what).await?

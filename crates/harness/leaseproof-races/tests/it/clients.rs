@@ -500,7 +500,7 @@ async fn pg_partsmiths_advisory_lock_is_lost_to_backend_termination_and_the_hold
     // holder, unaware, keeps writing on its other connection — its writes
     // land under the rival's lock (I3), the finding. (No double grant: the
     // session had ended.) The strike is aimed: only the lock session, while
-    // its holder holds the lock — so one seed shows it.
+    // its holder holds the lock and works on — so one seed shows it.
     if !servers().await {
         return;
     }

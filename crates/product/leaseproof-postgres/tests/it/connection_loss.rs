@@ -262,6 +262,20 @@ async fn the_lease_types_describe_themselves() {
     assert!(std::error::Error::source(&work).is_some());
 }
 
+/// The connect options of `url` and the address its server listens on (for
+/// a proxy in front of it).
+pub(crate) async fn server_address(
+    url: &str,
+) -> (sqlx::postgres::PgConnectOptions, std::net::SocketAddr) {
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let upstream = tokio::net::lookup_host((options.get_host(), options.get_port()))
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    (options, upstream)
+}
+
 /// A loopback TCP proxy to `upstream` whose connections can be cut at once:
 /// the client then meets a closed socket with no server message (an IO
 /// error), as after a network failure — unlike `pg_terminate_backend`, whose
@@ -308,12 +322,7 @@ async fn a_connection_cut_without_a_word_mid_statement_is_an_unknown_outcome() {
     let Some(database) = leaseproof_pgcluster::test_database().await else {
         return;
     };
-    let options: sqlx::postgres::PgConnectOptions = database.url.parse().unwrap();
-    let upstream = tokio::net::lookup_host((options.get_host(), options.get_port()))
-        .await
-        .unwrap()
-        .next()
-        .unwrap();
+    let (options, upstream) = server_address(&database.url).await;
     let proxy = CuttableProxy::start(upstream).await;
     let pool = PostgresLeases::pool_options()
         .max_connections(1)

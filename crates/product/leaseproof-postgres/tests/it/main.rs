@@ -13,6 +13,7 @@ mod arbitrary_input;
 mod connection_loss;
 mod cycle_work;
 mod differential;
+mod election;
 mod fence;
 mod guard;
 mod input;
