@@ -104,6 +104,11 @@ impl AimedWindow {
 }
 
 impl Run {
+    /// The client that believes it holds the lock now, if any.
+    pub(super) fn holder_now(&self) -> Option<usize> {
+        (0..self.slots.len()).find(|&index| lock(&self.slots[index].belief).held.is_some())
+    }
+
     /// Whether a strike aimed at a design's mechanism may take the run at
     /// `now_us`: no other has it, and no lasting fault is under way (a
     /// paused rival takes no lock, a paused holder writes nothing).

@@ -19,11 +19,9 @@ use super::state::{end_incarnation, lock, micros, AimedWindow, Run, Slot};
 /// for the holder that lands between two holds (or while clients still
 /// start) waits for the next one rather than hit a bystander.
 pub(super) async fn holder_within(run: &Arc<Run>, patience: Duration) -> Option<usize> {
-    let holder =
-        || (0..run.slots.len()).find(|&index| lock(&run.slots[index].belief).held.is_some());
     let deadline = tokio::time::Instant::now() + patience;
     loop {
-        if let Some(index) = holder() {
+        if let Some(index) = run.holder_now() {
             return Some(index);
         }
         if tokio::time::Instant::now() >= deadline {
@@ -152,9 +150,7 @@ async fn next_free_moment(
             return None;
         }
         if moment == Moment::Holding && run.is_free(run.clock.elapsed_us()) {
-            let holder =
-                (0..run.slots.len()).find(|&index| lock(&run.slots[index].belief).held.is_some());
-            if let Some(client) = holder {
+            if let Some(client) = run.holder_now() {
                 // Nobody waits for the onset of a strike on a hold under way.
                 let (onset, _) = tokio::sync::oneshot::channel();
                 return Some(Offer { client, onset });
