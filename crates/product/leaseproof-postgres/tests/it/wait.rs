@@ -215,12 +215,17 @@ async fn waiters_share_a_contended_scope_without_starving() {
 /// the waiter's grant: the release's notification wakes the waiter. With a
 /// 30 s TTL the waiter's poll is 500 ms ±50 %, and each release comes 100 ms
 /// after the waiter's first refusal, so a waiter that only polled would take
-/// 150 ms at the very least, every time.
+/// 150 ms at the very least, every time. Each waiter waits through the
+/// other `PostgresLeases` than the one its holder's guard came from, each
+/// on a pool of its own, as another process would: a release made through
+/// one value also wakes that value's waiters in process, which would hide a
+/// notification that never came.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_its_waiter_at_once_not_at_its_next_poll() {
-    let Some((_database, leases)) = fresh(8).await else {
+    let Some((database, leases)) = fresh(8).await else {
         return;
     };
+    let waiting = PostgresLeases::new(crate::pool(&database, 4).await);
     let scope = Scope::new("wait:notify").unwrap();
     let ttl = ttl_ms(30_000);
     let mut hand_offs = Vec::new();
@@ -228,9 +233,11 @@ async fn a_release_wakes_its_waiter_at_once_not_at_its_next_poll() {
         .acquire(&scope, &Owner::generate(), ttl)
         .await
         .unwrap();
+    let mut sides = [leases.clone(), waiting];
     for _ in 0..5 {
+        sides.swap(0, 1);
         let waiter = {
-            let leases = leases.clone();
+            let leases = sides[0].clone();
             let scope = scope.clone();
             tokio::spawn(async move {
                 let guard = leases
