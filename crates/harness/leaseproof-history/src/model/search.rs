@@ -342,9 +342,19 @@ fn candidates(scope: &Scope<'_>, state: &State, relax: Relax, unknowns: bool) ->
         }
     }
     // Answered: the one the store stamped first is tried first. Of unknown
-    // outcome: the one sent last (the most likely to matter now).
+    // outcome: releases (they only free the row, what a stuck grant most
+    // often waits for), then renewals, then acquisitions; of each, the one
+    // sent last (the most likely to matter now).
     if unknowns {
-        next.sort_by_key(|placed| scope.operations[placed.operation].invoke_us);
+        next.sort_by_key(|placed| {
+            let operation = &scope.operations[placed.operation];
+            let kind = match operation.call {
+                Call::Acquire { .. } => 0,
+                Call::Renew { .. } => 1,
+                Call::Release { .. } => 2,
+            };
+            (kind, operation.invoke_us)
+        });
     } else {
         next.sort_by_key(|placed| Reverse(stamp_order(&scope.operations[placed.operation])));
     }

@@ -184,3 +184,49 @@ fn a_restamp_explains_a_same_token_grant_only_where_the_store_restamps() {
     };
     assert_eq!(certificate.invariants, [Invariant::TokenOrder], "{report}");
 }
+
+/// A holder's release is lost; a rival waiting behind it sends acquisitions
+/// whose outcomes are lost too, after the release was sent; another owner's
+/// grant is then answered with a start inside the holder's lease. Only the
+/// release explains it. An acquisition of unknown outcome may also take
+/// effect there (once the lease expired on the store's clock), but then the
+/// clock has passed the grant's start, and every order of the others is
+/// tried before it is undone: the release, tried first, is one state.
+#[test]
+fn a_lost_release_is_tried_before_lost_acquisitions_that_lead_nowhere() {
+    const LOST: i64 = 8;
+    let mut story = Story::default();
+    story
+        .op(acquire("a", 1_000), 10, 20, lease("a", 1, 1_000, 2_000))
+        .op(release("a", 1), 100, 105, End::Unknown);
+    for sent in 0..LOST {
+        story.op(
+            acquire("c", 1_000),
+            110 + 2 * sent,
+            111 + 2 * sent,
+            End::Unknown,
+        );
+    }
+    story
+        .op(acquire("b", 1_000), 200, 210, lease("b", 2, 1_500, 2_500))
+        .op(release("b", 2), 300, 310, released(1_600))
+        .op(acquire("c", 1_000), 400, 410, lease("c", 3, 1_700, 2_700));
+    let report = judged_assuming(
+        &story.history(),
+        GrantStamps::Decision,
+        Assumptions {
+            stamp_rounding_us: 0,
+            restamps: false,
+            ..Assumptions::default()
+        },
+    );
+    assert!(
+        matches!(verdict(&report), Verdict::Explained(Some(_))),
+        "{report}"
+    );
+    let states = report.scopes[0].states;
+    assert!(
+        states <= 2 * report.scopes[0].operations.len() as u64,
+        "{report}"
+    );
+}
