@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Python package (python/) as a user gets it: a fresh virtualenv,
 # `pip install ./python` (maturin builds the wheel with the `leaseproof`
-# binary inside; the release build cargo already made is reused when the
-# flags match), then the package's own pytest suite, which drives the
-# installed binary against real servers through the plugin.
+# binary inside; a build cargo already made is reused when the profile and
+# flags match — CI passes `MATURIN_PEP517_ARGS="--profile dev"` to pack the
+# test build's binary), then the package's own pytest suite, which drives
+# the installed binary against real servers through the plugin.
 #
 #   bash ci/python-package.sh         # prints pytest's summary; exit = pytest's
 set -euo pipefail
