@@ -43,12 +43,15 @@ export CARGO_TERM_COLOR=never
 
 logs="$(mktemp -d)"
 beside_pid=""
+lint_pid=""
 # On the way out, stop what runs beside the stages if it still runs: its own
 # process group (set -m below), by id.
 finish() {
-    if [ -n "${beside_pid}" ]; then
-        kill -- "-${beside_pid}" 2>/dev/null || true
-    fi
+    for pid in "${beside_pid}" "${lint_pid}"; do
+        if [ -n "${pid}" ]; then
+            kill -- "-${pid}" 2>/dev/null || true
+        fi
+    done
     rm -rf "$logs"
 }
 trap finish EXIT
@@ -118,11 +121,10 @@ races_pid=$!
 rest_pid=$!
 set +m
 # Beside the test lanes, at the lowest priority, so it takes only the CPU
-# they leave (the races mostly wait): the `testcontainers` feature's lint,
-# the published crates' docs, their packages. The docs share the test
-# build's directory: the doc-tests come first in their lane, before the
-# docs begin. No release build: `verify` and the Python package run the
-# binary the test build made (below).
+# they leave (the races mostly wait): the published crates' docs, their
+# packages. The docs share the test build's directory: the doc-tests come
+# first in their lane, before the docs begin. No release build: `verify`
+# and the Python package run the binary the test build made (below).
 beside_stage() {
     local name="$1" started=$SECONDS
     shift
@@ -134,13 +136,6 @@ published=(-p leaseproof-protocol -p leaseproof-postgres -p leaseproof-locks -p 
 set -m
 (
     set -e
-    # The code behind the `testcontainers` feature (no Docker engine here:
-    # linted, not run), in the two crates that have it.
-    beside_stage "cargo clippy (the testcontainers feature on)" \
-        nice -n 19 cargo clippy --locked --all-targets \
-        -p leaseproof-pgcluster -p leaseproof-redis-server \
-        --features leaseproof-pgcluster/testcontainers,leaseproof-redis-server/testcontainers \
-        -- -D warnings
     beside_stage "cargo doc (the published crates: no broken link, no undocumented public item)" \
         env RUSTDOCFLAGS="-D warnings -D missing_docs" nice -n 19 cargo doc --no-deps --locked \
         "${published[@]}" --features leaseproof-locks/conformance
@@ -185,19 +180,35 @@ fi
 # the simulation, history and model crates are optimised in that profile):
 # a release build of its own took ~9 min beside the lanes and outlasted
 # them, for a verify ~20 % faster (measured: 171 s against ~145 s).
-stage "leaseproof verify beside the Python package (pip install ./python in a fresh virtualenv, its pytest suite)"
+#
+# Beside them, at the lowest priority, the code behind the `testcontainers`
+# feature (no Docker engine here: linted, not run), in the two crates that
+# have it: beside the lanes it ended ~3 min after them, starved; here the
+# two mostly wait on their servers and clients. In a directory of its own,
+# so that its lock on the build directory keeps no cargo here waiting.
+stage "leaseproof verify beside the Python package (pip install ./python in a fresh virtualenv, its pytest suite), and the testcontainers lint"
 set -m
 "${lint[@]}" cargo run --locked -- verify > "$logs/verify" 2>&1 &
 verify_pid=$!
+beside_stage "cargo clippy (the testcontainers feature on)" \
+    env CARGO_TARGET_DIR=target/lint-testcontainers nice -n 19 cargo clippy --locked --all-targets \
+    -p leaseproof-pgcluster -p leaseproof-redis-server \
+    --features leaseproof-pgcluster/testcontainers,leaseproof-redis-server/testcontainers \
+    -- -D warnings > "$logs/lint-testcontainers" 2>&1 &
+lint_pid=$!
 set +m
 python_status=0
 "${lint[@]}" MATURIN_PEP517_ARGS="--profile dev" bash ci/python-package.sh > "$logs/python" 2>&1 \
     || python_status=$?
 verify_status=0
 wait "$verify_pid" || verify_status=$?
-cat "$logs/verify" "$logs/python"
-if [ "$verify_status" -ne 0 ] || [ "$python_status" -ne 0 ]; then
-    echo "verify exit ${verify_status}, the Python package exit ${python_status}" >&2
+lint_status=0
+wait "$lint_pid" || lint_status=$?
+lint_pid=""
+cat "$logs/verify" "$logs/python" "$logs/lint-testcontainers"
+if [ "$verify_status" -ne 0 ] || [ "$python_status" -ne 0 ] || [ "$lint_status" -ne 0 ]; then
+    echo "verify exit ${verify_status}, the Python package exit ${python_status}," \
+        "the testcontainers lint exit ${lint_status}" >&2
     exit 1
 fi
 python_passed=$(grep -Eo '([0-9]+) passed' "$logs/python" | tail -1 | grep -Eo '[0-9]+' || echo 0)
