@@ -184,22 +184,30 @@ fi
 # Beside them, at the lowest priority, the code behind the `testcontainers`
 # feature (no Docker engine here: linted, not run), in the two crates that
 # have it: beside the lanes it ended ~3 min after them, starved; here the
-# two mostly wait on their servers and clients. In a directory of its own,
-# so that its lock on the build directory keeps no cargo here waiting.
+# two mostly wait on their servers and clients. It shares the build
+# directory (the proc macros and build scripts are the test build's), so it
+# starts once the wheel is built: its lock would keep maturin's cargo
+# waiting. `verify` runs the binary itself, without cargo.
 stage "leaseproof verify beside the Python package (pip install ./python in a fresh virtualenv, its pytest suite), and the testcontainers lint"
+"${lint[@]}" cargo build --locked --bin leaseproof
 set -m
-"${lint[@]}" cargo run --locked -- verify > "$logs/verify" 2>&1 &
+"${CARGO_TARGET_DIR:-target}/debug/leaseproof" verify > "$logs/verify" 2>&1 &
 verify_pid=$!
+set +m
+python_status=0
+"${lint[@]}" MATURIN_PEP517_ARGS="--profile dev" bash ci/python-package.sh install > "$logs/python" 2>&1 \
+    || python_status=$?
+set -m
 beside_stage "cargo clippy (the testcontainers feature on)" \
-    env CARGO_TARGET_DIR=target/lint-testcontainers nice -n 19 cargo clippy --locked --all-targets \
+    nice -n 19 cargo clippy --locked --all-targets \
     -p leaseproof-pgcluster -p leaseproof-redis-server \
     --features leaseproof-pgcluster/testcontainers,leaseproof-redis-server/testcontainers \
     -- -D warnings > "$logs/lint-testcontainers" 2>&1 &
 lint_pid=$!
 set +m
-python_status=0
-"${lint[@]}" MATURIN_PEP517_ARGS="--profile dev" bash ci/python-package.sh > "$logs/python" 2>&1 \
-    || python_status=$?
+if [ "$python_status" -eq 0 ]; then
+    bash ci/python-package.sh test >> "$logs/python" 2>&1 || python_status=$?
+fi
 verify_status=0
 wait "$verify_pid" || verify_status=$?
 lint_status=0
