@@ -175,9 +175,10 @@ if [ "$beside_status" -ne 0 ]; then
 fi
 
 # `verify` and the Python package's suite share nothing but the binary:
-# each starts its own servers. Both run the `leaseproof` the test build made
-# (the same wrapper and flags, so cargo finds it fresh; the dependencies and
-# the simulation, history and model crates are optimised in that profile):
+# each starts its own servers. Both run a `leaseproof` of the test build's
+# profile (its dependencies and the simulation, history and model crates are
+# optimised there too), built once more for the package's own features —
+# without dev-dependencies some thirty crates differ, ~77 s:
 # a release build of its own took ~9 min beside the lanes and outlasted
 # them, for a verify ~20 % faster (measured: 171 s against ~145 s).
 #
@@ -187,9 +188,8 @@ fi
 # two mostly wait on their servers and clients. It shares the build
 # directory (the proc macros and build scripts are the test build's), so it
 # starts once the wheel is built: its lock would keep maturin's cargo
-# waiting. `verify` runs the binary itself, without cargo. `-p leaseproof`:
-# the package's own features, the test build's (without it, a build of the
-# bin resolves every member's and compiled some thirty crates again, 78 s).
+# waiting. `verify` runs the binary itself, without cargo; maturin's cargo
+# then finds the build below fresh.
 stage "leaseproof verify beside the Python package (pip install ./python in a fresh virtualenv, its pytest suite), and the testcontainers lint"
 "${lint[@]}" cargo build --locked -p leaseproof --bin leaseproof
 set -m
